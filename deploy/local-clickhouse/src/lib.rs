@@ -1,0 +1,360 @@
+//! A private ClickHouse server as a child process: its own configuration and data directory,
+//! free loopback ports, started, waited for and stopped. The local demo and every integration
+//! test use it, so none of them depends on a server someone left running.
+
+#![forbid(unsafe_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Environment variable naming the `clickhouse-server` binary, when it is not in a usual place.
+pub const SERVER_BINARY_ENV: &str = "FLEETSCOPE_CLICKHOUSE_SERVER";
+
+const INSTALL_HINT: &str = "install it with `scripts/install-prereqs` (or `apt-get install -y clickhouse-server clickhouse-client`)";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalClickHouseError {
+    #[error("clickhouse-server was not found (looked at ${SERVER_BINARY_ENV}, PATH, /usr/sbin and /usr/bin); {INSTALL_HINT}")]
+    NotInstalled,
+    #[error("could not prepare the server directory {path}: {source}")]
+    Prepare { path: PathBuf, source: std::io::Error },
+    #[error("could not start {binary}: {source}")]
+    Spawn { binary: PathBuf, source: std::io::Error },
+    #[error("clickhouse-server exited during start-up ({status}); last lines of its error log:\n{log}")]
+    Exited { status: String, log: String },
+    #[error("clickhouse-server did not answer /ping within {waited:?}; last lines of its error log:\n{log}")]
+    NotReady { waited: Duration, log: String },
+}
+
+/// Finds the `clickhouse-server` binary: `$FLEETSCOPE_CLICKHOUSE_SERVER`, then `PATH`, then the
+/// Debian package's `/usr/sbin`.
+pub fn find_server_binary() -> Result<PathBuf, LocalClickHouseError> {
+    if let Some(path) = std::env::var_os(SERVER_BINARY_ENV) {
+        let path = PathBuf::from(path);
+        return if path.is_file() { Ok(path) } else { Err(LocalClickHouseError::NotInstalled) };
+    }
+    let path_dirs = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default();
+    path_dirs
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join("clickhouse-server"))
+        .find(|candidate| candidate.is_file())
+        .ok_or(LocalClickHouseError::NotInstalled)
+}
+
+/// Where the server keeps its files: a temporary directory removed on drop, or a directory the
+/// caller chose and keeps.
+#[derive(Debug)]
+enum Home {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Home {
+    fn path(&self) -> &Path {
+        match self {
+            Home::Temporary(dir) => dir.path(),
+            Home::Kept(path) => path,
+        }
+    }
+}
+
+/// A running private ClickHouse server. Dropping it kills the server and removes a temporary
+/// directory; [`LocalClickHouse::stop`] shuts it down gracefully.
+#[derive(Debug)]
+pub struct LocalClickHouse {
+    child: Option<Child>,
+    home: Home,
+    binary: PathBuf,
+    http_port: u16,
+    tcp_port: u16,
+}
+
+impl LocalClickHouse {
+    /// Starts a server in a new temporary directory on free loopback ports and waits until it answers.
+    pub fn start() -> Result<LocalClickHouse, LocalClickHouseError> {
+        let dir = tempfile::Builder::new()
+            .prefix("fleetscope-clickhouse-")
+            .tempdir()
+            .map_err(|source| LocalClickHouseError::Prepare { path: std::env::temp_dir(), source })?;
+        Self::start_in(Home::Temporary(dir))
+    }
+
+    /// Starts a server whose data lives in `dir` (created if needed) and stays after it stops.
+    pub fn start_in_dir(dir: impl Into<PathBuf>) -> Result<LocalClickHouse, LocalClickHouseError> {
+        Self::start_in(Home::Kept(dir.into()))
+    }
+
+    fn start_in(mut home: Home) -> Result<LocalClickHouse, LocalClickHouseError> {
+        let binary = find_server_binary()?;
+        let mut last_error = None;
+        // A port found free can be taken by someone else before the server binds it: retry.
+        for _ in 0..3 {
+            let (http_port, tcp_port) = (free_port(&home)?, free_port(&home)?);
+            let mut server = LocalClickHouse { child: None, home, binary: binary.clone(), http_port, tcp_port };
+            match server.launch() {
+                Ok(()) => return Ok(server),
+                Err(err) => {
+                    last_error = Some(err);
+                    home = server.take_home();
+                }
+            }
+        }
+        Err(last_error.expect("at least one attempt was made"))
+    }
+
+    fn take_home(mut self) -> Home {
+        self.kill_now();
+        std::mem::replace(&mut self.home, Home::Kept(PathBuf::new()))
+    }
+
+    /// Writes the configuration and starts the process, then waits for `/ping`.
+    fn launch(&mut self) -> Result<(), LocalClickHouseError> {
+        let home = self.home.path().to_owned();
+        let prepare = |path: &Path, result: std::io::Result<()>| {
+            result.map_err(|source| LocalClickHouseError::Prepare { path: path.to_owned(), source })
+        };
+        for sub in ["data", "tmp", "user_files", "format_schemas", "log"] {
+            prepare(&home.join(sub), std::fs::create_dir_all(home.join(sub)))?;
+        }
+        let config = home.join("config.xml");
+        prepare(&config, std::fs::write(&config, self.config_xml(&home)))?;
+        let users = home.join("users.xml");
+        prepare(&users, std::fs::write(&users, USERS_XML))?;
+        let stdout = prepare_file(&home.join("log/stdout.log"))?;
+        let stderr = prepare_file(&home.join("log/stderr.log"))?;
+        let child = Command::new(&self.binary)
+            .arg(format!("--config-file={}", config.display()))
+            .current_dir(&home)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|source| LocalClickHouseError::Spawn { binary: self.binary.clone(), source })?;
+        self.child = Some(child);
+        self.wait_ready(Duration::from_secs(60))
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> Result<(), LocalClickHouseError> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(LocalClickHouseError::Exited { status: status.to_string(), log: self.error_log_tail() });
+                }
+            }
+            if ping(self.http_port) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(LocalClickHouseError::NotReady { waited: limit, log: self.error_log_tail() })
+    }
+
+    fn config_xml(&self, home: &Path) -> String {
+        let home = home.display();
+        format!(
+            r#"<?xml version="1.0"?>
+<!-- Written by Fleetscope for a private, loopback-only server. -->
+<yandex>
+  <logger>
+    <level>warning</level>
+    <log>{home}/log/server.log</log>
+    <errorlog>{home}/log/server.err.log</errorlog>
+    <size>10M</size>
+    <count>2</count>
+    <console>0</console>
+  </logger>
+  <listen_host>127.0.0.1</listen_host>
+  <http_port>{http}</http_port>
+  <tcp_port>{tcp}</tcp_port>
+  <path>{home}/data/</path>
+  <tmp_path>{home}/tmp/</tmp_path>
+  <user_files_path>{home}/user_files/</user_files_path>
+  <format_schema_path>{home}/format_schemas/</format_schema_path>
+  <users_config>users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <mark_cache_size>268435456</mark_cache_size>
+  <uncompressed_cache_size>268435456</uncompressed_cache_size>
+  <max_concurrent_queries>200</max_concurrent_queries>
+  <builtin_dictionaries_reload_interval>0</builtin_dictionaries_reload_interval>
+</yandex>
+"#,
+            http = self.http_port,
+            tcp = self.tcp_port,
+        )
+    }
+
+    fn error_log_tail(&self) -> String {
+        let mut text = String::new();
+        for name in ["log/server.err.log", "log/stderr.log"] {
+            if let Ok(content) = std::fs::read_to_string(self.home.path().join(name)) {
+                let lines: Vec<&str> = content.lines().collect();
+                text.extend(lines[lines.len().saturating_sub(15)..].iter().map(|l| format!("{l}\n")));
+            }
+        }
+        if text.is_empty() {
+            "(empty)".to_owned()
+        } else {
+            text
+        }
+    }
+
+    /// The HTTP interface, for example `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    pub fn http_port(&self) -> u16 {
+        self.http_port
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops the server gracefully (SIGTERM, then SIGKILL after 20 s), keeping its data, so
+    /// [`LocalClickHouse::restart`] can bring the same server back.
+    pub fn shut_down(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same ports and data after [`LocalClickHouse::shut_down`].
+    pub fn restart(&mut self) -> Result<(), LocalClickHouseError> {
+        self.shut_down();
+        self.launch()
+    }
+
+    /// Stops the server gracefully and removes a temporary directory.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    /// Leaves the server running after this value is gone (the demo's `--keep`). Returns its
+    /// process id and directory; a temporary directory is kept too.
+    pub fn keep_running(mut self) -> (Option<u32>, PathBuf) {
+        let pid = self.child.take().map(|child| child.id());
+        let home = std::mem::replace(&mut self.home, Home::Kept(PathBuf::new()));
+        let path = match home {
+            Home::Temporary(dir) => dir.keep(),
+            Home::Kept(path) => path,
+        };
+        (pid, path)
+    }
+
+    fn kill_now(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for LocalClickHouse {
+    fn drop(&mut self) {
+        self.kill_now();
+    }
+}
+
+fn prepare_file(path: &Path) -> Result<std::fs::File, LocalClickHouseError> {
+    std::fs::File::create(path).map_err(|source| LocalClickHouseError::Prepare { path: path.to_owned(), source })
+}
+
+fn free_port(home: &Home) -> Result<u16, LocalClickHouseError> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|source| LocalClickHouseError::Prepare { path: home.path().to_owned(), source })
+}
+
+/// True when the HTTP interface answers `GET /ping` with `Ok.`.
+fn ping(port: u16) -> bool {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream.write_all(b"GET /ping HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.") && response.contains(" 200 ") && response.ends_with("Ok.\n")
+}
+
+const USERS_XML: &str = r#"<?xml version="1.0"?>
+<!-- Written by Fleetscope: one passwordless user reachable from loopback only. -->
+<yandex>
+  <profiles>
+    <default>
+      <max_memory_usage>8000000000</max_memory_usage>
+      <load_balancing>random</load_balancing>
+    </default>
+  </profiles>
+  <users>
+    <default>
+      <password></password>
+      <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+      <profile>default</profile>
+      <quota>default</quota>
+    </default>
+  </users>
+  <quotas>
+    <default>
+      <interval>
+        <duration>3600</duration>
+        <queries>0</queries><errors>0</errors><result_rows>0</result_rows>
+        <read_rows>0</read_rows><execution_time>0</execution_time>
+      </interval>
+    </default>
+  </quotas>
+</yandex>
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_answers_restarts_and_stops() {
+        let mut server = LocalClickHouse::start().expect("start a private clickhouse-server");
+        assert!(ping(server.http_port()), "answers /ping once started");
+        let dir = server.data_dir().to_owned();
+        server.restart().expect("restart on the same data");
+        assert!(ping(server.http_port()), "answers /ping after a restart");
+        let port = server.http_port();
+        server.stop();
+        assert!(!ping(port), "stopped");
+        assert!(!dir.exists(), "temporary directory removed");
+    }
+
+    #[test]
+    fn missing_binary_says_how_to_install() {
+        let message = LocalClickHouseError::NotInstalled.to_string();
+        assert!(message.contains("apt-get install -y clickhouse-server"), "{message}");
+    }
+}
