@@ -77,6 +77,16 @@ string_enum!(
     }
 );
 
+impl ObjectKind {
+    /// True for the kinds an application becomes (drift is about these); false for sources.
+    pub fn is_app_object(self) -> bool {
+        matches!(
+            self,
+            ObjectKind::Kustomization | ObjectKind::HelmRelease | ObjectKind::Application
+        )
+    }
+}
+
 /// Which reconciler object on a cluster an observation is about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjectRef {

@@ -23,10 +23,18 @@ pub enum LocalClickHouseError {
     #[error("clickhouse-server was not found (looked at ${SERVER_BINARY_ENV}, PATH, /usr/sbin and /usr/bin); {INSTALL_HINT}")]
     NotInstalled,
     #[error("could not prepare the server directory {path}: {source}")]
-    Prepare { path: PathBuf, source: std::io::Error },
+    Prepare {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("could not start {binary}: {source}")]
-    Spawn { binary: PathBuf, source: std::io::Error },
-    #[error("clickhouse-server exited during start-up ({status}); last lines of its error log:\n{log}")]
+    Spawn {
+        binary: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "clickhouse-server exited during start-up ({status}); last lines of its error log:\n{log}"
+    )]
     Exited { status: String, log: String },
     #[error("clickhouse-server did not answer /ping within {waited:?}; last lines of its error log:\n{log}")]
     NotReady { waited: Duration, log: String },
@@ -37,9 +45,15 @@ pub enum LocalClickHouseError {
 pub fn find_server_binary() -> Result<PathBuf, LocalClickHouseError> {
     if let Some(path) = std::env::var_os(SERVER_BINARY_ENV) {
         let path = PathBuf::from(path);
-        return if path.is_file() { Ok(path) } else { Err(LocalClickHouseError::NotInstalled) };
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(LocalClickHouseError::NotInstalled)
+        };
     }
-    let path_dirs = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default();
+    let path_dirs = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
     path_dirs
         .into_iter()
         .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
@@ -82,7 +96,10 @@ impl LocalClickHouse {
         let dir = tempfile::Builder::new()
             .prefix("fleetscope-clickhouse-")
             .tempdir()
-            .map_err(|source| LocalClickHouseError::Prepare { path: std::env::temp_dir(), source })?;
+            .map_err(|source| LocalClickHouseError::Prepare {
+                path: std::env::temp_dir(),
+                source,
+            })?;
         Self::start_in(Home::Temporary(dir))
     }
 
@@ -97,7 +114,13 @@ impl LocalClickHouse {
         // A port found free can be taken by someone else before the server binds it: retry.
         for _ in 0..3 {
             let (http_port, tcp_port) = (free_port(&home)?, free_port(&home)?);
-            let mut server = LocalClickHouse { child: None, home, binary: binary.clone(), http_port, tcp_port };
+            let mut server = LocalClickHouse {
+                child: None,
+                home,
+                binary: binary.clone(),
+                http_port,
+                tcp_port,
+            };
             match server.launch() {
                 Ok(()) => return Ok(server),
                 Err(err) => {
@@ -118,7 +141,10 @@ impl LocalClickHouse {
     fn launch(&mut self) -> Result<(), LocalClickHouseError> {
         let home = self.home.path().to_owned();
         let prepare = |path: &Path, result: std::io::Result<()>| {
-            result.map_err(|source| LocalClickHouseError::Prepare { path: path.to_owned(), source })
+            result.map_err(|source| LocalClickHouseError::Prepare {
+                path: path.to_owned(),
+                source,
+            })
         };
         for sub in ["data", "tmp", "user_files", "format_schemas", "log"] {
             prepare(&home.join(sub), std::fs::create_dir_all(home.join(sub)))?;
@@ -136,7 +162,10 @@ impl LocalClickHouse {
             .stdout(stdout)
             .stderr(stderr)
             .spawn()
-            .map_err(|source| LocalClickHouseError::Spawn { binary: self.binary.clone(), source })?;
+            .map_err(|source| LocalClickHouseError::Spawn {
+                binary: self.binary.clone(),
+                source,
+            })?;
         self.child = Some(child);
         self.wait_ready(Duration::from_secs(60))
     }
@@ -147,7 +176,10 @@ impl LocalClickHouse {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     self.child = None;
-                    return Err(LocalClickHouseError::Exited { status: status.to_string(), log: self.error_log_tail() });
+                    return Err(LocalClickHouseError::Exited {
+                        status: status.to_string(),
+                        log: self.error_log_tail(),
+                    });
                 }
             }
             if ping(self.http_port) {
@@ -155,7 +187,10 @@ impl LocalClickHouse {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Err(LocalClickHouseError::NotReady { waited: limit, log: self.error_log_tail() })
+        Err(LocalClickHouseError::NotReady {
+            waited: limit,
+            log: self.error_log_tail(),
+        })
     }
 
     fn config_xml(&self, home: &Path) -> String {
@@ -172,6 +207,7 @@ impl LocalClickHouse {
     <count>2</count>
     <console>0</console>
   </logger>
+  <timezone>UTC</timezone>
   <listen_host>127.0.0.1</listen_host>
   <http_port>{http}</http_port>
   <tcp_port>{tcp}</tcp_port>
@@ -198,7 +234,11 @@ impl LocalClickHouse {
         for name in ["log/server.err.log", "log/stderr.log"] {
             if let Ok(content) = std::fs::read_to_string(self.home.path().join(name)) {
                 let lines: Vec<&str> = content.lines().collect();
-                text.extend(lines[lines.len().saturating_sub(15)..].iter().map(|l| format!("{l}\n")));
+                text.extend(
+                    lines[lines.len().saturating_sub(15)..]
+                        .iter()
+                        .map(|l| format!("{l}\n")),
+                );
             }
         }
         if text.is_empty() {
@@ -281,14 +321,20 @@ impl Drop for LocalClickHouse {
 }
 
 fn prepare_file(path: &Path) -> Result<std::fs::File, LocalClickHouseError> {
-    std::fs::File::create(path).map_err(|source| LocalClickHouseError::Prepare { path: path.to_owned(), source })
+    std::fs::File::create(path).map_err(|source| LocalClickHouseError::Prepare {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn free_port(home: &Home) -> Result<u16, LocalClickHouseError> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
-        .map_err(|source| LocalClickHouseError::Prepare { path: home.path().to_owned(), source })
+        .map_err(|source| LocalClickHouseError::Prepare {
+            path: home.path().to_owned(),
+            source,
+        })
 }
 
 /// True when the HTTP interface answers `GET /ping` with `Ok.`.
@@ -298,7 +344,10 @@ fn ping(port: u16) -> bool {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    if stream.write_all(b"GET /ping HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
+    if stream
+        .write_all(b"GET /ping HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
         return false;
     }
     let mut response = String::new();
@@ -355,6 +404,9 @@ mod tests {
     #[test]
     fn missing_binary_says_how_to_install() {
         let message = LocalClickHouseError::NotInstalled.to_string();
-        assert!(message.contains("apt-get install -y clickhouse-server"), "{message}");
+        assert!(
+            message.contains("apt-get install -y clickhouse-server"),
+            "{message}"
+        );
     }
 }

@@ -1,0 +1,112 @@
+//! Every SQL text the store sends, rendered with sample parameters, so the conformance test
+//! can run each one on other ClickHouse versions. A new query belongs here the day it is added.
+
+use clickhouse::Row;
+use fleetscope_model::{DriftPolicy, Timestamp};
+
+use crate::queries::{self, ClusterCountsRow, LastSeenRow, PairCountRow, PairStateRow};
+use crate::retention::SELECT_PARTITIONS;
+use crate::rows::{DesiredRow, HeartbeatRow, ObservedRow};
+use crate::schema::{MIGRATIONS, MIGRATIONS_TABLE_DDL, SELECT_APPLIED_MIGRATIONS};
+use crate::Store;
+
+/// One statement: what it is and its full text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogEntry {
+    pub name: String,
+    pub sql: String,
+}
+
+/// Schema statements in the order `migrate` runs them.
+pub fn schema_statements() -> Vec<CatalogEntry> {
+    let mut entries = vec![CatalogEntry {
+        name: "schema_migrations".into(),
+        sql: MIGRATIONS_TABLE_DDL.into(),
+    }];
+    for migration in MIGRATIONS {
+        for (index, statement) in migration.statements.iter().enumerate() {
+            entries.push(CatalogEntry {
+                name: format!("migration {} statement {}", migration.version, index + 1),
+                sql: (*statement).to_owned(),
+            });
+        }
+    }
+    entries
+}
+
+fn render<R: Row>(name: &str, query: clickhouse::query::Query) -> CatalogEntry {
+    let sql = query
+        .sql_display()
+        .to_string()
+        .replace("?fields", &R::COLUMN_NAMES.join(", "));
+    CatalogEntry {
+        name: name.to_owned(),
+        sql,
+    }
+}
+
+/// Every read query, rendered with the given sample parameters for `database`.
+pub fn read_queries(
+    database: &str,
+    now: Timestamp,
+    policy: &DriftPolicy,
+    cluster_id: &str,
+) -> Vec<CatalogEntry> {
+    let store = Store::connect(&crate::StoreConfig::new("http://127.0.0.1:9", database))
+        .expect("valid sample config");
+    let store = &store;
+    let week_ago = now.plus_seconds(-7 * 86_400);
+    vec![
+        CatalogEntry {
+            name: "applied migrations".into(),
+            sql: SELECT_APPLIED_MIGRATIONS.into(),
+        },
+        render::<PairCountRow>(
+            "drift pair counts per group",
+            queries::pair_counts_query(store, now, policy),
+        ),
+        render::<ClusterCountsRow>(
+            "cluster counts per group",
+            queries::cluster_counts_query(store, now, policy),
+        ),
+        render::<PairStateRow>(
+            "drift of one cluster",
+            queries::cluster_pair_states_query(store, cluster_id, now, policy),
+        ),
+        render::<PairStateRow>(
+            "drift of every pair",
+            queries::all_pair_states_query(store, now, policy),
+        ),
+        render::<ObservedRow>(
+            "observed state of one cluster",
+            queries::observed_for_cluster_query(store, cluster_id),
+        ),
+        render::<ObservedRow>(
+            "observed history of one cluster",
+            queries::observed_history_query(store, cluster_id, week_ago, now.plus_seconds(1)),
+        ),
+        render::<DesiredRow>(
+            "desired state of one cluster",
+            queries::desired_for_cluster_query(store, cluster_id),
+        ),
+        render::<HeartbeatRow>("latest heartbeats", queries::latest_heartbeats_query(store)),
+        render::<LastSeenRow>(
+            "stale clusters",
+            queries::stale_clusters_query(store, now, policy, 100),
+        ),
+        render::<PartitionRow>(
+            "partitions of a table",
+            store
+                .client()
+                .query(SELECT_PARTITIONS)
+                .bind(database)
+                .bind("observed_transitions"),
+        ),
+    ]
+}
+
+#[derive(clickhouse::Row, serde::Deserialize)]
+#[allow(dead_code)]
+struct PartitionRow {
+    partition_id: String,
+}

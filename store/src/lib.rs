@@ -1,0 +1,192 @@
+//! Fleetscope's ClickHouse store: the schema and its migrations, typed rows, the batch writer,
+//! retention and every read query the services need.
+//!
+//! **Boundary**: this is the only crate that contains SQL. Values from outside reach a query
+//! only as bound parameters (`?`), escaped by the client; identifiers come from constants or
+//! are validated first.
+//!
+//! Everything here runs on ClickHouse 18.16 (the oldest server we test against) and on current
+//! ClickHouse; `tests/current_clickhouse.rs` proves the second on an embedded current engine.
+
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod drift_sql;
+pub mod queries;
+pub mod retention;
+pub mod rows;
+pub mod schema;
+pub mod writer;
+
+use std::time::Duration;
+
+pub use queries::{ClusterCountsRow, GroupRollup, PairCountRow};
+pub use rows::{
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
+};
+pub use writer::{BatchOutcome, BatchWriter, BatchWriterConfig, Receipt, WriteError};
+
+/// Errors from the store. Messages say what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database name {0:?} is invalid: use 1 to 64 characters of a-z, 0-9 and '_', starting with a letter")]
+    BadDatabaseName(String),
+    #[error("clickhouse url {0:?} is invalid: expected http://host:port or https://host:port")]
+    BadUrl(String),
+    #[error("{what}: {source}")]
+    ClickHouse {
+        what: String,
+        source: clickhouse::error::Error,
+    },
+    #[error("migration {version} ({name}) was changed after it was applied: applied checksum {applied}, current {current}")]
+    MigrationChanged {
+        version: u32,
+        name: String,
+        applied: String,
+        current: String,
+    },
+    #[error("the database has migration {version}, newer than this build knows (latest {latest}); upgrade fleetscope")]
+    SchemaTooNew { version: u32, latest: u32 },
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Attaches a description of the operation to a ClickHouse error.
+pub(crate) trait Context<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> Context<T> for std::result::Result<T, clickhouse::error::Error> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| StoreError::ClickHouse {
+            what: what(),
+            source,
+        })
+    }
+}
+
+/// Where the store lives: a ClickHouse HTTP endpoint, credentials and a database.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub url: String,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub database: String,
+    /// Per-request timeout for queries and inserts.
+    pub timeout: Duration,
+}
+
+impl StoreConfig {
+    pub fn new(url: impl Into<String>, database: impl Into<String>) -> StoreConfig {
+        StoreConfig {
+            url: url.into(),
+            user: None,
+            password: None,
+            database: database.into(),
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A handle on the store. Cheap to clone; clones share the HTTP connection pool.
+#[derive(Clone)]
+pub struct Store {
+    client: clickhouse::Client,
+    /// The same client without a database, for creating the database itself.
+    server: clickhouse::Client,
+    database: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("database", &self.database)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checks a database name before it is ever used as an identifier.
+pub fn validate_database_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::BadDatabaseName(name.to_owned()))
+    }
+}
+
+impl Store {
+    pub fn connect(config: &StoreConfig) -> Result<Store> {
+        validate_database_name(&config.database)?;
+        let url = config.url.trim_end_matches('/');
+        let valid_url = (url.starts_with("http://") || url.starts_with("https://"))
+            && url
+                .split("://")
+                .nth(1)
+                .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace));
+        if !valid_url {
+            return Err(StoreError::BadUrl(config.url.clone()));
+        }
+        let mut server = clickhouse::Client::default()
+            .with_url(url)
+            // ClickHouse 18.16 lacks RowBinaryWithNamesAndTypes, which validation needs.
+            .with_validation(false)
+            .with_setting(
+                "max_execution_time",
+                config.timeout.as_secs().max(1).to_string(),
+            );
+        if let Some(user) = &config.user {
+            server = server.with_user(user);
+        }
+        if let Some(password) = &config.password {
+            server = server.with_password(password);
+        }
+        let client = server.clone().with_database(&config.database);
+        Ok(Store {
+            client,
+            server,
+            database: config.database.clone(),
+        })
+    }
+
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
+    pub(crate) fn client(&self) -> &clickhouse::Client {
+        &self.client
+    }
+
+    /// Answers when ClickHouse answers a trivial query (readiness checks).
+    pub async fn ping(&self) -> Result<()> {
+        self.server
+            .query("SELECT 1")
+            .execute()
+            .await
+            .context(|| "pinging clickhouse".to_owned())
+    }
+
+    /// Drops the whole database. For tests and the demo's clean-up only.
+    pub async fn drop_database(&self) -> Result<()> {
+        self.server
+            .query("DROP DATABASE IF EXISTS ?")
+            .bind(clickhouse::sql::Identifier(&self.database))
+            .execute()
+            .await
+            .context(|| format!("dropping database {}", self.database))
+    }
+}
+
+/// Seconds since the epoch as ClickHouse `DateTime` stores them, saturating at its range.
+pub fn to_datetime(timestamp: fleetscope_model::Timestamp) -> u32 {
+    timestamp.seconds().clamp(0, i64::from(u32::MAX)) as u32
+}
+
+pub fn from_datetime(seconds: u32) -> fleetscope_model::Timestamp {
+    fleetscope_model::Timestamp(i64::from(seconds))
+}

@@ -1,0 +1,427 @@
+//! The read queries the services need. Each is built by a `*_query` function (so the SQL
+//! conformance test can render it with sample parameters) and run by a method on [`Store`].
+//!
+//! Tables fed by `ReplacingMergeTree` may still hold superseded or duplicate rows until a
+//! merge; every query here reads through them (`argMax` by version, `LIMIT 1 BY`), so results
+//! never depend on when ClickHouse merged.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use clickhouse::query::Query;
+use clickhouse::Row;
+use fleetscope_model::state::ObjectKind;
+use fleetscope_model::{DriftPolicy, DriftState, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::drift_sql::drift_state_expression;
+use crate::rows::{DesiredRow, HeartbeatRow, ObservedRow};
+use crate::{to_datetime, Context, Result, Store};
+
+/// Current membership: each cluster's render group, removed clusters left out.
+const MEMBERSHIP: &str = "SELECT cluster_id, current_group AS render_group FROM (\
+SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS member_removed \
+FROM render_group_members GROUP BY cluster_id) WHERE member_removed = 0";
+
+/// Current desired rows per render group and app, removed apps left out.
+const DESIRED_CURRENT: &str = "SELECT render_group, app, argMax(version, render_id) AS d_version, \
+argMax(content_hash, render_id) AS d_hash, argMax(desired_since, render_id) AS d_since, \
+argMax(removed, render_id) AS d_removed \
+FROM desired_latest GROUP BY render_group, app HAVING d_removed = 0";
+
+/// Current clusters of the inventory, removed clusters left out.
+const INVENTORY_CURRENT: &str = "SELECT cluster_id, current_prefixes AS group_prefixes, current_environment AS environment FROM (\
+SELECT cluster_id, argMax(group_prefixes, version) AS current_prefixes, \
+argMax(environment, version) AS current_environment, argMax(removed, version) AS cluster_removed \
+FROM clusters GROUP BY cluster_id) WHERE cluster_removed = 0";
+
+/// Last heartbeat per cluster.
+const LAST_SEEN: &str =
+    "SELECT cluster_id, max(seen_at) AS last_seen FROM heartbeats GROUP BY cluster_id";
+
+/// Every (cluster, app) pair that is desired or observed, with the columns the drift
+/// expression reads (except the parameters).
+fn pairs_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        let primary_kinds = ObjectKind::ALL
+            .iter()
+            .filter(|kind| kind.is_app_object())
+            .map(|kind| format!("'{}'", kind.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "SELECT cluster_id, app, has_desired, has_observed, d_version, d_hash, toInt64(toUInt32(d_since)) AS d_since_s, \
+o_version, o_hash, o_health, o_sync, o_transitioned_s \
+FROM (\
+SELECT cluster_id, app, 1 AS has_desired, d_version, d_hash, d_since \
+FROM ({MEMBERSHIP}) ALL INNER JOIN ({DESIRED_CURRENT}) USING render_group\
+) ALL FULL OUTER JOIN (\
+SELECT cluster_id, obj_app AS app, 1 AS has_observed, argMax(obj_version, obj_seq) AS o_version, \
+argMax(obj_hash, obj_seq) AS o_hash, argMax(obj_health, obj_seq) AS o_health, argMax(obj_sync, obj_seq) AS o_sync, \
+toInt64(toUInt32(argMax(obj_transitioned_at, obj_seq))) AS o_transitioned_s \
+FROM (\
+SELECT cluster_id, object_kind, object_namespace, object_name, argMax(app, seq) AS obj_app, \
+argMax(version, seq) AS obj_version, argMax(content_hash, seq) AS obj_hash, argMax(health, seq) AS obj_health, \
+argMax(sync, seq) AS obj_sync, argMax(transitioned_at, seq) AS obj_transitioned_at, argMax(deleted, seq) AS obj_deleted, \
+max(seq) AS obj_seq \
+FROM observed_latest WHERE object_kind IN ({primary_kinds}) \
+GROUP BY cluster_id, object_kind, object_namespace, object_name\
+) WHERE obj_app != '' AND obj_deleted = 0 GROUP BY cluster_id, obj_app\
+) USING (cluster_id, app)"
+        )
+    })
+}
+
+/// Pairs of current clusters with everything classification needs, parameters included:
+/// `now`, grace and stale thresholds are bound in that order.
+fn classified_pairs_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "SELECT cluster_id, app, group_prefixes, {expression} AS state \
+FROM (\
+SELECT *, toInt64(toUInt32(last_seen)) AS last_seen_s, toInt64(?) AS now_s, toInt64(?) AS grace_s, toInt64(?) AS stale_s \
+FROM (\
+SELECT * FROM ({pairs}) ALL INNER JOIN ({INVENTORY_CURRENT}) USING cluster_id\
+) ALL LEFT JOIN ({LAST_SEEN}) USING cluster_id\
+)",
+            expression = drift_state_expression(),
+            pairs = pairs_sql(),
+        )
+    })
+}
+
+/// App instances per group (every level, `""` for the fleet) and drift state.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct PairCountRow {
+    pub group_path: String,
+    pub state: String,
+    pub pairs: u64,
+}
+
+/// Clusters per group (every level, `""` for the fleet), and how many of them are stale.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ClusterCountsRow {
+    pub group_path: String,
+    pub clusters: u64,
+    pub stale_clusters: u64,
+}
+
+/// One (cluster, app) pair and its drift state.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct PairStateRow {
+    pub cluster_id: String,
+    pub app: String,
+    pub state: String,
+}
+
+/// A cluster and when it was last seen (0 = never).
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct LastSeenRow {
+    pub cluster_id: String,
+    pub last_seen: u32,
+}
+
+/// The rollup of one group: clusters, stale clusters, and app instances per drift state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupRollup {
+    /// `""` is the whole fleet.
+    pub group_path: String,
+    pub depth: usize,
+    pub clusters: u64,
+    pub stale_clusters: u64,
+    pub pairs: BTreeMap<DriftState, u64>,
+}
+
+impl GroupRollup {
+    pub fn reporting_clusters(&self) -> u64 {
+        self.clusters - self.stale_clusters
+    }
+
+    pub fn count(&self, state: DriftState) -> u64 {
+        self.pairs.get(&state).copied().unwrap_or(0)
+    }
+
+    pub fn total_pairs(&self) -> u64 {
+        self.pairs.values().sum()
+    }
+}
+
+pub fn pair_counts_query(store: &Store, now: Timestamp, policy: &DriftPolicy) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "SELECT group_path, state, count() AS pairs FROM (\
+SELECT arrayJoin(arrayConcat([''], group_prefixes)) AS group_path, state FROM ({})\
+) GROUP BY group_path, state ORDER BY group_path, state",
+            classified_pairs_sql()
+        )
+    });
+    store
+        .client()
+        .query(sql)
+        .bind(now.seconds())
+        .bind(policy.progress_grace_seconds)
+        .bind(policy.stale_after_seconds)
+}
+
+pub fn cluster_counts_query(store: &Store, now: Timestamp, policy: &DriftPolicy) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "SELECT group_path, count() AS clusters, \
+countIf(last_seen_s = 0 OR now_s - last_seen_s > stale_s) AS stale_clusters FROM (\
+SELECT arrayJoin(arrayConcat([''], group_prefixes)) AS group_path, toInt64(toUInt32(last_seen)) AS last_seen_s, \
+toInt64(?) AS now_s, toInt64(?) AS stale_s \
+FROM ({INVENTORY_CURRENT}) ALL LEFT JOIN ({LAST_SEEN}) USING cluster_id\
+) GROUP BY group_path ORDER BY group_path"
+        )
+    });
+    store
+        .client()
+        .query(sql)
+        .bind(now.seconds())
+        .bind(policy.stale_after_seconds)
+}
+
+pub fn cluster_pair_states_query(
+    store: &Store,
+    cluster_id: &str,
+    now: Timestamp,
+    policy: &DriftPolicy,
+) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "SELECT cluster_id, app, state FROM ({}) WHERE cluster_id = ? ORDER BY cluster_id, app",
+            classified_pairs_sql()
+        )
+    });
+    store
+        .client()
+        .query(sql)
+        .bind(now.seconds())
+        .bind(policy.progress_grace_seconds)
+        .bind(policy.stale_after_seconds)
+        .bind(cluster_id)
+}
+
+pub fn all_pair_states_query(store: &Store, now: Timestamp, policy: &DriftPolicy) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "SELECT cluster_id, app, state FROM ({}) ORDER BY cluster_id, app",
+            classified_pairs_sql()
+        )
+    });
+    store
+        .client()
+        .query(sql)
+        .bind(now.seconds())
+        .bind(policy.progress_grace_seconds)
+        .bind(policy.stale_after_seconds)
+}
+
+pub fn observed_for_cluster_query(store: &Store, cluster_id: &str) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM observed_latest WHERE cluster_id = ? \
+ORDER BY cluster_id, object_kind, object_namespace, object_name, seq DESC \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
+        )
+        .bind(cluster_id)
+}
+
+pub fn observed_history_query(
+    store: &Store,
+    cluster_id: &str,
+    from: Timestamp,
+    to: Timestamp,
+) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM observed_transitions \
+WHERE cluster_id = ? AND observed_at >= toDateTime(?) AND observed_at < toDateTime(?) \
+ORDER BY observed_at, seq, object_kind, object_namespace, object_name \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq",
+        )
+        .bind(cluster_id)
+        .bind(to_datetime(from))
+        .bind(to_datetime(to))
+}
+
+pub fn desired_for_cluster_query(store: &Store, cluster_id: &str) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM (\
+SELECT * FROM desired_latest WHERE render_group IN (\
+SELECT current_group FROM (\
+SELECT argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS member_removed \
+FROM render_group_members WHERE cluster_id = ? GROUP BY cluster_id) WHERE member_removed = 0) \
+ORDER BY app, render_id DESC LIMIT 1 BY app\
+) WHERE removed = 0 ORDER BY app",
+        )
+        .bind(cluster_id)
+}
+
+pub fn latest_heartbeats_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT ?fields FROM heartbeats ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id",
+    )
+}
+
+pub fn stale_clusters_query(
+    store: &Store,
+    now: Timestamp,
+    policy: &DriftPolicy,
+    limit: u64,
+) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "SELECT cluster_id, last_seen FROM (\
+SELECT cluster_id, last_seen FROM ({INVENTORY_CURRENT}) ALL LEFT JOIN ({LAST_SEEN}) USING cluster_id\
+) WHERE toUInt32(last_seen) = 0 OR toInt64(?) - toInt64(toUInt32(last_seen)) > toInt64(?) \
+ORDER BY last_seen, cluster_id LIMIT ?"
+        )
+    });
+    store
+        .client()
+        .query(sql)
+        .bind(now.seconds())
+        .bind(policy.stale_after_seconds)
+        .bind(limit)
+}
+
+impl Store {
+    /// The drift rollup of every group at every level, the fleet (`""`) first.
+    pub async fn drift_rollup(
+        &self,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> Result<Vec<GroupRollup>> {
+        let (pairs, clusters) = tokio::try_join!(
+            async {
+                pair_counts_query(self, now, policy)
+                    .fetch_all::<PairCountRow>()
+                    .await
+                    .context(|| "reading drift counts per group".to_owned())
+            },
+            async {
+                cluster_counts_query(self, now, policy)
+                    .fetch_all::<ClusterCountsRow>()
+                    .await
+                    .context(|| "reading cluster counts per group".to_owned())
+            },
+        )?;
+        let mut rollups: BTreeMap<String, GroupRollup> = BTreeMap::new();
+        let entry = |rollups: &mut BTreeMap<String, GroupRollup>, group: &str| {
+            rollups
+                .entry(group.to_owned())
+                .or_insert_with(|| GroupRollup {
+                    group_path: group.to_owned(),
+                    depth: if group.is_empty() {
+                        0
+                    } else {
+                        group.split('/').count()
+                    },
+                    clusters: 0,
+                    stale_clusters: 0,
+                    pairs: BTreeMap::new(),
+                })
+                .clone()
+        };
+        for row in clusters {
+            let mut rollup = entry(&mut rollups, &row.group_path);
+            rollup.clusters = row.clusters;
+            rollup.stale_clusters = row.stale_clusters;
+            rollups.insert(row.group_path, rollup);
+        }
+        for row in pairs {
+            let state = DriftState::parse(&row.state).unwrap_or(DriftState::Unknown);
+            let mut rollup = entry(&mut rollups, &row.group_path);
+            *rollup.pairs.entry(state).or_default() += row.pairs;
+            rollups.insert(row.group_path, rollup);
+        }
+        Ok(rollups.into_values().collect())
+    }
+
+    /// Every (cluster, app) pair of current clusters with its drift state, ordered.
+    pub async fn drift_pairs(
+        &self,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> Result<Vec<PairStateRow>> {
+        all_pair_states_query(self, now, policy)
+            .fetch_all()
+            .await
+            .context(|| "reading drift pairs".to_owned())
+    }
+
+    /// One cluster's pairs with their drift state.
+    pub async fn cluster_drift(
+        &self,
+        cluster_id: &str,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> Result<Vec<PairStateRow>> {
+        cluster_pair_states_query(self, cluster_id, now, policy)
+            .fetch_all()
+            .await
+            .context(|| format!("reading drift of cluster {cluster_id}"))
+    }
+
+    /// The latest observed state of every object on one cluster (deleted objects included, flagged).
+    pub async fn observed_for_cluster(&self, cluster_id: &str) -> Result<Vec<ObservedRow>> {
+        observed_for_cluster_query(self, cluster_id)
+            .fetch_all()
+            .await
+            .context(|| format!("reading observed state of cluster {cluster_id}"))
+    }
+
+    /// Observed transitions of one cluster in `[from, to)`, each change once, oldest first.
+    pub async fn observed_history(
+        &self,
+        cluster_id: &str,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<ObservedRow>> {
+        observed_history_query(self, cluster_id, from, to)
+            .fetch_all()
+            .await
+            .context(|| format!("reading observed history of cluster {cluster_id}"))
+    }
+
+    /// What one cluster should run: the current desired rows of its render group.
+    pub async fn desired_for_cluster(&self, cluster_id: &str) -> Result<Vec<DesiredRow>> {
+        desired_for_cluster_query(self, cluster_id)
+            .fetch_all()
+            .await
+            .context(|| format!("reading desired state of cluster {cluster_id}"))
+    }
+
+    /// The latest heartbeat of every cluster that ever sent one.
+    pub async fn latest_heartbeats(&self) -> Result<Vec<HeartbeatRow>> {
+        latest_heartbeats_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading heartbeats".to_owned())
+    }
+
+    /// Current clusters not seen within the stale threshold (or never), oldest first.
+    pub async fn stale_clusters(
+        &self,
+        now: Timestamp,
+        policy: &DriftPolicy,
+        limit: u64,
+    ) -> Result<Vec<LastSeenRow>> {
+        stale_clusters_query(self, now, policy, limit)
+            .fetch_all()
+            .await
+            .context(|| "reading stale clusters".to_owned())
+    }
+}

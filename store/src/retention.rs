@@ -1,0 +1,100 @@
+//! Retention: history tables are partitioned by day, and days older than the configured
+//! number are dropped whole (cheap in ClickHouse, no row-by-row delete).
+
+use clickhouse::Row;
+use serde::{Deserialize, Serialize};
+
+use crate::{Context, Result, Store};
+
+/// Tables partitioned by `toYYYYMMDD(…)` whose old days retention drops.
+pub const DAY_PARTITIONED_TABLES: &[&str] = &["observed_transitions", "rollup_snapshots"];
+
+#[derive(Debug, Row, Deserialize, Serialize)]
+struct PartitionRow {
+    partition_id: String,
+}
+
+/// A partition that was dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedPartition {
+    pub table: &'static str,
+    /// The day as `YYYYMMDD`.
+    pub day: u32,
+}
+
+pub(crate) const SELECT_PARTITIONS: &str =
+    "SELECT DISTINCT partition_id FROM system.parts WHERE database = ? AND table = ? AND active ORDER BY partition_id";
+
+/// `YYYYMMDD` of a day number since the epoch (proleptic Gregorian, UTC).
+pub fn yyyymmdd(days_since_epoch: i64) -> u32 {
+    // Howard Hinnant's civil-from-days algorithm.
+    let z = days_since_epoch + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year * 10_000 + month * 100 + day) as u32
+}
+
+impl Store {
+    /// Drops every day partition older than `keep_days` days before `now` (the day of `now`
+    /// and the `keep_days - 1` days before it are kept). Returns what was dropped.
+    pub async fn apply_retention(
+        &self,
+        now: fleetscope_model::Timestamp,
+        keep_days: u32,
+    ) -> Result<Vec<DroppedPartition>> {
+        let today = now.seconds().div_euclid(86_400);
+        let oldest_kept = yyyymmdd(today - i64::from(keep_days.max(1)) + 1);
+        let mut dropped = Vec::new();
+        for table in DAY_PARTITIONED_TABLES {
+            let partitions = self
+                .client()
+                .query(SELECT_PARTITIONS)
+                .bind(self.database())
+                .bind(*table)
+                .fetch_all::<PartitionRow>()
+                .await
+                .context(|| format!("listing partitions of {table}"))?;
+            for partition in partitions {
+                // Only ids that are exactly a day; anything else is not ours to drop.
+                let Some(day) = (partition.partition_id.len() == 8)
+                    .then(|| partition.partition_id.parse::<u32>().ok())
+                    .flatten()
+                else {
+                    continue;
+                };
+                if day >= oldest_kept {
+                    continue;
+                }
+                self.client()
+                    .query("ALTER TABLE ? DROP PARTITION ID ?")
+                    .bind(clickhouse::sql::Identifier(table))
+                    .bind(day.to_string())
+                    .execute()
+                    .await
+                    .context(|| format!("dropping partition {day} of {table}"))?;
+                tracing::info!(table, day, "dropped partition past retention");
+                dropped.push(DroppedPartition { table, day });
+            }
+        }
+        Ok(dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::yyyymmdd;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(yyyymmdd(0), 19_700_101);
+        assert_eq!(yyyymmdd(-1), 19_691_231);
+        assert_eq!(yyyymmdd(19_782), 20_240_229);
+        assert_eq!(yyyymmdd(20_414), 20_251_122);
+    }
+}

@@ -1,0 +1,231 @@
+//! Typed rows, one struct per table, in column order. `DateTime` columns are whole seconds
+//! (`u32`), booleans are `UInt8`. Conversions from the domain model live here too, so callers
+//! never build rows field by field.
+
+use clickhouse::Row;
+use fleetscope_model::{Cluster, DesiredItem, GroupPath, Heartbeat, ObservedItem};
+use serde::{Deserialize, Serialize};
+
+use crate::to_datetime;
+
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ClusterRow {
+    pub cluster_id: String,
+    pub group_path: String,
+    /// Every prefix of the group path, shortest first (`emea`, `emea/de`, `emea/de/berlin`),
+    /// so rollups at every level are one `arrayJoin` away.
+    pub group_prefixes: Vec<String>,
+    pub environment: String,
+    pub reconciler: String,
+    pub label_keys: Vec<String>,
+    pub label_values: Vec<String>,
+    pub updated_at: u32,
+    pub version: u64,
+    pub removed: u8,
+}
+
+impl ClusterRow {
+    /// `labels` are the cluster's effective labels; `version` orders updates (a render id).
+    pub fn new(
+        cluster: &Cluster,
+        labels: &fleetscope_model::Labels,
+        updated_at: fleetscope_model::Timestamp,
+        version: u64,
+    ) -> ClusterRow {
+        ClusterRow {
+            cluster_id: cluster.id.to_string(),
+            group_path: cluster.group.to_string(),
+            group_prefixes: prefixes(&cluster.group),
+            environment: cluster.environment.to_string(),
+            reconciler: cluster.reconciler.as_str().to_owned(),
+            label_keys: labels.keys().cloned().collect(),
+            label_values: labels.values().cloned().collect(),
+            updated_at: to_datetime(updated_at),
+            version,
+            removed: 0,
+        }
+    }
+}
+
+pub(crate) fn prefixes(group: &GroupPath) -> Vec<String> {
+    group.prefixes().into_iter().map(String::from).collect()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct HeartbeatRow {
+    pub cluster_id: String,
+    pub seen_at: u32,
+    pub agent_version: String,
+    pub reconciler_names: Vec<String>,
+    pub reconciler_versions: Vec<String>,
+}
+
+impl From<&Heartbeat> for HeartbeatRow {
+    fn from(heartbeat: &Heartbeat) -> HeartbeatRow {
+        HeartbeatRow {
+            cluster_id: heartbeat.cluster.to_string(),
+            seen_at: to_datetime(heartbeat.seen_at),
+            agent_version: heartbeat.agent_version.clone(),
+            reconciler_names: heartbeat.reconciler_versions.keys().cloned().collect(),
+            reconciler_versions: heartbeat.reconciler_versions.values().cloned().collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct RenderRow {
+    pub render_id: u64,
+    pub commit: String,
+    pub platform_commit: String,
+    pub rendered_at: u32,
+    pub summary: String,
+    pub render_groups: u32,
+    pub clusters: u32,
+    pub changed_items: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct DesiredRow {
+    pub render_group: String,
+    pub app: String,
+    pub render_id: u64,
+    pub version: String,
+    pub content_hash: String,
+    pub kind: String,
+    pub namespace: String,
+    pub reasons: Vec<String>,
+    pub commit: String,
+    pub desired_since: u32,
+    pub removed: u8,
+}
+
+impl From<&DesiredItem> for DesiredRow {
+    fn from(item: &DesiredItem) -> DesiredRow {
+        DesiredRow {
+            render_group: item.render_group.clone(),
+            app: item.app.to_string(),
+            render_id: item.render_id,
+            version: item.version.to_string(),
+            content_hash: item.content_hash.clone(),
+            kind: item.kind.as_str().to_owned(),
+            namespace: item.namespace.clone(),
+            reasons: item.reasons.clone(),
+            commit: item.commit.clone(),
+            desired_since: to_datetime(item.desired_since),
+            removed: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct MembershipRow {
+    pub cluster_id: String,
+    pub render_group: String,
+    pub render_id: u64,
+    pub removed: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ObservedRow {
+    pub cluster_id: String,
+    pub object_kind: String,
+    pub object_namespace: String,
+    pub object_name: String,
+    pub app: String,
+    pub version: String,
+    pub content_hash: String,
+    pub applied_revision: String,
+    pub health: String,
+    pub sync: String,
+    pub reason: String,
+    pub message: String,
+    pub transitioned_at: u32,
+    pub observed_at: u32,
+    pub received_at: u32,
+    pub seq: u64,
+    pub deleted: u8,
+}
+
+impl ObservedRow {
+    /// `received_at` is the collector's clock when the change arrived.
+    pub fn new(item: &ObservedItem, received_at: fleetscope_model::Timestamp) -> ObservedRow {
+        ObservedRow {
+            cluster_id: item.cluster.to_string(),
+            object_kind: item.object.kind.as_str().to_owned(),
+            object_namespace: item.object.namespace.clone(),
+            object_name: item.object.name.clone(),
+            app: item
+                .app
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            version: item
+                .version
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            content_hash: item.content_hash.clone().unwrap_or_default(),
+            applied_revision: item.applied_revision.clone(),
+            health: item.health.as_str().to_owned(),
+            sync: item.sync.as_str().to_owned(),
+            reason: item.reason.clone(),
+            message: fleetscope_model::state::truncate_on_char_boundary(
+                &item.message,
+                ObservedItem::MAX_MESSAGE_BYTES,
+            )
+            .to_owned(),
+            transitioned_at: to_datetime(item.transitioned_at),
+            observed_at: to_datetime(item.observed_at),
+            received_at: to_datetime(received_at),
+            seq: item.seq,
+            deleted: u8::from(item.deleted),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct RollupSnapshotRow {
+    pub taken_at: u32,
+    /// `""` for the whole fleet.
+    pub group_path: String,
+    pub depth: u8,
+    pub clusters: u64,
+    pub stale_clusters: u64,
+    pub in_sync: u64,
+    pub progressing: u64,
+    pub failed: u64,
+    pub out_of_sync: u64,
+    pub missing: u64,
+    pub unexpected: u64,
+    pub stale: u64,
+    pub unknown: u64,
+}
+
+/// The tables rows are written to, by row type.
+pub trait Table:
+    clickhouse::RowOwned + clickhouse::RowWrite + Send + Sync + std::fmt::Debug + 'static
+{
+    const TABLE: &'static str;
+}
+
+impl Table for ClusterRow {
+    const TABLE: &'static str = "clusters";
+}
+impl Table for HeartbeatRow {
+    const TABLE: &'static str = "heartbeats";
+}
+impl Table for RenderRow {
+    const TABLE: &'static str = "renders";
+}
+impl Table for DesiredRow {
+    const TABLE: &'static str = "desired_history";
+}
+impl Table for MembershipRow {
+    const TABLE: &'static str = "render_group_members";
+}
+impl Table for ObservedRow {
+    const TABLE: &'static str = "observed_transitions";
+}
+impl Table for RollupSnapshotRow {
+    const TABLE: &'static str = "rollup_snapshots";
+}

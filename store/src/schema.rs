@@ -1,0 +1,303 @@
+//! The schema as an ordered list of migrations, and the code that applies them.
+//!
+//! Every statement is idempotent (`IF NOT EXISTS`), so two services migrating at the same time,
+//! or a migration interrupted half-way, are harmless: the next run finishes the job. An applied
+//! migration is recorded with a checksum of its statements; editing it afterwards is an error,
+//! so the schema only ever moves forward through new migrations.
+
+use clickhouse::sql::Identifier;
+use clickhouse::Row;
+use serde::{Deserialize, Serialize};
+
+use crate::{Context, Result, Store, StoreError};
+
+/// One step of the schema.
+#[derive(Debug)]
+pub struct Migration {
+    pub version: u32,
+    pub name: &'static str,
+    pub statements: &'static [&'static str],
+}
+
+impl Migration {
+    /// FNV-1a over the statements: stable across builds and platforms.
+    pub fn checksum(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for statement in self.statements {
+            for byte in statement.bytes().chain([0]) {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        format!("{hash:016x}")
+    }
+}
+
+/// The table that records applied migrations.
+pub const MIGRATIONS_TABLE_DDL: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version UInt32,
+    name String,
+    checksum String,
+    applied_at DateTime
+) ENGINE = ReplacingMergeTree ORDER BY version";
+
+/// The whole schema. Append new migrations; never edit an applied one.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial schema",
+    statements: &[
+        // Cluster inventory, one row per cluster and version; the highest version wins.
+        "CREATE TABLE IF NOT EXISTS clusters (
+            cluster_id String,
+            group_path String,
+            group_prefixes Array(String),
+            environment String,
+            reconciler String,
+            label_keys Array(String),
+            label_values Array(String),
+            updated_at DateTime,
+            version UInt64,
+            removed UInt8
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY cluster_id",
+        // The latest heartbeat per cluster: a newer one replaces an older one.
+        "CREATE TABLE IF NOT EXISTS heartbeats (
+            cluster_id String,
+            seen_at DateTime,
+            agent_version String,
+            reconciler_names Array(String),
+            reconciler_versions Array(String)
+        ) ENGINE = ReplacingMergeTree(seen_at) ORDER BY cluster_id",
+        // Every render, kept as history.
+        "CREATE TABLE IF NOT EXISTS renders (
+            render_id UInt64,
+            commit String,
+            platform_commit String,
+            rendered_at DateTime,
+            summary String,
+            render_groups UInt32,
+            clusters UInt32,
+            changed_items UInt32
+        ) ENGINE = ReplacingMergeTree ORDER BY render_id",
+        // Desired state per render group and app, one row per render that changed it (removed = 1
+        // when the render took the app away). The full history stays here.
+        "CREATE TABLE IF NOT EXISTS desired_history (
+            render_group String,
+            app String,
+            render_id UInt64,
+            version String,
+            content_hash String,
+            kind String,
+            namespace String,
+            reasons Array(String),
+            commit String,
+            desired_since DateTime,
+            removed UInt8
+        ) ENGINE = ReplacingMergeTree ORDER BY (render_group, app, render_id)",
+        // The latest desired row per render group and app, fed from the history.
+        "CREATE TABLE IF NOT EXISTS desired_latest (
+            render_group String,
+            app String,
+            render_id UInt64,
+            version String,
+            content_hash String,
+            kind String,
+            namespace String,
+            reasons Array(String),
+            commit String,
+            desired_since DateTime,
+            removed UInt8
+        ) ENGINE = ReplacingMergeTree(render_id) ORDER BY (render_group, app)",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS desired_latest_mv TO desired_latest AS
+        SELECT render_group, app, render_id, version, content_hash, kind, namespace, reasons, commit,
+               desired_since, removed
+        FROM desired_history",
+        // Which render group each cluster belongs to; the highest render id wins.
+        "CREATE TABLE IF NOT EXISTS render_group_members (
+            cluster_id String,
+            render_group String,
+            render_id UInt64,
+            removed UInt8
+        ) ENGINE = ReplacingMergeTree(render_id) ORDER BY cluster_id",
+        // Every observed change, partitioned by day for retention. The sort key ends in the
+        // per-cluster sequence number, so a redelivered change collapses into the original.
+        "CREATE TABLE IF NOT EXISTS observed_transitions (
+            cluster_id String,
+            object_kind String,
+            object_namespace String,
+            object_name String,
+            app String,
+            version String,
+            content_hash String,
+            applied_revision String,
+            health String,
+            sync String,
+            reason String,
+            message String,
+            transitioned_at DateTime,
+            observed_at DateTime,
+            received_at DateTime,
+            seq UInt64,
+            deleted UInt8
+        ) ENGINE = ReplacingMergeTree
+        PARTITION BY toYYYYMMDD(observed_at)
+        ORDER BY (cluster_id, object_kind, object_namespace, object_name, seq)",
+        // The latest observed state per cluster and object; the highest sequence number wins.
+        "CREATE TABLE IF NOT EXISTS observed_latest (
+            cluster_id String,
+            object_kind String,
+            object_namespace String,
+            object_name String,
+            app String,
+            version String,
+            content_hash String,
+            applied_revision String,
+            health String,
+            sync String,
+            reason String,
+            message String,
+            transitioned_at DateTime,
+            observed_at DateTime,
+            received_at DateTime,
+            seq UInt64,
+            deleted UInt8
+        ) ENGINE = ReplacingMergeTree(seq) ORDER BY (cluster_id, object_kind, object_namespace, object_name)",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS observed_latest_mv TO observed_latest AS
+        SELECT cluster_id, object_kind, object_namespace, object_name, app, version, content_hash,
+               applied_revision, health, sync, reason, message, transitioned_at, observed_at,
+               received_at, seq, deleted
+        FROM observed_transitions",
+        // Periodic rollup snapshots per group for trend panels, partitioned by day for retention.
+        "CREATE TABLE IF NOT EXISTS rollup_snapshots (
+            taken_at DateTime,
+            group_path String,
+            depth UInt8,
+            clusters UInt64,
+            stale_clusters UInt64,
+            in_sync UInt64,
+            progressing UInt64,
+            failed UInt64,
+            out_of_sync UInt64,
+            missing UInt64,
+            unexpected UInt64,
+            stale UInt64,
+            unknown UInt64
+        ) ENGINE = ReplacingMergeTree
+        PARTITION BY toYYYYMMDD(taken_at)
+        ORDER BY (group_path, taken_at)",
+    ],
+}];
+
+/// The newest migration this build knows.
+pub fn latest_version() -> u32 {
+    MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+#[derive(Debug, Clone, Row, Serialize, Deserialize)]
+struct AppliedMigration {
+    version: u32,
+    name: String,
+    checksum: String,
+    applied_at: u32,
+}
+
+/// What a migration run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationReport {
+    pub applied: Vec<u32>,
+    pub already_applied: Vec<u32>,
+}
+
+impl Store {
+    /// Creates the database if needed and applies every migration not yet applied, in order.
+    pub async fn migrate(&self) -> Result<MigrationReport> {
+        self.server
+            .query("CREATE DATABASE IF NOT EXISTS ?")
+            .bind(Identifier(&self.database))
+            .execute()
+            .await
+            .context(|| format!("creating database {}", self.database))?;
+        self.client
+            .query(MIGRATIONS_TABLE_DDL)
+            .execute()
+            .await
+            .context(|| "creating the schema_migrations table".to_owned())?;
+        let applied = self.applied_migrations().await?;
+        let latest = latest_version();
+        if let Some(newer) = applied.iter().find(|m| m.version > latest) {
+            return Err(StoreError::SchemaTooNew {
+                version: newer.version,
+                latest,
+            });
+        }
+        let mut report = MigrationReport {
+            applied: vec![],
+            already_applied: vec![],
+        };
+        for migration in MIGRATIONS {
+            let checksum = migration.checksum();
+            if let Some(done) = applied.iter().find(|m| m.version == migration.version) {
+                if done.checksum != checksum {
+                    return Err(StoreError::MigrationChanged {
+                        version: migration.version,
+                        name: migration.name.to_owned(),
+                        applied: done.checksum.clone(),
+                        current: checksum,
+                    });
+                }
+                report.already_applied.push(migration.version);
+                continue;
+            }
+            for (index, statement) in migration.statements.iter().enumerate() {
+                self.client.query(statement).execute().await.context(|| {
+                    format!(
+                        "migration {} ({}), statement {}",
+                        migration.version,
+                        migration.name,
+                        index + 1
+                    )
+                })?;
+            }
+            let mut insert = self
+                .client
+                .insert::<AppliedMigration>("schema_migrations")
+                .await
+                .context(|| "recording a migration".to_owned())?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as u32)
+                .unwrap_or(0);
+            insert
+                .write(&AppliedMigration {
+                    version: migration.version,
+                    name: migration.name.to_owned(),
+                    checksum,
+                    applied_at: now,
+                })
+                .await
+                .context(|| "recording a migration".to_owned())?;
+            insert
+                .end()
+                .await
+                .context(|| "recording a migration".to_owned())?;
+            tracing::info!(
+                version = migration.version,
+                name = migration.name,
+                "applied migration"
+            );
+            report.applied.push(migration.version);
+        }
+        Ok(report)
+    }
+
+    async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>> {
+        self.client
+            .query(SELECT_APPLIED_MIGRATIONS)
+            .fetch_all::<AppliedMigration>()
+            .await
+            .context(|| "reading applied migrations".to_owned())
+    }
+}
+
+pub(crate) const SELECT_APPLIED_MIGRATIONS: &str =
+    "SELECT version, any(name), any(checksum), min(applied_at)
+FROM schema_migrations GROUP BY version ORDER BY version";

@@ -1,0 +1,372 @@
+//! The batch writer: collects rows from many producers into inserts bounded by size and time,
+//! retries failed inserts with exponential backoff, and tells every producer exactly which batch
+//! carried its rows and whether ClickHouse accepted it.
+//!
+//! Memory is bounded: at most `max_queued_rows` rows wait at once. [`BatchWriter::submit`] waits
+//! for room (backpressure); [`BatchWriter::try_submit`] refuses at once, so an HTTP ingest path
+//! can answer 429 instead of growing. A retried insert may reach ClickHouse twice (the first
+//! attempt can succeed after its answer was lost); every table's sort key makes such duplicates
+//! collapse, and every query reads through them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::rows::Table;
+use crate::Store;
+
+#[derive(Debug, Clone)]
+pub struct BatchWriterConfig {
+    /// A batch is sent once it holds at least this many rows…
+    pub max_rows: usize,
+    /// …or once its first rows have waited this long.
+    pub max_delay: Duration,
+    /// Attempts per batch before its producers are told it failed.
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Rows that may wait (queued or being written) at once.
+    pub max_queued_rows: usize,
+}
+
+impl Default for BatchWriterConfig {
+    fn default() -> Self {
+        BatchWriterConfig {
+            max_rows: 100_000,
+            max_delay: Duration::from_millis(500),
+            max_attempts: 8,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(10),
+            max_queued_rows: 1_000_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    #[error("the writer queue is full ({queued_rows} of {capacity} rows waiting); retry later")]
+    Full { queued_rows: usize, capacity: usize },
+    #[error("the batch writer has stopped")]
+    Closed,
+    #[error("batch {batch_id} ({rows} rows into {table}) was not accepted after {attempts} attempts: {error}")]
+    Rejected {
+        batch_id: u64,
+        table: &'static str,
+        rows: usize,
+        attempts: u32,
+        error: String,
+    },
+}
+
+/// Proof that ClickHouse accepted the batch that carried a producer's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    pub batch_id: u64,
+    pub batch_rows: usize,
+    pub attempts: u32,
+}
+
+/// What happened to one batch, for whoever watches the writer (metrics, logs, tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub table: &'static str,
+    pub batch_id: u64,
+    pub rows: usize,
+    pub submissions: usize,
+    pub attempts: u32,
+    pub accepted: bool,
+    pub elapsed: Duration,
+}
+
+/// Counters, read at any time (for example at scrape time).
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    pub batches_accepted: AtomicU64,
+    pub rows_accepted: AtomicU64,
+    pub batches_failed: AtomicU64,
+    pub rows_failed: AtomicU64,
+    pub retries: AtomicU64,
+}
+
+struct Submission<T> {
+    rows: Vec<T>,
+    _permit: OwnedSemaphorePermit,
+    reply: oneshot::Sender<Result<Receipt, WriteError>>,
+}
+
+/// A producer's claim on the outcome of its rows.
+#[derive(Debug)]
+pub struct Pending(oneshot::Receiver<Result<Receipt, WriteError>>);
+
+impl Pending {
+    /// Waits until the batch carrying these rows was accepted or finally failed.
+    pub async fn accepted(self) -> Result<Receipt, WriteError> {
+        self.0.await.unwrap_or(Err(WriteError::Closed))
+    }
+}
+
+/// Writes rows of one table. Clone it for every producer; all clones feed one worker task.
+#[derive(Debug)]
+pub struct BatchWriter<T: Table> {
+    tx: Option<mpsc::UnboundedSender<Submission<T>>>,
+    room: Arc<Semaphore>,
+    capacity: usize,
+    stats: Arc<WriterStats>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl<T> std::fmt::Debug for Submission<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Submission")
+            .field("rows", &self.rows.len())
+            .finish()
+    }
+}
+
+impl<T: Table> Clone for BatchWriter<T> {
+    fn clone(&self) -> Self {
+        BatchWriter {
+            tx: self.tx.clone(),
+            room: self.room.clone(),
+            capacity: self.capacity,
+            stats: self.stats.clone(),
+            worker: None,
+        }
+    }
+}
+
+impl<T: Table> BatchWriter<T> {
+    /// Starts the worker task. `outcomes`, when given, receives one [`BatchOutcome`] per batch.
+    pub fn spawn(
+        store: Store,
+        config: BatchWriterConfig,
+        outcomes: Option<mpsc::UnboundedSender<BatchOutcome>>,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let capacity = config.max_queued_rows.clamp(1, Semaphore::MAX_PERMITS);
+        let stats = Arc::new(WriterStats::default());
+        let worker = tokio::spawn(run_worker(store, config, rx, outcomes, stats.clone()));
+        BatchWriter {
+            tx: Some(tx),
+            room: Arc::new(Semaphore::new(capacity)),
+            capacity,
+            stats,
+            worker: Some(worker),
+        }
+    }
+
+    pub fn stats(&self) -> &WriterStats {
+        &self.stats
+    }
+
+    /// Rows waiting now (queued or being written).
+    pub fn queued_rows(&self) -> usize {
+        self.capacity - self.room.available_permits()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn permits_for(&self, rows: usize) -> u32 {
+        // A submission larger than the whole queue still goes through, alone.
+        rows.clamp(1, self.capacity) as u32
+    }
+
+    /// Queues `rows`, waiting for room if the queue is full.
+    pub async fn submit(&self, rows: Vec<T>) -> Result<Pending, WriteError> {
+        let permit = self
+            .room
+            .clone()
+            .acquire_many_owned(self.permits_for(rows.len()))
+            .await
+            .map_err(|_| WriteError::Closed)?;
+        self.enqueue(rows, permit)
+    }
+
+    /// Queues `rows` if there is room now; otherwise [`WriteError::Full`].
+    pub fn try_submit(&self, rows: Vec<T>) -> Result<Pending, WriteError> {
+        let permit = self
+            .room
+            .clone()
+            .try_acquire_many_owned(self.permits_for(rows.len()))
+            .map_err(|_| WriteError::Full {
+                queued_rows: self.queued_rows(),
+                capacity: self.capacity,
+            })?;
+        self.enqueue(rows, permit)
+    }
+
+    fn enqueue(&self, rows: Vec<T>, permit: OwnedSemaphorePermit) -> Result<Pending, WriteError> {
+        let (reply, receiver) = oneshot::channel();
+        let tx = self.tx.as_ref().ok_or(WriteError::Closed)?;
+        tx.send(Submission {
+            rows,
+            _permit: permit,
+            reply,
+        })
+        .map_err(|_| WriteError::Closed)?;
+        Ok(Pending(receiver))
+    }
+
+    /// Queues `rows` and waits until ClickHouse accepted them.
+    pub async fn write(&self, rows: Vec<T>) -> Result<Receipt, WriteError> {
+        self.submit(rows).await?.accepted().await
+    }
+
+    /// Stops taking rows, writes everything queued, and waits for the worker. Other clones must
+    /// be dropped too before the worker can finish.
+    pub async fn close(mut self) {
+        self.tx = None;
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.await;
+        }
+    }
+}
+
+async fn run_worker<T: Table>(
+    store: Store,
+    config: BatchWriterConfig,
+    mut rx: mpsc::UnboundedReceiver<Submission<T>>,
+    outcomes: Option<mpsc::UnboundedSender<BatchOutcome>>,
+    stats: Arc<WriterStats>,
+) {
+    let mut next_batch_id: u64 = 1;
+    while let Some(first) = rx.recv().await {
+        let deadline = tokio::time::Instant::now() + config.max_delay;
+        let mut row_count = first.rows.len();
+        let mut batch = vec![first];
+        while row_count < config.max_rows {
+            tokio::select! {
+                next = rx.recv() => match next {
+                    Some(submission) => {
+                        row_count += submission.rows.len();
+                        batch.push(submission);
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        let batch_id = next_batch_id;
+        next_batch_id += 1;
+        let started = Instant::now();
+        let (attempts, result) =
+            insert_with_retries(&store, &config, &batch, row_count, &stats).await;
+        let accepted = result.is_ok();
+        let outcome = BatchOutcome {
+            table: T::TABLE,
+            batch_id,
+            rows: row_count,
+            submissions: batch.len(),
+            attempts,
+            accepted,
+            elapsed: started.elapsed(),
+        };
+        if accepted {
+            stats.batches_accepted.fetch_add(1, Ordering::Relaxed);
+            stats
+                .rows_accepted
+                .fetch_add(row_count as u64, Ordering::Relaxed);
+            tracing::debug!(
+                table = T::TABLE,
+                batch_id,
+                rows = row_count,
+                attempts,
+                "batch accepted"
+            );
+        } else {
+            stats.batches_failed.fetch_add(1, Ordering::Relaxed);
+            stats
+                .rows_failed
+                .fetch_add(row_count as u64, Ordering::Relaxed);
+        }
+        let reply = match result {
+            Ok(()) => Ok(Receipt {
+                batch_id,
+                batch_rows: row_count,
+                attempts,
+            }),
+            Err(error) => {
+                tracing::error!(table = T::TABLE, batch_id, rows = row_count, attempts, error = %error, "batch not accepted");
+                Err(WriteError::Rejected {
+                    batch_id,
+                    table: T::TABLE,
+                    rows: row_count,
+                    attempts,
+                    error,
+                })
+            }
+        };
+        for submission in batch {
+            let _ = submission.reply.send(reply.clone());
+        }
+        if let Some(outcomes) = &outcomes {
+            let _ = outcomes.send(outcome);
+        }
+    }
+}
+
+async fn insert_with_retries<T: Table>(
+    store: &Store,
+    config: &BatchWriterConfig,
+    batch: &[Submission<T>],
+    row_count: usize,
+    stats: &WriterStats,
+) -> (u32, Result<(), String>) {
+    let mut backoff = config.initial_backoff;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match insert_once(store, batch).await {
+            Ok(()) => return (attempt, Ok(())),
+            Err(err) if attempt >= config.max_attempts.max(1) => {
+                return (attempt, Err(err.to_string()))
+            }
+            Err(err) => {
+                stats.retries.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(table = T::TABLE, rows = row_count, attempt, error = %err, retry_in = ?backoff, "insert failed, retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(config.max_backoff);
+            }
+        }
+    }
+}
+
+async fn insert_once<T: Table>(
+    store: &Store,
+    batch: &[Submission<T>],
+) -> Result<(), clickhouse::error::Error> {
+    let mut insert = store.client().insert::<T>(T::TABLE).await?;
+    for submission in batch {
+        for row in &submission.rows {
+            insert.write(row).await?;
+        }
+    }
+    insert.end().await
+}
+
+impl Store {
+    /// Inserts `rows` in one statement, without batching or retries (renders, tests, the demo).
+    pub async fn insert_rows<T: Table>(&self, rows: &[T]) -> crate::Result<()> {
+        use crate::Context;
+        let mut insert = self
+            .client()
+            .insert::<T>(T::TABLE)
+            .await
+            .context(|| format!("inserting into {}", T::TABLE))?;
+        for row in rows {
+            insert
+                .write(row)
+                .await
+                .context(|| format!("inserting into {}", T::TABLE))?;
+        }
+        insert
+            .end()
+            .await
+            .context(|| format!("inserting {} rows into {}", rows.len(), T::TABLE))
+    }
+}

@@ -1,0 +1,499 @@
+//! The drift grid: one cluster per combination of heartbeat age, desired state and observed
+//! state, written as real rows (with superseded and duplicated rows, unmanaged objects and
+//! sources mixed in), and the state the model's `classify` gives each. Comparing the store's
+//! answer with it proves the SQL and the Rust rules are one definition.
+
+use fleetscope_model::state::ObjectKind;
+use fleetscope_model::{
+    classify, DesiredForDrift, DriftInput, DriftPolicy, DriftState, Health, ObservedForDrift,
+    SyncStatus, Timestamp,
+};
+use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow};
+
+use crate::sql_literal::{insert_statement, Literal};
+
+/// The moment every grid case is classified at.
+pub const NOW: Timestamp = Timestamp(1_800_000_000);
+pub const POLICY: DriftPolicy = DriftPolicy {
+    stale_after_seconds: 600,
+    progress_grace_seconds: 900,
+};
+pub const APP: &str = "checkout";
+const HASH_A: &str = "sha256:aaaa";
+const HASH_B: &str = "sha256:bbbb";
+
+#[derive(Debug, Clone)]
+pub struct DesiredSpec {
+    pub version: &'static str,
+    pub hash: &'static str,
+    pub since: Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub struct ObservedSpec {
+    pub version: &'static str,
+    pub hash: &'static str,
+    pub health: Health,
+    pub sync: SyncStatus,
+    pub transitioned_at: Timestamp,
+    pub deleted: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct GridCase {
+    pub cluster_id: String,
+    pub group_path: String,
+    pub last_seen: Option<Timestamp>,
+    pub desired: Option<DesiredSpec>,
+    pub observed: Option<ObservedSpec>,
+}
+
+impl GridCase {
+    /// What the model says about this case.
+    pub fn expected(&self) -> DriftState {
+        let desired = self.desired.as_ref().map(|d| DesiredForDrift {
+            version: d.version,
+            content_hash: d.hash,
+            since: d.since,
+        });
+        let observed = self
+            .observed
+            .as_ref()
+            .filter(|o| !o.deleted)
+            .map(|o| ObservedForDrift {
+                version: o.version,
+                content_hash: o.hash,
+                health: o.health,
+                sync: o.sync,
+                transitioned_at: o.transitioned_at,
+            });
+        classify(
+            &DriftInput {
+                now: NOW,
+                last_seen: self.last_seen,
+                desired,
+                observed,
+            },
+            &POLICY,
+        )
+    }
+
+    /// Whether the pair exists at all (a pair with neither side is not listed by the store).
+    pub fn has_pair(&self) -> bool {
+        self.desired.is_some() || self.observed.as_ref().is_some_and(|o| !o.deleted)
+    }
+
+    fn render_group(&self) -> String {
+        format!("rg-{}", self.cluster_id)
+    }
+}
+
+fn ago(seconds: i64) -> Timestamp {
+    NOW.plus_seconds(-seconds)
+}
+
+/// Every case of the grid, in cluster id order.
+pub fn cases() -> Vec<GridCase> {
+    let last_seen = [
+        None,
+        Some(ago(10)),
+        Some(ago(600)),
+        Some(ago(601)),
+        Some(NOW.plus_seconds(45)),
+    ];
+    let desired = [
+        None,
+        Some(DesiredSpec {
+            version: "1.0.0",
+            hash: HASH_A,
+            since: ago(7200),
+        }),
+        Some(DesiredSpec {
+            version: "1.0.0",
+            hash: HASH_A,
+            since: ago(60),
+        }),
+        Some(DesiredSpec {
+            version: "1.0.0",
+            hash: HASH_A,
+            since: ago(900),
+        }),
+        Some(DesiredSpec {
+            version: "1.0.0",
+            hash: HASH_B,
+            since: ago(7200),
+        }),
+        Some(DesiredSpec {
+            version: "1.1.0",
+            hash: HASH_A,
+            since: NOW.plus_seconds(30),
+        }),
+    ];
+    let observed_spec = |version, hash, health, sync, transitioned_at| {
+        Some(ObservedSpec {
+            version,
+            hash,
+            health,
+            sync,
+            transitioned_at,
+            deleted: false,
+        })
+    };
+    let observed = [
+        None,
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Healthy,
+            SyncStatus::Synced,
+            ago(3600),
+        ),
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Healthy,
+            SyncStatus::Unknown,
+            ago(3600),
+        ),
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Healthy,
+            SyncStatus::OutOfSync,
+            ago(3600),
+        ),
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Degraded,
+            SyncStatus::Synced,
+            ago(30),
+        ),
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Progressing,
+            SyncStatus::Synced,
+            ago(3600),
+        ),
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Progressing,
+            SyncStatus::Synced,
+            ago(30),
+        ),
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Progressing,
+            SyncStatus::Synced,
+            NOW.plus_seconds(600),
+        ),
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Unknown,
+            SyncStatus::Unknown,
+            ago(900),
+        ),
+        observed_spec(
+            "1.0.0",
+            HASH_A,
+            Health::Suspended,
+            SyncStatus::Synced,
+            ago(3600),
+        ),
+        observed_spec("1.0.0", "", Health::Healthy, SyncStatus::Synced, ago(3600)),
+        observed_spec(
+            "0.9.0",
+            HASH_A,
+            Health::Healthy,
+            SyncStatus::Synced,
+            ago(3600),
+        ),
+        Some(ObservedSpec {
+            version: "1.0.0",
+            hash: HASH_A,
+            health: Health::Healthy,
+            sync: SyncStatus::Synced,
+            transitioned_at: ago(3600),
+            deleted: true,
+        }),
+    ];
+    let mut cases = Vec::new();
+    for seen in &last_seen {
+        for want in &desired {
+            for got in &observed {
+                let n = cases.len();
+                cases.push(GridCase {
+                    cluster_id: format!("case-{n:04}"),
+                    group_path: format!("grid/g{}/s{}", n % 3, n % 2),
+                    last_seen: *seen,
+                    desired: want.clone(),
+                    observed: got.clone(),
+                });
+            }
+        }
+    }
+    cases
+}
+
+/// All rows of the grid, with history: superseded desired rows and memberships, older and
+/// duplicated observed rows, unmanaged objects and source objects, which must all be ignored.
+#[derive(Debug, Default)]
+pub struct GridRows {
+    pub clusters: Vec<ClusterRow>,
+    pub heartbeats: Vec<HeartbeatRow>,
+    pub members: Vec<MembershipRow>,
+    pub desired: Vec<DesiredRow>,
+    pub observed: Vec<ObservedRow>,
+}
+
+pub fn rows(cases: &[GridCase]) -> GridRows {
+    let mut rows = GridRows::default();
+    for case in cases {
+        let group = fleetscope_model::GroupPath::parse(&case.group_path)
+            .expect("grid group paths are valid");
+        rows.clusters.push(ClusterRow {
+            cluster_id: case.cluster_id.clone(),
+            group_path: case.group_path.clone(),
+            group_prefixes: group.prefixes().into_iter().map(String::from).collect(),
+            environment: "prod".into(),
+            reconciler: "flux".into(),
+            label_keys: vec!["tier".into()],
+            label_values: vec!["gold".into()],
+            updated_at: fleetscope_store::to_datetime(ago(86_400)),
+            version: 2,
+            removed: 0,
+        });
+        if let Some(seen) = case.last_seen {
+            for seen_at in [seen.plus_seconds(-3000), seen] {
+                rows.heartbeats.push(HeartbeatRow {
+                    cluster_id: case.cluster_id.clone(),
+                    seen_at: fleetscope_store::to_datetime(seen_at),
+                    agent_version: "0.1.0".into(),
+                    reconciler_names: vec!["flux".into()],
+                    reconciler_versions: vec!["v2.4.0".into()],
+                });
+            }
+        }
+        // An older membership in another render group, superseded by render 2.
+        rows.members.push(MembershipRow {
+            cluster_id: case.cluster_id.clone(),
+            render_group: "rg-old".into(),
+            render_id: 1,
+            removed: 0,
+        });
+        rows.members.push(MembershipRow {
+            cluster_id: case.cluster_id.clone(),
+            render_group: case.render_group(),
+            render_id: 2,
+            removed: 0,
+        });
+        let desired_row =
+            |version: &str, hash: &str, since: Timestamp, render_id: u64, removed: u8| DesiredRow {
+                render_group: case.render_group(),
+                app: APP.into(),
+                render_id,
+                version: version.into(),
+                content_hash: hash.into(),
+                kind: "flux-kustomization".into(),
+                namespace: "shop".into(),
+                reasons: vec!["policy/all-stores".into()],
+                commit: format!("commit-{render_id}"),
+                desired_since: fleetscope_store::to_datetime(since),
+                removed,
+            };
+        rows.desired
+            .push(desired_row("0.1.0", HASH_B, ago(100_000), 1, 0));
+        match &case.desired {
+            Some(d) => rows
+                .desired
+                .push(desired_row(d.version, d.hash, d.since, 2, 0)),
+            // Render 2 took the app away from this render group.
+            None => rows
+                .desired
+                .push(desired_row("0.1.0", HASH_B, ago(50_000), 2, 1)),
+        }
+        let observed_row =
+            |kind: ObjectKind, name: &str, app: &str, o: &ObservedSpec, seq: u64| ObservedRow {
+                cluster_id: case.cluster_id.clone(),
+                object_kind: kind.as_str().into(),
+                object_namespace: "flux-system".into(),
+                object_name: name.into(),
+                app: app.into(),
+                version: o.version.into(),
+                content_hash: o.hash.into(),
+                applied_revision: "main@sha1:abc".into(),
+                health: o.health.as_str().into(),
+                sync: o.sync.as_str().into(),
+                reason: "ReconciliationSucceeded".into(),
+                message: "it's applied".into(),
+                transitioned_at: fleetscope_store::to_datetime(o.transitioned_at),
+                observed_at: fleetscope_store::to_datetime(ago(5)),
+                received_at: fleetscope_store::to_datetime(ago(4)),
+                seq,
+                deleted: u8::from(o.deleted),
+            };
+        let older = ObservedSpec {
+            version: "0.5.0",
+            hash: HASH_B,
+            health: Health::Degraded,
+            sync: SyncStatus::OutOfSync,
+            transitioned_at: ago(90_000),
+            deleted: false,
+        };
+        if let Some(o) = &case.observed {
+            rows.observed.push(observed_row(
+                ObjectKind::Kustomization,
+                APP,
+                APP,
+                &older,
+                10,
+            ));
+            rows.observed
+                .push(observed_row(ObjectKind::Kustomization, APP, APP, o, 11));
+            rows.observed
+                .push(observed_row(ObjectKind::Kustomization, APP, APP, o, 11));
+        }
+        // Noise that drift must ignore: a source object stamped with the app, an unmanaged object.
+        let noise = ObservedSpec {
+            version: "9.9.9",
+            hash: HASH_B,
+            health: Health::Degraded,
+            sync: SyncStatus::OutOfSync,
+            transitioned_at: ago(1),
+            deleted: false,
+        };
+        rows.observed.push(observed_row(
+            ObjectKind::GitRepository,
+            "platform",
+            APP,
+            &noise,
+            12,
+        ));
+        rows.observed.push(observed_row(
+            ObjectKind::Kustomization,
+            "flux-system",
+            "",
+            &noise,
+            13,
+        ));
+    }
+    rows
+}
+
+fn cluster_values(r: &ClusterRow) -> Vec<String> {
+    vec![
+        r.cluster_id.literal(),
+        r.group_path.literal(),
+        r.group_prefixes.literal(),
+        r.environment.literal(),
+        r.reconciler.literal(),
+        r.label_keys.literal(),
+        r.label_values.literal(),
+        r.updated_at.literal(),
+        r.version.literal(),
+        r.removed.literal(),
+    ]
+}
+
+fn heartbeat_values(r: &HeartbeatRow) -> Vec<String> {
+    vec![
+        r.cluster_id.literal(),
+        r.seen_at.literal(),
+        r.agent_version.literal(),
+        r.reconciler_names.literal(),
+        r.reconciler_versions.literal(),
+    ]
+}
+
+fn member_values(r: &MembershipRow) -> Vec<String> {
+    vec![
+        r.cluster_id.literal(),
+        r.render_group.literal(),
+        r.render_id.literal(),
+        r.removed.literal(),
+    ]
+}
+
+fn desired_values(r: &DesiredRow) -> Vec<String> {
+    vec![
+        r.render_group.literal(),
+        r.app.literal(),
+        r.render_id.literal(),
+        r.version.literal(),
+        r.content_hash.literal(),
+        r.kind.literal(),
+        r.namespace.literal(),
+        r.reasons.literal(),
+        r.commit.literal(),
+        r.desired_since.literal(),
+        r.removed.literal(),
+    ]
+}
+
+fn observed_values(r: &ObservedRow) -> Vec<String> {
+    vec![
+        r.cluster_id.literal(),
+        r.object_kind.literal(),
+        r.object_namespace.literal(),
+        r.object_name.literal(),
+        r.app.literal(),
+        r.version.literal(),
+        r.content_hash.literal(),
+        r.applied_revision.literal(),
+        r.health.literal(),
+        r.sync.literal(),
+        r.reason.literal(),
+        r.message.literal(),
+        r.transitioned_at.literal(),
+        r.observed_at.literal(),
+        r.received_at.literal(),
+        r.seq.literal(),
+        r.deleted.literal(),
+    ]
+}
+
+impl GridRows {
+    /// The same rows as `INSERT … VALUES` statements, for engines reached without the Rust client.
+    pub fn insert_statements(&self) -> Vec<String> {
+        use clickhouse::Row;
+        vec![
+            insert_statement(
+                "clusters",
+                ClusterRow::COLUMN_NAMES,
+                &self.clusters.iter().map(cluster_values).collect::<Vec<_>>(),
+            ),
+            insert_statement(
+                "heartbeats",
+                HeartbeatRow::COLUMN_NAMES,
+                &self
+                    .heartbeats
+                    .iter()
+                    .map(heartbeat_values)
+                    .collect::<Vec<_>>(),
+            ),
+            insert_statement(
+                "render_group_members",
+                MembershipRow::COLUMN_NAMES,
+                &self.members.iter().map(member_values).collect::<Vec<_>>(),
+            ),
+            insert_statement(
+                "desired_history",
+                DesiredRow::COLUMN_NAMES,
+                &self.desired.iter().map(desired_values).collect::<Vec<_>>(),
+            ),
+            insert_statement(
+                "observed_transitions",
+                ObservedRow::COLUMN_NAMES,
+                &self
+                    .observed
+                    .iter()
+                    .map(observed_values)
+                    .collect::<Vec<_>>(),
+            ),
+        ]
+    }
+}
