@@ -55,8 +55,8 @@ fn pairs_sql() -> &'static str {
 o_version, o_hash, o_health, o_sync, o_transitioned_s \
 FROM (\
 SELECT cluster_id, app, 1 AS has_desired, d_version, d_hash, d_since \
-FROM ({MEMBERSHIP}) ALL INNER JOIN ({DESIRED_CURRENT}) USING render_group\
-) ALL FULL OUTER JOIN (\
+FROM ({MEMBERSHIP}) AS membership ALL INNER JOIN ({DESIRED_CURRENT}) AS desired USING render_group\
+) AS desired_pairs ALL FULL OUTER JOIN (\
 SELECT cluster_id, obj_app AS app, 1 AS has_observed, argMax(obj_version, obj_seq) AS o_version, \
 argMax(obj_hash, obj_seq) AS o_hash, argMax(obj_health, obj_seq) AS o_health, argMax(obj_sync, obj_seq) AS o_sync, \
 toInt64(toUInt32(argMax(obj_transitioned_at, obj_seq))) AS o_transitioned_s \
@@ -67,8 +67,8 @@ argMax(sync, seq) AS obj_sync, argMax(transitioned_at, seq) AS obj_transitioned_
 max(seq) AS obj_seq \
 FROM observed_latest WHERE object_kind IN ({primary_kinds}) \
 GROUP BY cluster_id, object_kind, object_namespace, object_name\
-) WHERE obj_app != '' AND obj_deleted = 0 GROUP BY cluster_id, obj_app\
-) USING (cluster_id, app)"
+) AS objects WHERE obj_app != '' AND obj_deleted = 0 GROUP BY cluster_id, obj_app\
+) AS observed_pairs USING (cluster_id, app)"
         )
     })
 }
@@ -83,8 +83,8 @@ fn classified_pairs_sql() -> &'static str {
 FROM (\
 SELECT *, toInt64(toUInt32(last_seen)) AS last_seen_s, toInt64(?) AS now_s, toInt64(?) AS grace_s, toInt64(?) AS stale_s \
 FROM (\
-SELECT * FROM ({pairs}) ALL INNER JOIN ({INVENTORY_CURRENT}) USING cluster_id\
-) ALL LEFT JOIN ({LAST_SEEN}) USING cluster_id\
+SELECT * FROM ({pairs}) AS pairs ALL INNER JOIN ({INVENTORY_CURRENT}) AS inventory USING cluster_id\
+) AS current_pairs ALL LEFT JOIN ({LAST_SEEN}) AS seen USING cluster_id\
 )",
             expression = drift_state_expression(),
             pairs = pairs_sql(),
@@ -174,7 +174,7 @@ pub fn cluster_counts_query(store: &Store, now: Timestamp, policy: &DriftPolicy)
 countIf(last_seen_s = 0 OR now_s - last_seen_s > stale_s) AS stale_clusters FROM (\
 SELECT arrayJoin(arrayConcat([''], group_prefixes)) AS group_path, toInt64(toUInt32(last_seen)) AS last_seen_s, \
 toInt64(?) AS now_s, toInt64(?) AS stale_s \
-FROM ({INVENTORY_CURRENT}) ALL LEFT JOIN ({LAST_SEEN}) USING cluster_id\
+FROM ({INVENTORY_CURRENT}) AS inventory ALL LEFT JOIN ({LAST_SEEN}) AS seen USING cluster_id\
 ) GROUP BY group_path ORDER BY group_path"
         )
     });
@@ -283,10 +283,10 @@ pub fn stale_clusters_query(
     static SQL: OnceLock<String> = OnceLock::new();
     let sql = SQL.get_or_init(|| {
         format!(
-            "SELECT cluster_id, last_seen FROM (\
-SELECT cluster_id, last_seen FROM ({INVENTORY_CURRENT}) ALL LEFT JOIN ({LAST_SEEN}) USING cluster_id\
+            "SELECT cluster_id, toUInt32(last_seen) AS last_seen_seconds FROM (\
+SELECT cluster_id, last_seen FROM ({INVENTORY_CURRENT}) AS inventory ALL LEFT JOIN ({LAST_SEEN}) AS seen USING cluster_id\
 ) WHERE toUInt32(last_seen) = 0 OR toInt64(?) - toInt64(toUInt32(last_seen)) > toInt64(?) \
-ORDER BY last_seen, cluster_id LIMIT ?"
+ORDER BY last_seen_seconds, cluster_id LIMIT ?"
         )
     });
     store
