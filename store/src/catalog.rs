@@ -94,6 +94,13 @@ pub fn read_queries(
             "stale clusters",
             queries::stale_clusters_query(store, now, policy, 100),
         ),
+        render::<CountRow>(
+            "rows of a table",
+            store
+                .client()
+                .query("SELECT count() FROM ?")
+                .bind(clickhouse::sql::Identifier("observed_transitions")),
+        ),
         render::<PartitionRow>(
             "partitions of a table",
             store
@@ -103,6 +110,27 @@ pub fn read_queries(
                 .bind("observed_transitions"),
         ),
     ]
+}
+
+/// Statements that change data, rendered with samples; run last, since they remove rows.
+pub fn maintenance_statements(database: &str) -> Vec<CatalogEntry> {
+    let store = Store::connect(&crate::StoreConfig::new("http://127.0.0.1:9", database))
+        .expect("valid sample config");
+    let drop = store
+        .client()
+        .query(crate::retention::DROP_PARTITION)
+        .bind(clickhouse::sql::Identifier("observed_transitions"))
+        .bind("20270115");
+    vec![CatalogEntry {
+        name: "drop a day partition".into(),
+        sql: drop.sql_display().to_string(),
+    }]
+}
+
+#[derive(clickhouse::Row, serde::Deserialize)]
+#[allow(dead_code)]
+struct CountRow {
+    count: u64,
 }
 
 #[derive(clickhouse::Row, serde::Deserialize)]

@@ -25,6 +25,8 @@ pub struct DroppedPartition {
 pub(crate) const SELECT_PARTITIONS: &str =
     "SELECT DISTINCT partition_id FROM system.parts WHERE database = ? AND table = ? AND active ORDER BY partition_id";
 
+pub(crate) const DROP_PARTITION: &str = "ALTER TABLE ? DROP PARTITION ID ?";
+
 /// `YYYYMMDD` of a day number since the epoch (proleptic Gregorian, UTC).
 pub fn yyyymmdd(days_since_epoch: i64) -> u32 {
     // Howard Hinnant's civil-from-days algorithm.
@@ -72,7 +74,7 @@ impl Store {
                     continue;
                 }
                 self.client()
-                    .query("ALTER TABLE ? DROP PARTITION ID ?")
+                    .query(DROP_PARTITION)
                     .bind(clickhouse::sql::Identifier(table))
                     .bind(day.to_string())
                     .execute()

@@ -200,6 +200,14 @@ struct AppliedMigration {
     applied_at: u32,
 }
 
+/// What the database says about one applied migration; more than one checksum means the
+/// migration was recorded again after an edit.
+#[derive(Debug, Clone, Row, Serialize, Deserialize)]
+struct AppliedVersion {
+    version: u32,
+    checksums: Vec<String>,
+}
+
 /// What a migration run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MigrationReport {
@@ -236,11 +244,11 @@ impl Store {
         for migration in MIGRATIONS {
             let checksum = migration.checksum();
             if let Some(done) = applied.iter().find(|m| m.version == migration.version) {
-                if done.checksum != checksum {
+                if let Some(other) = done.checksums.iter().find(|c| **c != checksum) {
                     return Err(StoreError::MigrationChanged {
                         version: migration.version,
                         name: migration.name.to_owned(),
-                        applied: done.checksum.clone(),
+                        applied: other.clone(),
                         current: checksum,
                     });
                 }
@@ -289,15 +297,15 @@ impl Store {
         Ok(report)
     }
 
-    async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>> {
+    async fn applied_migrations(&self) -> Result<Vec<AppliedVersion>> {
         self.client
             .query(SELECT_APPLIED_MIGRATIONS)
-            .fetch_all::<AppliedMigration>()
+            .fetch_all::<AppliedVersion>()
             .await
             .context(|| "reading applied migrations".to_owned())
     }
 }
 
 pub(crate) const SELECT_APPLIED_MIGRATIONS: &str =
-    "SELECT version, any(name), any(checksum), min(applied_at)
+    "SELECT version, arraySort(groupUniqArray(checksum)) AS checksums
 FROM schema_migrations GROUP BY version ORDER BY version";

@@ -370,3 +370,16 @@ impl Store {
             .context(|| format!("inserting {} rows into {}", rows.len(), T::TABLE))
     }
 }
+
+impl Store {
+    /// Physical rows in `T`'s table, duplicates not yet merged away included (benchmarks, tests).
+    pub async fn count_rows<T: Table>(&self) -> crate::Result<u64> {
+        use crate::Context;
+        self.client()
+            .query("SELECT count() FROM ?")
+            .bind(clickhouse::sql::Identifier(T::TABLE))
+            .fetch_one::<u64>()
+            .await
+            .context(|| format!("counting rows of {}", T::TABLE))
+    }
+}
