@@ -94,6 +94,10 @@ pub fn read_queries(
             "stale clusters",
             queries::stale_clusters_query(store, now, policy, 100),
         ),
+        render::<crate::RollupSnapshotRow>(
+            "rollup trend of a group",
+            queries::rollup_trend_query(store, "grid", week_ago, now.plus_seconds(1)),
+        ),
         render::<CountRow>(
             "rows of a table",
             store

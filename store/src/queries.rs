@@ -425,3 +425,76 @@ impl Store {
             .context(|| "reading stale clusters".to_owned())
     }
 }
+
+impl GroupRollup {
+    /// This rollup as a snapshot row taken at `taken_at`.
+    pub fn snapshot_row(&self, taken_at: Timestamp) -> crate::RollupSnapshotRow {
+        crate::RollupSnapshotRow {
+            taken_at: to_datetime(taken_at),
+            group_path: self.group_path.clone(),
+            depth: self.depth.min(usize::from(u8::MAX)) as u8,
+            clusters: self.clusters,
+            stale_clusters: self.stale_clusters,
+            in_sync: self.count(DriftState::InSync),
+            progressing: self.count(DriftState::Progressing),
+            failed: self.count(DriftState::Failed),
+            out_of_sync: self.count(DriftState::OutOfSync),
+            missing: self.count(DriftState::Missing),
+            unexpected: self.count(DriftState::Unexpected),
+            stale: self.count(DriftState::Stale),
+            unknown: self.count(DriftState::Unknown),
+        }
+    }
+}
+
+pub fn rollup_trend_query(
+    store: &Store,
+    group_path: &str,
+    from: Timestamp,
+    to: Timestamp,
+) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM rollup_snapshots \
+WHERE group_path = ? AND taken_at >= toDateTime(?) AND taken_at < toDateTime(?) \
+ORDER BY taken_at LIMIT 1 BY taken_at",
+        )
+        .bind(group_path)
+        .bind(to_datetime(from))
+        .bind(to_datetime(to))
+}
+
+impl Store {
+    /// Computes the rollup now and stores it as a snapshot of every group down to `max_depth`
+    /// (0 = the fleet only). Returns how many rows were written.
+    pub async fn take_rollup_snapshot(
+        &self,
+        now: Timestamp,
+        policy: &DriftPolicy,
+        max_depth: usize,
+    ) -> Result<usize> {
+        let rows: Vec<crate::RollupSnapshotRow> = self
+            .drift_rollup(now, policy)
+            .await?
+            .iter()
+            .filter(|rollup| rollup.depth <= max_depth)
+            .map(|rollup| rollup.snapshot_row(now))
+            .collect();
+        self.insert_rows(&rows).await?;
+        Ok(rows.len())
+    }
+
+    /// Snapshots of one group (`""` for the fleet) in `[from, to)`, oldest first.
+    pub async fn rollup_trend(
+        &self,
+        group_path: &str,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<crate::RollupSnapshotRow>> {
+        rollup_trend_query(self, group_path, from, to)
+            .fetch_all()
+            .await
+            .context(|| format!("reading rollup trend of {group_path:?}"))
+    }
+}

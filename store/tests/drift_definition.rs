@@ -116,4 +116,15 @@ async fn sql_and_model_agree_on_every_grid_case() {
     }
     assert_eq!(rollups[0].group_path, "", "the fleet comes first");
     assert_eq!(rollups[0].clusters, cases.len() as u64);
+
+    // Snapshots store the same numbers for trend panels, down to the requested depth.
+    let written = store.take_rollup_snapshot(NOW, &POLICY, 1).await.unwrap();
+    assert_eq!(written, 2, "the fleet and the one top-level group");
+    let trend = store
+        .rollup_trend("grid", NOW.plus_seconds(-60), NOW.plus_seconds(60))
+        .await
+        .unwrap();
+    let grid_rollup = rollups.iter().find(|r| r.group_path == "grid").unwrap();
+    assert_eq!(trend, vec![grid_rollup.snapshot_row(NOW)]);
+    assert_eq!(trend[0].failed, grid_rollup.count(DriftState::Failed));
 }

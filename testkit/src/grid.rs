@@ -8,7 +8,9 @@ use fleetscope_model::{
     classify, DesiredForDrift, DriftInput, DriftPolicy, DriftState, Health, ObservedForDrift,
     SyncStatus, Timestamp,
 };
-use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow};
+use fleetscope_store::{
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RollupSnapshotRow,
+};
 
 use crate::sql_literal::{insert_statement, Literal};
 
@@ -248,10 +250,29 @@ pub struct GridRows {
     pub members: Vec<MembershipRow>,
     pub desired: Vec<DesiredRow>,
     pub observed: Vec<ObservedRow>,
+    /// A few trend snapshots (not derived from the cases; they only feed the trend query).
+    pub snapshots: Vec<RollupSnapshotRow>,
 }
 
 pub fn rows(cases: &[GridCase]) -> GridRows {
     let mut rows = GridRows::default();
+    for (hours_ago, group) in [(2, ""), (1, ""), (2, "grid"), (1, "grid"), (0, "grid")] {
+        rows.snapshots.push(RollupSnapshotRow {
+            taken_at: fleetscope_store::to_datetime(ago(hours_ago * 3600)),
+            group_path: group.into(),
+            depth: u8::from(!group.is_empty()),
+            clusters: 390,
+            stale_clusters: 100 + hours_ago as u64,
+            in_sync: 40,
+            progressing: 30,
+            failed: 20 + hours_ago as u64,
+            out_of_sync: 10,
+            missing: 5,
+            unexpected: 4,
+            stale: 3,
+            unknown: 2,
+        });
+    }
     for case in cases {
         let group = fleetscope_model::GroupPath::parse(&case.group_path)
             .expect("grid group paths are valid");
@@ -456,6 +477,24 @@ fn observed_values(r: &ObservedRow) -> Vec<String> {
     ]
 }
 
+fn snapshot_values(r: &RollupSnapshotRow) -> Vec<String> {
+    vec![
+        r.taken_at.literal(),
+        r.group_path.literal(),
+        r.depth.literal(),
+        r.clusters.literal(),
+        r.stale_clusters.literal(),
+        r.in_sync.literal(),
+        r.progressing.literal(),
+        r.failed.literal(),
+        r.out_of_sync.literal(),
+        r.missing.literal(),
+        r.unexpected.literal(),
+        r.stale.literal(),
+        r.unknown.literal(),
+    ]
+}
+
 impl GridRows {
     /// The same rows as `INSERT … VALUES` statements, for engines reached without the Rust client.
     pub fn insert_statements(&self) -> Vec<String> {
@@ -492,6 +531,15 @@ impl GridRows {
                     .observed
                     .iter()
                     .map(observed_values)
+                    .collect::<Vec<_>>(),
+            ),
+            insert_statement(
+                "rollup_snapshots",
+                RollupSnapshotRow::COLUMN_NAMES,
+                &self
+                    .snapshots
+                    .iter()
+                    .map(snapshot_values)
                     .collect::<Vec<_>>(),
             ),
         ]

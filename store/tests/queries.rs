@@ -1,0 +1,286 @@
+//! The read queries on a real server: desired state per cluster through membership changes and
+//! removals, latest heartbeats, stale clusters, history ranges, and retention by day.
+
+use fleetscope_model::{DriftPolicy, Timestamp};
+use fleetscope_store::{
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RollupSnapshotRow,
+};
+use fleetscope_testkit::TestStore;
+
+const NOW: Timestamp = Timestamp(1_800_000_000);
+
+fn desired(group: &str, app: &str, version: &str, render_id: u64, removed: u8) -> DesiredRow {
+    DesiredRow {
+        render_group: group.into(),
+        app: app.into(),
+        render_id,
+        version: version.into(),
+        content_hash: format!("sha256:{render_id}"),
+        kind: "flux-helmrelease".into(),
+        namespace: "shop".into(),
+        reasons: vec![format!("policy/{app}-everywhere"), "policy/pin-prod".into()],
+        commit: format!("c{render_id}"),
+        desired_since: 1_700_000_000 + render_id as u32,
+        removed,
+    }
+}
+
+fn member(cluster: &str, group: &str, render_id: u64, removed: u8) -> MembershipRow {
+    MembershipRow {
+        cluster_id: cluster.into(),
+        render_group: group.into(),
+        render_id,
+        removed,
+    }
+}
+
+#[tokio::test]
+async fn desired_state_follows_membership_and_removals() {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    store
+        .insert_rows(&[
+            desired("rg-a", "api", "1.0.0", 1, 0),
+            desired("rg-a", "web", "2.0.0", 1, 0),
+            desired("rg-b", "api", "1.1.0", 1, 0),
+            // Render 2 upgrades api in rg-a and removes web from it.
+            desired("rg-a", "api", "1.2.0", 2, 0),
+            desired("rg-a", "web", "2.0.0", 2, 1),
+        ])
+        .await
+        .unwrap();
+    store
+        .insert_rows(&[
+            member("store-1", "rg-b", 1, 0),
+            member("store-1", "rg-a", 2, 0),
+            member("store-2", "rg-b", 1, 0),
+            member("store-3", "rg-a", 1, 0),
+            member("store-3", "rg-a", 2, 1),
+        ])
+        .await
+        .unwrap();
+
+    let one = store.desired_for_cluster("store-1").await.unwrap();
+    assert_eq!(
+        one.iter()
+            .map(|r| (r.app.as_str(), r.version.as_str(), r.render_id))
+            .collect::<Vec<_>>(),
+        vec![("api", "1.2.0", 2)]
+    );
+    assert_eq!(
+        one[0].reasons,
+        vec![
+            "policy/api-everywhere".to_owned(),
+            "policy/pin-prod".to_owned()
+        ]
+    );
+    let two = store.desired_for_cluster("store-2").await.unwrap();
+    assert_eq!(
+        two.iter()
+            .map(|r| (r.app.as_str(), r.version.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("api", "1.1.0")]
+    );
+    assert!(
+        store
+            .desired_for_cluster("store-3")
+            .await
+            .unwrap()
+            .is_empty(),
+        "a removed cluster desires nothing"
+    );
+    assert!(store
+        .desired_for_cluster("nobody")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        store
+            .desired_for_cluster("x' OR 1=1 --")
+            .await
+            .unwrap()
+            .is_empty(),
+        "parameters are bound, not spliced"
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_and_stale_clusters() {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let cluster = |id: &str, version: u64, removed: u8| ClusterRow {
+        cluster_id: id.into(),
+        group_path: "emea/de".into(),
+        group_prefixes: vec!["emea".into(), "emea/de".into()],
+        environment: "prod".into(),
+        reconciler: "flux".into(),
+        label_keys: vec![],
+        label_values: vec![],
+        updated_at: 0,
+        version,
+        removed,
+    };
+    store
+        .insert_rows(&[
+            cluster("fresh", 1, 0),
+            cluster("quiet", 1, 0),
+            cluster("silent", 1, 0),
+            cluster("gone", 1, 0),
+            cluster("gone", 2, 1),
+        ])
+        .await
+        .unwrap();
+    let beat = |id: &str, ago: i64, agent: &str| HeartbeatRow {
+        cluster_id: id.into(),
+        seen_at: fleetscope_store::to_datetime(NOW.plus_seconds(-ago)),
+        agent_version: agent.into(),
+        reconciler_names: vec!["flux".into()],
+        reconciler_versions: vec!["v2.4.0".into()],
+    };
+    store
+        .insert_rows(&[
+            beat("fresh", 5000, "0.1.0"),
+            beat("fresh", 5, "0.2.0"),
+            beat("quiet", 3600, "0.1.0"),
+            beat("gone", 99_999, "0.1.0"),
+        ])
+        .await
+        .unwrap();
+
+    let beats = store.latest_heartbeats().await.unwrap();
+    let summary: Vec<(&str, &str)> = beats
+        .iter()
+        .map(|b| (b.cluster_id.as_str(), b.agent_version.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![("fresh", "0.2.0"), ("gone", "0.1.0"), ("quiet", "0.1.0")]
+    );
+
+    let policy = DriftPolicy {
+        stale_after_seconds: 600,
+        progress_grace_seconds: 900,
+    };
+    let stale = store.stale_clusters(NOW, &policy, 10).await.unwrap();
+    let stale: Vec<(&str, u32)> = stale
+        .iter()
+        .map(|s| (s.cluster_id.as_str(), s.last_seen))
+        .collect();
+    assert_eq!(
+        stale,
+        vec![
+            ("silent", 0),
+            (
+                "quiet",
+                fleetscope_store::to_datetime(NOW.plus_seconds(-3600))
+            )
+        ],
+        "never-seen first, removed clusters left out"
+    );
+    assert_eq!(
+        store.stale_clusters(NOW, &policy, 1).await.unwrap().len(),
+        1,
+        "limit applies"
+    );
+}
+
+fn observed_at(cluster: &str, seq: u64, at: Timestamp) -> ObservedRow {
+    ObservedRow {
+        cluster_id: cluster.into(),
+        object_kind: "HelmRelease".into(),
+        object_namespace: "shop".into(),
+        object_name: "api".into(),
+        app: "api".into(),
+        version: format!("1.{seq}.0"),
+        content_hash: String::new(),
+        applied_revision: format!("1.{seq}.0"),
+        health: "healthy".into(),
+        sync: "unknown".into(),
+        reason: "UpgradeSucceeded".into(),
+        message: "Helm upgrade succeeded".into(),
+        transitioned_at: fleetscope_store::to_datetime(at),
+        observed_at: fleetscope_store::to_datetime(at),
+        received_at: fleetscope_store::to_datetime(at),
+        seq,
+        deleted: 0,
+    }
+}
+
+#[tokio::test]
+async fn history_ranges_and_retention_by_day() {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let day = 86_400;
+    let rows: Vec<ObservedRow> = (0..10)
+        .map(|d| observed_at("store-1", d as u64 + 1, NOW.plus_seconds(-d * day)))
+        .collect();
+    store.insert_rows(&rows).await.unwrap();
+    store
+        .insert_rows(
+            &(0..10)
+                .map(|d| RollupSnapshotRow {
+                    taken_at: fleetscope_store::to_datetime(NOW.plus_seconds(-d * day)),
+                    group_path: String::new(),
+                    depth: 0,
+                    clusters: 1,
+                    stale_clusters: 0,
+                    in_sync: 1,
+                    progressing: 0,
+                    failed: 0,
+                    out_of_sync: 0,
+                    missing: 0,
+                    unexpected: 0,
+                    stale: 0,
+                    unknown: 0,
+                })
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+
+    let last_three_days = store
+        .observed_history("store-1", NOW.plus_seconds(-3 * day), NOW.plus_seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        last_three_days.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        vec![4, 3, 2, 1],
+        "range is inclusive at the start, oldest first"
+    );
+
+    let dropped = store.apply_retention(NOW, 4).await.unwrap();
+    // Kept: the day of NOW and the three before it; dropped: six older days in each table.
+    assert_eq!(
+        dropped
+            .iter()
+            .filter(|d| d.table == "observed_transitions")
+            .count(),
+        6,
+        "{dropped:?}"
+    );
+    assert_eq!(
+        dropped
+            .iter()
+            .filter(|d| d.table == "rollup_snapshots")
+            .count(),
+        6,
+        "{dropped:?}"
+    );
+    let all = store
+        .observed_history("store-1", Timestamp(0), NOW.plus_seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        vec![4, 3, 2, 1]
+    );
+    assert_eq!(
+        store.observed_for_cluster("store-1").await.unwrap().len(),
+        1,
+        "the latest state is not history and stays"
+    );
+    assert!(
+        store.apply_retention(NOW, 4).await.unwrap().is_empty(),
+        "a second run has nothing left to drop"
+    );
+}
