@@ -1,0 +1,10 @@
+//! Fleet simulation: a generated fleet of clusters and apps, with the desired state, what the
+//! clusters report, and the ground truth the model says about every pair. The demo writes it
+//! into ClickHouse; benchmarks and the load test drive it through the real pipeline.
+
+#![forbid(unsafe_code)]
+
+pub mod fleet;
+pub mod rng;
+
+pub use fleet::{FleetSpec, FleetSpecError, GeneratedFleet};
