@@ -537,7 +537,9 @@ impl GeneratedFleet {
                 (_, 0) => ObjectKind::Kustomization,
                 _ => ObjectKind::HelmRelease,
             };
-            let mut pair = rng.unit();
+            let pair = rng.unit();
+            let (missing_until, failed_until) = (spec.missing_share, spec.missing_share + spec.failed_share);
+            let drifted_until = failed_until + spec.drifted_share;
             let mut report: Option<(String, String, Health, SyncStatus, &str, String, Timestamp)> =
                 None;
             let settled = now.plus_seconds(-(3_600 + rng.below(9 * 86_400) as i64));
@@ -566,12 +568,9 @@ impl GeneratedFleet {
                         settled,
                     ));
                 }
-            } else if pair < spec.missing_share {
+            } else if pair < missing_until {
                 // Desired, never arrived.
-            } else if {
-                pair -= spec.missing_share;
-                pair < spec.failed_share
-            } {
+            } else if pair < failed_until {
                 let message = match kind {
                     ObjectKind::HelmRelease => format!("Helm upgrade failed for release {}/{}: timed out waiting for the condition", app.name, app.name),
                     ObjectKind::Application => "one or more objects failed to apply: Deployment is invalid: spec.template.spec.containers[0].image: Required value".to_owned(),
@@ -586,10 +585,7 @@ impl GeneratedFleet {
                     message,
                     now.plus_seconds(-(300 + rng.below(7_200) as i64)),
                 ));
-            } else if {
-                pair -= spec.failed_share;
-                pair < spec.drifted_share
-            } {
+            } else if pair < drifted_until {
                 let old = format!("{}-hotfix", app.version);
                 let sync = if reconciler == "argocd" {
                     SyncStatus::OutOfSync

@@ -68,7 +68,7 @@ pub fn validate_label_key(key: &str) -> Result<(), SelectorError> {
     if name.len() > 63 {
         return bad("the name is longer than 63 characters");
     }
-    check_label_chars(name).or_else(|why| bad(why))
+    check_label_chars(name).or_else(bad)
 }
 
 /// Checks a Kubernetes label value: empty, or at most 63 characters of `[A-Za-z0-9._-]` that
@@ -87,7 +87,7 @@ pub fn validate_label_value(key: &str, value: &str) -> Result<(), SelectorError>
     if value.len() > 63 {
         return bad("longer than 63 characters");
     }
-    check_label_chars(value).or_else(|why| bad(why))
+    check_label_chars(value).or_else(bad)
 }
 
 fn check_label_chars(text: &str) -> Result<(), &'static str> {

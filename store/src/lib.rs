@@ -190,3 +190,14 @@ pub fn to_datetime(timestamp: fleetscope_model::Timestamp) -> u32 {
 pub fn from_datetime(seconds: u32) -> fleetscope_model::Timestamp {
     fleetscope_model::Timestamp(i64::from(seconds))
 }
+
+impl Store {
+    /// The server's version string, for example `18.16.1`.
+    pub async fn server_version(&self) -> Result<String> {
+        self.server
+            .query("SELECT version()")
+            .fetch_one::<String>()
+            .await
+            .context(|| "asking clickhouse for its version".to_owned())
+    }
+}

@@ -1,0 +1,111 @@
+//! Command-line arguments shared by the subcommands, and the dispatch to each component.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use fleetscope_store::{Store, StoreConfig};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fleetscope",
+    version,
+    about = "Deployment observability for GitOps fleets of Kubernetes clusters"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Log filter, in tracing's EnvFilter syntax (for example `info,fleetscope_store=debug`).
+    #[arg(long, env = "FLEETSCOPE_LOG", default_value = "warn", global = true)]
+    pub log: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the database if needed and apply every schema migration not yet applied.
+    Migrate {
+        #[command(flatten)]
+        clickhouse: ClickHouseArgs,
+    },
+    /// Start a private ClickHouse, write a simulated fleet and print its drift rollup.
+    Demo(fleetscope_demo::DemoArgs),
+}
+
+/// Where ClickHouse is. Every component that talks to the store flattens this.
+#[derive(Debug, Clone, Args)]
+pub struct ClickHouseArgs {
+    /// ClickHouse HTTP endpoint.
+    #[arg(
+        long = "clickhouse-url",
+        env = "FLEETSCOPE_CLICKHOUSE_URL",
+        default_value = "http://127.0.0.1:8123"
+    )]
+    pub url: String,
+    /// Database holding Fleetscope's tables.
+    #[arg(
+        long = "clickhouse-database",
+        env = "FLEETSCOPE_CLICKHOUSE_DATABASE",
+        default_value = "fleetscope"
+    )]
+    pub database: String,
+    #[arg(long = "clickhouse-user", env = "FLEETSCOPE_CLICKHOUSE_USER")]
+    pub user: Option<String>,
+    #[arg(
+        long = "clickhouse-password",
+        env = "FLEETSCOPE_CLICKHOUSE_PASSWORD",
+        hide_env_values = true
+    )]
+    pub password: Option<String>,
+    /// Timeout of each query and insert, in seconds.
+    #[arg(
+        long = "clickhouse-timeout",
+        env = "FLEETSCOPE_CLICKHOUSE_TIMEOUT",
+        default_value_t = 30
+    )]
+    pub timeout_seconds: u64,
+}
+
+impl ClickHouseArgs {
+    pub fn connect(&self) -> anyhow::Result<Store> {
+        Ok(Store::connect(&StoreConfig {
+            url: self.url.clone(),
+            user: self.user.clone(),
+            password: self.password.clone(),
+            database: self.database.clone(),
+            timeout: Duration::from_secs(self.timeout_seconds.max(1)),
+        })?)
+    }
+}
+
+pub fn init_tracing(args: &LogArgs) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|err| {
+        eprintln!("warning: ignoring invalid log filter {:?}: {err}", args.log);
+        tracing_subscriber::EnvFilter::new("warn")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+pub async fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Migrate { clickhouse } => {
+            let store = clickhouse.connect()?;
+            let report = store.migrate().await?;
+            println!(
+                "database {}: applied migrations {:?}, already applied {:?}",
+                store.database(),
+                report.applied,
+                report.already_applied
+            );
+            Ok(())
+        }
+        Command::Demo(args) => fleetscope_demo::run(args).await,
+    }
+}
