@@ -538,7 +538,8 @@ impl GeneratedFleet {
                 _ => ObjectKind::HelmRelease,
             };
             let pair = rng.unit();
-            let (missing_until, failed_until) = (spec.missing_share, spec.missing_share + spec.failed_share);
+            let (missing_until, failed_until) =
+                (spec.missing_share, spec.missing_share + spec.failed_share);
             let drifted_until = failed_until + spec.drifted_share;
             let mut report: Option<(String, String, Health, SyncStatus, &str, String, Timestamp)> =
                 None;
