@@ -68,6 +68,9 @@ pub struct ClickHouseArgs {
         default_value_t = 30
     )]
     pub timeout_seconds: u64,
+    /// Compress traffic to ClickHouse with LZ4 (`false` saves CPU when ClickHouse is local).
+    #[arg(long = "clickhouse-compression", env = "FLEETSCOPE_CLICKHOUSE_COMPRESSION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub compression: bool,
 }
 
 impl ClickHouseArgs {
@@ -78,6 +81,7 @@ impl ClickHouseArgs {
             password: self.password.clone(),
             database: self.database.clone(),
             timeout: Duration::from_secs(self.timeout_seconds.max(1)),
+            compression: self.compression,
         })?)
     }
 }

@@ -74,6 +74,8 @@ pub struct StoreConfig {
     pub database: String,
     /// Per-request timeout for queries and inserts.
     pub timeout: Duration,
+    /// Compress inserts and results with LZ4 (saves bandwidth to a remote server; costs CPU).
+    pub compression: bool,
 }
 
 impl StoreConfig {
@@ -84,6 +86,7 @@ impl StoreConfig {
             password: None,
             database: database.into(),
             timeout: Duration::from_secs(30),
+            compression: true,
         }
     }
 }
@@ -136,6 +139,11 @@ impl Store {
             .with_url(url)
             // ClickHouse 18.16 lacks RowBinaryWithNamesAndTypes, which validation needs.
             .with_validation(false)
+            .with_compression(if config.compression {
+                clickhouse::Compression::Lz4
+            } else {
+                clickhouse::Compression::None
+            })
             .with_setting(
                 "max_execution_time",
                 config.timeout.as_secs().max(1).to_string(),

@@ -42,7 +42,7 @@ const STATE_COLUMNS: &[(DriftState, &str)] = &[
 ];
 
 /// The rollup as a table: one line per group, indented by depth, the fleet first.
-/// `max_depth` hides deeper groups.
+/// `max_depth` hides deeper groups. Columns are as wide as their widest value.
 pub fn rollup_table(rollups: &[GroupRollup], max_depth: Option<usize>) -> String {
     let shown: Vec<&GroupRollup> = rollups
         .iter()
@@ -55,46 +55,57 @@ pub fn rollup_table(rollups: &[GroupRollup], max_depth: Option<usize>) -> String
             format!("{}{}", "  ".repeat(r.depth), r.group_path)
         }
     };
-    let group_width = shown
+    let mut header: Vec<String> = vec![
+        "GROUP".into(),
+        "CLUSTERS".into(),
+        "REPORTING".into(),
+        "QUIET".into(),
+    ];
+    header.extend(STATE_COLUMNS.iter().map(|(_, title)| (*title).to_owned()));
+    header.push("IN SYNC %".into());
+    let lines: Vec<Vec<String>> = shown
         .iter()
-        .map(|r| label(r).chars().count())
-        .max()
-        .unwrap_or(5)
-        .max("GROUP".len());
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "{:<group_width$}  {:>8}  {:>9}  {:>6}",
-        "GROUP", "CLUSTERS", "REPORTING", "QUIET"
-    );
-    for (_, title) in STATE_COLUMNS {
-        let _ = write!(out, "  {title:>w$}", w = title.len().max(7));
-    }
-    out.push_str("  IN SYNC %\n");
-    for rollup in shown {
-        let _ = write!(
-            out,
-            "{:<group_width$}  {:>8}  {:>9}  {:>6}",
-            label(rollup),
-            thousands(rollup.clusters),
-            thousands(rollup.reporting_clusters()),
-            thousands(rollup.stale_clusters)
-        );
-        for (state, title) in STATE_COLUMNS {
-            let _ = write!(
-                out,
-                "  {:>w$}",
-                thousands(rollup.count(*state)),
-                w = title.len().max(7)
+        .map(|rollup| {
+            let mut cells = vec![
+                label(rollup),
+                thousands(rollup.clusters),
+                thousands(rollup.reporting_clusters()),
+                thousands(rollup.stale_clusters),
+            ];
+            cells.extend(
+                STATE_COLUMNS
+                    .iter()
+                    .map(|(state, _)| thousands(rollup.count(*state))),
             );
+            let total = rollup.total_pairs();
+            let share = if total == 0 {
+                0.0
+            } else {
+                100.0 * rollup.count(DriftState::InSync) as f64 / total as f64
+            };
+            cells.push(format!("{share:.1}%"));
+            cells
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            std::iter::once(&header)
+                .chain(&lines)
+                .map(|row| row[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(&lines) {
+        for (i, cell) in row.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{cell:<w$}", w = widths[0]);
+            } else {
+                let _ = write!(out, "  {cell:>w$}", w = widths[i]);
+            }
         }
-        let total = rollup.total_pairs();
-        let share = if total == 0 {
-            0.0
-        } else {
-            100.0 * rollup.count(DriftState::InSync) as f64 / total as f64
-        };
-        let _ = writeln!(out, "  {share:>8.1}%");
+        out.push('\n');
     }
     out
 }
@@ -154,10 +165,10 @@ mod tests {
             rollup("emea/de", 2, 10, 0, &[(DriftState::InSync, 500)]),
         ];
         expect![[r#"
-            GROUP        CLUSTERS  REPORTING   QUIET  IN SYNC  PROGRESSING   FAILED  OUT OF SYNC  MISSING  UNEXPECTED    STALE  UNKNOWN  IN SYNC %
-            (fleet)         1,200      1,170      30   58,000            0    1,200            0        0           0      800        0      96.7%
-              emea          1,200      1,170      30   58,000            0    1,200            0        0           0      800        0      96.7%
-                emea/de        10         10       0      500            0        0            0        0           0        0        0     100.0%
+            GROUP        CLUSTERS  REPORTING  QUIET  IN SYNC  PROGRESSING  FAILED  OUT OF SYNC  MISSING  UNEXPECTED  STALE  UNKNOWN  IN SYNC %
+            (fleet)         1,200      1,170     30   58,000            0   1,200            0        0           0    800        0      96.7%
+              emea          1,200      1,170     30   58,000            0   1,200            0        0           0    800        0      96.7%
+                emea/de        10         10      0      500            0       0            0        0           0      0        0     100.0%
         "#]]
         .assert_eq(&rollup_table(&rollups, None));
         assert_eq!(

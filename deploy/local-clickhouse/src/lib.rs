@@ -43,15 +43,25 @@ pub enum LocalClickHouseError {
 /// Finds the `clickhouse-server` binary: `$FLEETSCOPE_CLICKHOUSE_SERVER`, then `PATH`, then the
 /// Debian package's `/usr/sbin`.
 pub fn find_server_binary() -> Result<PathBuf, LocalClickHouseError> {
-    if let Some(path) = std::env::var_os(SERVER_BINARY_ENV) {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
+    find_server_binary_in(
+        std::env::var_os(SERVER_BINARY_ENV),
+        std::env::var_os("PATH"),
+    )
+}
+
+fn find_server_binary_in(
+    explicit: Option<std::ffi::OsString>,
+    path: Option<std::ffi::OsString>,
+) -> Result<PathBuf, LocalClickHouseError> {
+    if let Some(explicit) = explicit {
+        let explicit = PathBuf::from(explicit);
+        return if explicit.is_file() {
+            Ok(explicit)
         } else {
             Err(LocalClickHouseError::NotInstalled)
         };
     }
-    let path_dirs = std::env::var_os("PATH")
+    let path_dirs = path
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default();
     path_dirs
@@ -403,7 +413,10 @@ mod tests {
 
     #[test]
     fn missing_binary_says_how_to_install() {
-        let message = LocalClickHouseError::NotInstalled.to_string();
+        let missing =
+            find_server_binary_in(Some("/nonexistent/clickhouse-server".into()), None).unwrap_err();
+        assert!(matches!(missing, LocalClickHouseError::NotInstalled));
+        let message = missing.to_string();
         assert!(
             message.contains("apt-get install -y clickhouse-server"),
             "{message}"
