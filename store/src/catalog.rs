@@ -98,6 +98,10 @@ pub fn read_queries(
             "rollup trend of a group",
             queries::rollup_trend_query(store, "grid", week_ago, now.plus_seconds(1)),
         ),
+        render::<crate::RollupSnapshotRow>(
+            "whole table",
+            store.client().query("SELECT ?fields FROM ?").bind(clickhouse::sql::Identifier("rollup_snapshots")),
+        ),
         render::<CountRow>(
             "rows of a table",
             store

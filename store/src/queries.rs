@@ -92,6 +92,16 @@ SELECT * FROM ({pairs}) AS pairs ALL INNER JOIN ({INVENTORY_CURRENT}) AS invento
     })
 }
 
+/// A query over [`classified_pairs_sql`] with its three parameters bound, in their order.
+fn classified_pairs_query(store: &Store, sql: &str, now: Timestamp, policy: &DriftPolicy) -> Query {
+    store
+        .client()
+        .query(sql)
+        .bind(now.seconds())
+        .bind(policy.progress_grace_seconds)
+        .bind(policy.stale_after_seconds)
+}
+
 /// App instances per group (every level, `""` for the fleet) and drift state.
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct PairCountRow {
@@ -158,12 +168,7 @@ SELECT arrayJoin(arrayConcat([''], group_prefixes)) AS group_path, state FROM ({
             classified_pairs_sql()
         )
     });
-    store
-        .client()
-        .query(sql)
-        .bind(now.seconds())
-        .bind(policy.progress_grace_seconds)
-        .bind(policy.stale_after_seconds)
+    classified_pairs_query(store, sql, now, policy)
 }
 
 pub fn cluster_counts_query(store: &Store, now: Timestamp, policy: &DriftPolicy) -> Query {
@@ -198,13 +203,7 @@ pub fn cluster_pair_states_query(
             classified_pairs_sql()
         )
     });
-    store
-        .client()
-        .query(sql)
-        .bind(now.seconds())
-        .bind(policy.progress_grace_seconds)
-        .bind(policy.stale_after_seconds)
-        .bind(cluster_id)
+    classified_pairs_query(store, sql, now, policy).bind(cluster_id)
 }
 
 pub fn all_pair_states_query(store: &Store, now: Timestamp, policy: &DriftPolicy) -> Query {
@@ -215,12 +214,7 @@ pub fn all_pair_states_query(store: &Store, now: Timestamp, policy: &DriftPolicy
             classified_pairs_sql()
         )
     });
-    store
-        .client()
-        .query(sql)
-        .bind(now.seconds())
-        .bind(policy.progress_grace_seconds)
-        .bind(policy.stale_after_seconds)
+    classified_pairs_query(store, sql, now, policy)
 }
 
 pub fn observed_for_cluster_query(store: &Store, cluster_id: &str) -> Query {

@@ -41,6 +41,25 @@ pub const MIGRATIONS_TABLE_DDL: &str = "CREATE TABLE IF NOT EXISTS schema_migrat
     applied_at DateTime
 ) ENGINE = ReplacingMergeTree ORDER BY version";
 
+/// Columns shared by `desired_history` and `desired_latest` (the view copies one into the other).
+macro_rules! desired_columns {
+    () => {
+        "render_group String, app String, render_id UInt64, version String, content_hash String, \
+         kind String, namespace String, reasons Array(String), commit String, desired_since DateTime, \
+         removed UInt8"
+    };
+}
+
+/// Columns shared by `observed_transitions` and `observed_latest`.
+macro_rules! observed_columns {
+    () => {
+        "cluster_id String, object_kind String, object_namespace String, object_name String, app String, \
+         version String, content_hash String, applied_revision String, health String, sync String, \
+         reason String, message String, transitioned_at DateTime, observed_at DateTime, \
+         received_at DateTime, seq UInt64, deleted UInt8"
+    };
+}
+
 /// The whole schema. Append new migrations; never edit an applied one.
 pub const MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
@@ -80,33 +99,17 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
         ) ENGINE = ReplacingMergeTree ORDER BY render_id",
         // Desired state per render group and app, one row per render that changed it (removed = 1
         // when the render took the app away). The full history stays here.
-        "CREATE TABLE IF NOT EXISTS desired_history (
-            render_group String,
-            app String,
-            render_id UInt64,
-            version String,
-            content_hash String,
-            kind String,
-            namespace String,
-            reasons Array(String),
-            commit String,
-            desired_since DateTime,
-            removed UInt8
-        ) ENGINE = ReplacingMergeTree ORDER BY (render_group, app, render_id)",
+        concat!(
+            "CREATE TABLE IF NOT EXISTS desired_history (",
+            desired_columns!(),
+            ") ENGINE = ReplacingMergeTree ORDER BY (render_group, app, render_id)"
+        ),
         // The latest desired row per render group and app, fed from the history.
-        "CREATE TABLE IF NOT EXISTS desired_latest (
-            render_group String,
-            app String,
-            render_id UInt64,
-            version String,
-            content_hash String,
-            kind String,
-            namespace String,
-            reasons Array(String),
-            commit String,
-            desired_since DateTime,
-            removed UInt8
-        ) ENGINE = ReplacingMergeTree(render_id) ORDER BY (render_group, app)",
+        concat!(
+            "CREATE TABLE IF NOT EXISTS desired_latest (",
+            desired_columns!(),
+            ") ENGINE = ReplacingMergeTree(render_id) ORDER BY (render_group, app)"
+        ),
         "CREATE MATERIALIZED VIEW IF NOT EXISTS desired_latest_mv TO desired_latest AS
         SELECT render_group, app, render_id, version, content_hash, kind, namespace, reasons, commit,
                desired_since, removed
@@ -120,47 +123,18 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
         ) ENGINE = ReplacingMergeTree(render_id) ORDER BY cluster_id",
         // Every observed change, partitioned by day for retention. The sort key ends in the
         // per-cluster sequence number, so a redelivered change collapses into the original.
-        "CREATE TABLE IF NOT EXISTS observed_transitions (
-            cluster_id String,
-            object_kind String,
-            object_namespace String,
-            object_name String,
-            app String,
-            version String,
-            content_hash String,
-            applied_revision String,
-            health String,
-            sync String,
-            reason String,
-            message String,
-            transitioned_at DateTime,
-            observed_at DateTime,
-            received_at DateTime,
-            seq UInt64,
-            deleted UInt8
-        ) ENGINE = ReplacingMergeTree
-        PARTITION BY toYYYYMMDD(observed_at)
-        ORDER BY (cluster_id, object_kind, object_namespace, object_name, seq)",
+        concat!(
+            "CREATE TABLE IF NOT EXISTS observed_transitions (",
+            observed_columns!(),
+            ") ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(observed_at) \
+             ORDER BY (cluster_id, object_kind, object_namespace, object_name, seq)"
+        ),
         // The latest observed state per cluster and object; the highest sequence number wins.
-        "CREATE TABLE IF NOT EXISTS observed_latest (
-            cluster_id String,
-            object_kind String,
-            object_namespace String,
-            object_name String,
-            app String,
-            version String,
-            content_hash String,
-            applied_revision String,
-            health String,
-            sync String,
-            reason String,
-            message String,
-            transitioned_at DateTime,
-            observed_at DateTime,
-            received_at DateTime,
-            seq UInt64,
-            deleted UInt8
-        ) ENGINE = ReplacingMergeTree(seq) ORDER BY (cluster_id, object_kind, object_namespace, object_name)",
+        concat!(
+            "CREATE TABLE IF NOT EXISTS observed_latest (",
+            observed_columns!(),
+            ") ENGINE = ReplacingMergeTree(seq) ORDER BY (cluster_id, object_kind, object_namespace, object_name)"
+        ),
         "CREATE MATERIALIZED VIEW IF NOT EXISTS observed_latest_mv TO observed_latest AS
         SELECT cluster_id, object_kind, object_namespace, object_name, app, version, content_hash,
                applied_revision, health, sync, reason, message, transitioned_at, observed_at,

@@ -383,3 +383,19 @@ impl Store {
             .context(|| format!("counting rows of {}", T::TABLE))
     }
 }
+
+impl Store {
+    /// Every physical row of `T`'s table, in storage order (tests and small tables only).
+    pub async fn read_table<T>(&self) -> crate::Result<Vec<T>>
+    where
+        T: Table + clickhouse::RowRead + for<'a> clickhouse::Row<Value<'a> = T>,
+    {
+        use crate::Context;
+        self.client()
+            .query("SELECT ?fields FROM ?")
+            .bind(clickhouse::sql::Identifier(T::TABLE))
+            .fetch_all::<T>()
+            .await
+            .context(|| format!("reading {}", T::TABLE))
+    }
+}
