@@ -100,7 +100,10 @@ pub fn read_queries(
         ),
         render::<crate::RollupSnapshotRow>(
             "whole table",
-            store.client().query("SELECT ?fields FROM ?").bind(clickhouse::sql::Identifier("rollup_snapshots")),
+            store
+                .client()
+                .query(crate::writer::SELECT_WHOLE_TABLE)
+                .bind(clickhouse::sql::Identifier("rollup_snapshots")),
         ),
         render::<CountRow>(
             "rows of a table",

@@ -376,7 +376,7 @@ impl Store {
     pub async fn count_rows<T: Table>(&self) -> crate::Result<u64> {
         use crate::Context;
         self.client()
-            .query("SELECT count() FROM ?")
+            .query(COUNT_ROWS)
             .bind(clickhouse::sql::Identifier(T::TABLE))
             .fetch_one::<u64>()
             .await
@@ -392,10 +392,13 @@ impl Store {
     {
         use crate::Context;
         self.client()
-            .query("SELECT ?fields FROM ?")
+            .query(SELECT_WHOLE_TABLE)
             .bind(clickhouse::sql::Identifier(T::TABLE))
             .fetch_all::<T>()
             .await
             .context(|| format!("reading {}", T::TABLE))
     }
 }
+
+pub(crate) const SELECT_WHOLE_TABLE: &str = "SELECT ?fields FROM ?";
+pub(crate) const COUNT_ROWS: &str = "SELECT count() FROM ?";
