@@ -109,7 +109,7 @@ pub fn read_queries(
             "rows of a table",
             store
                 .client()
-                .query("SELECT count() FROM ?")
+                .query(crate::writer::COUNT_ROWS)
                 .bind(clickhouse::sql::Identifier("observed_transitions")),
         ),
         render::<PartitionRow>(
