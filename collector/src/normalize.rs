@@ -1,0 +1,1 @@
+//! Normalization of reconciler objects (placeholder until the module lands).

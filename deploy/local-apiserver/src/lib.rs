@@ -1,0 +1,1 @@
+//! A private Kubernetes API server for tests (placeholder until the crate lands).
