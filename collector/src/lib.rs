@@ -6,4 +6,6 @@
 
 #![forbid(unsafe_code)]
 
+pub mod central;
 pub mod normalize;
+pub mod protocol;

@@ -22,5 +22,5 @@ pub use drift::{classify, DesiredForDrift, DriftInput, DriftPolicy, DriftState, 
 pub use group::{GroupPath, GroupPathError};
 pub use ids::{AppName, ClusterId, IdError, Version};
 pub use selector::{ClusterSelector, LabelRequirement, Labels, Operator, SelectorError};
-pub use state::{DesiredItem, Health, Heartbeat, ObjectRef, ObservedItem, SyncStatus};
+pub use state::{DesiredItem, Health, Heartbeat, ObjectKind, ObjectRef, ObservedItem, SyncStatus};
 pub use time::Timestamp;

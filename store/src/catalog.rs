@@ -90,6 +90,7 @@ pub fn read_queries(
             queries::desired_for_cluster_query(store, cluster_id),
         ),
         render::<HeartbeatRow>("latest heartbeats", queries::latest_heartbeats_query(store)),
+        render::<ClusterIdRow>("known clusters", queries::known_clusters_query(store)),
         render::<LastSeenRow>(
             "stale clusters",
             queries::stale_clusters_query(store, now, policy, 100),
@@ -136,6 +137,12 @@ pub fn maintenance_statements(database: &str) -> Vec<CatalogEntry> {
         name: "drop a day partition".into(),
         sql: drop.sql_display().to_string(),
     }]
+}
+
+#[derive(clickhouse::Row, serde::Deserialize)]
+#[allow(dead_code)]
+struct ClusterIdRow {
+    cluster_id: String,
 }
 
 #[derive(clickhouse::Row, serde::Deserialize)]

@@ -492,3 +492,22 @@ impl Store {
             .context(|| format!("reading rollup trend of {group_path:?}"))
     }
 }
+
+/// Ids of every current (not removed) cluster of the inventory.
+pub fn known_clusters_query(store: &Store) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!("SELECT cluster_id FROM ({INVENTORY_CURRENT}) ORDER BY cluster_id")
+    });
+    store.client().query(sql)
+}
+
+impl Store {
+    /// Ids of every current cluster of the inventory, sorted.
+    pub async fn known_clusters(&self) -> Result<Vec<String>> {
+        known_clusters_query(self)
+            .fetch_all::<String>()
+            .await
+            .context(|| "reading the cluster inventory".to_owned())
+    }
+}

@@ -1,0 +1,218 @@
+//! Agent credentials: a file maps each agent's bearer token (or its SHA-256) to the one cluster
+//! it may report for.
+//!
+//! ```yaml
+//! agents:
+//!   - cluster: store-0001
+//!     tokenSha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+//!   - cluster: store-0002
+//!     token: a-long-random-secret
+//! ```
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use fleetscope_model::ClusterId;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenFile {
+    agents: Vec<AgentEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AgentEntry {
+    cluster: String,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    token_sha256: Option<String>,
+}
+
+/// The shortest plain token accepted: shorter ones are guessable.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Who may report for which cluster.
+#[derive(Debug, Clone)]
+pub enum AgentAuth {
+    /// Local use only: every request is accepted for the cluster it names.
+    Insecure,
+    Tokens(HashMap<[u8; 32], ClusterId>),
+}
+
+/// Why a request was not allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("missing bearer token (send Authorization: Bearer <token>)")]
+    Missing,
+    #[error("unknown token")]
+    Unknown,
+    #[error("this token may report only for cluster {allowed:?}, not {claimed:?}")]
+    WrongCluster { allowed: String, claimed: String },
+}
+
+fn sha256(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+fn parse_hex(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+impl AgentAuth {
+    /// Reads a token file, reporting every problem in it at once.
+    pub fn load(path: &Path) -> Result<AgentAuth, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| format!("reading token file {}: {err}", path.display()))?;
+        Self::parse(&text)
+            .map_err(|errors| format!("token file {}:\n  {}", path.display(), errors.join("\n  ")))
+    }
+
+    pub fn parse(text: &str) -> Result<AgentAuth, Vec<String>> {
+        let file: TokenFile = serde_yaml_ng::from_str(text).map_err(|err| vec![err.to_string()])?;
+        let mut errors = Vec::new();
+        let mut tokens = HashMap::new();
+        for (index, entry) in file.agents.iter().enumerate() {
+            let at = format!("agents[{index}]");
+            let cluster = match ClusterId::parse(&entry.cluster) {
+                Ok(cluster) => cluster,
+                Err(err) => {
+                    errors.push(format!("{at}.cluster: {err}"));
+                    continue;
+                }
+            };
+            let hash = match (&entry.token, &entry.token_sha256) {
+                (Some(token), None) if token.len() >= MIN_TOKEN_LEN => sha256(token),
+                (Some(_), None) => {
+                    errors.push(format!(
+                        "{at}.token: shorter than {MIN_TOKEN_LEN} characters"
+                    ));
+                    continue;
+                }
+                (None, Some(hex)) => match parse_hex(&hex.to_ascii_lowercase()) {
+                    Some(hash) => hash,
+                    None => {
+                        errors.push(format!("{at}.tokenSha256: {hex:?} is not 64 hex digits"));
+                        continue;
+                    }
+                },
+                _ => {
+                    errors.push(format!("{at}: give exactly one of token and tokenSha256"));
+                    continue;
+                }
+            };
+            if let Some(other) = tokens.insert(hash, cluster.clone()) {
+                errors.push(format!(
+                    "{at}: the same token is already given to cluster {other}"
+                ));
+            }
+        }
+        if errors.is_empty() {
+            Ok(AgentAuth::Tokens(tokens))
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Checks the `Authorization` header value against the cluster a report claims to be from.
+    pub fn check(&self, authorization: Option<&str>, claimed: &str) -> Result<(), AuthError> {
+        let AgentAuth::Tokens(tokens) = self else {
+            return Ok(());
+        };
+        let token = authorization
+            .and_then(|value| {
+                value
+                    .strip_prefix("Bearer ")
+                    .or_else(|| value.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|token| !token.is_empty())
+            .ok_or(AuthError::Missing)?;
+        let allowed = tokens.get(&sha256(token)).ok_or(AuthError::Unknown)?;
+        if allowed.as_str() != claimed {
+            return Err(AuthError::WrongCluster {
+                allowed: allowed.to_string(),
+                claimed: claimed.to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_bind_to_one_cluster() {
+        let hashed = format!("{:x}", Sha256::digest(b"secret-for-store-2-xyz"));
+        let auth = AgentAuth::parse(&format!(
+            "agents:\n  - cluster: store-1\n    token: secret-for-store-1-xyz\n  - cluster: store-2\n    tokenSha256: {hashed}\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            auth.check(Some("Bearer secret-for-store-1-xyz"), "store-1"),
+            Ok(())
+        );
+        assert_eq!(
+            auth.check(Some("Bearer secret-for-store-2-xyz"), "store-2"),
+            Ok(())
+        );
+        assert_eq!(
+            auth.check(Some("Bearer secret-for-store-1-xyz"), "store-2"),
+            Err(AuthError::WrongCluster {
+                allowed: "store-1".into(),
+                claimed: "store-2".into()
+            })
+        );
+        assert_eq!(
+            auth.check(Some("Bearer nope"), "store-1"),
+            Err(AuthError::Unknown)
+        );
+        assert_eq!(auth.check(None, "store-1"), Err(AuthError::Missing));
+        assert_eq!(
+            auth.check(Some("Basic abc"), "store-1"),
+            Err(AuthError::Missing)
+        );
+        assert_eq!(AgentAuth::Insecure.check(None, "anything"), Ok(()));
+    }
+
+    #[test]
+    fn every_problem_in_the_file_is_reported() {
+        let errors = AgentAuth::parse(
+            "agents:\n  - cluster: Store-1\n    token: abcdefghijklmnopq\n  - cluster: s2\n    token: short\n  - cluster: s3\n    tokenSha256: xyz\n  - cluster: s4\n  - cluster: s5\n    token: abcdefghijklmnopq\n  - cluster: s6\n    token: abcdefghijklmnopq\n",
+        )
+        .unwrap_err();
+        assert_eq!(errors.len(), 5, "{errors:#?}");
+        assert!(
+            errors[0].starts_with("agents[0].cluster: cluster id \"Store-1\""),
+            "{}",
+            errors[0]
+        );
+        assert_eq!(errors[1], "agents[1].token: shorter than 16 characters");
+        assert_eq!(
+            errors[2],
+            "agents[2].tokenSha256: \"xyz\" is not 64 hex digits"
+        );
+        assert_eq!(
+            errors[3],
+            "agents[3]: give exactly one of token and tokenSha256"
+        );
+        assert_eq!(
+            errors[4],
+            "agents[5]: the same token is already given to cluster s5"
+        );
+        let unknown = AgentAuth::parse("agents: []\nextra: 1\n").unwrap_err();
+        assert!(unknown[0].contains("unknown field `extra`"), "{unknown:?}");
+    }
+}

@@ -1,0 +1,117 @@
+//! The central collector's Prometheus metrics. Labels take a handful of fixed values (report
+//! kind, outcome, reject reason, table), never a cluster id, so cardinality stays bounded.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Outcome {
+    Stored,
+    Duplicate,
+    Rejected,
+}
+
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Reason {
+    Unauthorized,
+    Forbidden,
+    UnknownCluster,
+    Malformed,
+    TooLarge,
+    Backpressure,
+    StoreUnavailable,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReportLabels {
+    pub kind: &'static str,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectLabels {
+    pub reason: Reason,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabels {
+    pub table: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BatchLabels {
+    pub table: &'static str,
+    pub accepted: &'static str,
+}
+
+#[derive(Debug, Clone)]
+pub struct CollectorMetrics {
+    pub reports: Family<ReportLabels, Counter>,
+    pub rejects: Family<RejectLabels, Counter>,
+    pub rows: Counter,
+    pub request_bytes: Counter,
+    pub batches: Family<BatchLabels, Counter>,
+    pub flush_seconds: Family<TableLabels, Histogram>,
+    pub backlog_rows: Family<TableLabels, Gauge>,
+}
+
+impl CollectorMetrics {
+    pub fn register(registry: &mut Registry) -> CollectorMetrics {
+        let metrics = CollectorMetrics {
+            reports: Family::default(),
+            rejects: Family::default(),
+            rows: Counter::default(),
+            request_bytes: Counter::default(),
+            batches: Family::default(),
+            flush_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.005, 2.0, 14))
+            }),
+            backlog_rows: Family::default(),
+        };
+        let registry = registry.sub_registry_with_prefix("fleetscope_collector");
+        registry.register(
+            "reports",
+            "Reports received, by kind and outcome",
+            metrics.reports.clone(),
+        );
+        registry.register(
+            "rejects",
+            "Requests refused, by reason",
+            metrics.rejects.clone(),
+        );
+        registry.register(
+            "rows_ingested",
+            "Observed rows ClickHouse accepted",
+            metrics.rows.clone(),
+        );
+        registry.register(
+            "request_bytes",
+            "Compressed request bytes received",
+            metrics.request_bytes.clone(),
+        );
+        registry.register(
+            "batches",
+            "Insert batches, by table and whether ClickHouse accepted them",
+            metrics.batches.clone(),
+        );
+        registry.register(
+            "flush_seconds",
+            "Time from a batch's start to ClickHouse's answer",
+            metrics.flush_seconds.clone(),
+        );
+        registry.register(
+            "backlog_rows",
+            "Rows waiting to be written, by table",
+            metrics.backlog_rows.clone(),
+        );
+        metrics
+    }
+
+    pub fn reject(&self, reason: Reason) {
+        self.rejects.get_or_create(&RejectLabels { reason }).inc();
+    }
+}

@@ -1,0 +1,595 @@
+//! The central collector: receives agents' reports over HTTP, checks who sent them and what they
+//! contain, and writes them through the store's batch writer. A report is acknowledged only after
+//! ClickHouse accepted every row of it; when the writer is full the answer is 429 with
+//! `Retry-After`, so memory stays bounded while ClickHouse is slow or down.
+
+pub mod auth;
+pub mod metrics;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use fleetscope_model::{GroupPath, Timestamp};
+use fleetscope_store::writer::{BatchWriter, BatchWriterConfig, Pending, WriteError};
+use fleetscope_store::{ClusterRow, HeartbeatRow, ObservedRow, Store};
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use tokio::sync::{mpsc, RwLock};
+
+use crate::protocol::{self, DecodeError, ReportKind, ValidReport};
+use auth::{AgentAuth, AuthError};
+use metrics::{BatchLabels, CollectorMetrics, Outcome, Reason, ReportLabels, TableLabels};
+
+/// The group auto-registered clusters are placed in until the platform repo places them.
+pub const UNASSIGNED_GROUP: &str = "unassigned";
+
+#[derive(Debug, Clone)]
+pub struct CollectorOptions {
+    pub auth: AgentAuth,
+    /// Accept reports from clusters not in the inventory, and add them to it.
+    pub auto_register: bool,
+    pub writer: BatchWriterConfig,
+    /// How long a request waits for ClickHouse to accept its rows before answering 503.
+    pub ack_timeout: Duration,
+    /// How often the inventory of known clusters is re-read.
+    pub inventory_refresh: Duration,
+}
+
+impl Default for CollectorOptions {
+    fn default() -> Self {
+        CollectorOptions {
+            auth: AgentAuth::Insecure,
+            auto_register: false,
+            writer: BatchWriterConfig::default(),
+            ack_timeout: Duration::from_secs(30),
+            inventory_refresh: Duration::from_secs(15),
+        }
+    }
+}
+
+/// The outcome of one accepted report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IngestReceipt {
+    Stored {
+        rows: usize,
+    },
+    /// Already stored earlier; nothing was written again.
+    Duplicate,
+}
+
+/// Why a report was not stored. Each maps to one HTTP status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IngestError {
+    #[error("unknown cluster {0:?}: it is not in the inventory (render it, or run the collector with auto-registration)")]
+    UnknownCluster(String),
+    #[error("the collector is busy writing ({0}); retry later")]
+    Busy(String),
+    #[error("clickhouse did not accept the rows: {0}")]
+    Store(String),
+}
+
+struct KnownClusters {
+    ids: HashSet<String>,
+    refreshed: Option<Instant>,
+}
+
+struct Inner {
+    store: Store,
+    observed: BatchWriter<ObservedRow>,
+    heartbeats: BatchWriter<HeartbeatRow>,
+    options: CollectorOptions,
+    known: RwLock<KnownClusters>,
+    acked: Mutex<HashMap<String, u64>>,
+    metrics: CollectorMetrics,
+    registry: Registry,
+}
+
+/// The central collector. Cheap to clone.
+#[derive(Clone)]
+pub struct Collector {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collector").finish_non_exhaustive()
+    }
+}
+
+fn now() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0),
+    )
+}
+
+impl Collector {
+    /// Starts the batch writers. The schema must already be migrated.
+    pub fn new(store: Store, options: CollectorOptions) -> Collector {
+        let mut registry = Registry::default();
+        let metrics = CollectorMetrics::register(&mut registry);
+        let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel();
+        let observed = BatchWriter::spawn(
+            store.clone(),
+            options.writer.clone(),
+            Some(outcomes_tx.clone()),
+        );
+        let heartbeat_config = BatchWriterConfig {
+            max_rows: 50_000,
+            ..options.writer.clone()
+        };
+        let heartbeats = BatchWriter::spawn(store.clone(), heartbeat_config, Some(outcomes_tx));
+        let batch_metrics = metrics.clone();
+        tokio::spawn(async move {
+            while let Some(outcome) = outcomes.recv().await {
+                let accepted = if outcome.accepted { "true" } else { "false" };
+                batch_metrics
+                    .batches
+                    .get_or_create(&BatchLabels {
+                        table: outcome.table,
+                        accepted,
+                    })
+                    .inc();
+                batch_metrics
+                    .flush_seconds
+                    .get_or_create(&TableLabels {
+                        table: outcome.table,
+                    })
+                    .observe(outcome.elapsed.as_secs_f64());
+            }
+        });
+        Collector {
+            inner: Arc::new(Inner {
+                store,
+                observed,
+                heartbeats,
+                options,
+                known: RwLock::new(KnownClusters {
+                    ids: HashSet::new(),
+                    refreshed: None,
+                }),
+                acked: Mutex::new(HashMap::new()),
+                metrics,
+                registry,
+            }),
+        }
+    }
+
+    pub fn metrics(&self) -> &CollectorMetrics {
+        &self.inner.metrics
+    }
+
+    /// Rows waiting to be written, across tables.
+    pub fn backlog_rows(&self) -> usize {
+        self.inner.observed.queued_rows() + self.inner.heartbeats.queued_rows()
+    }
+
+    async fn is_known(&self, cluster: &str) -> Result<bool, IngestError> {
+        let refresh_every = self.inner.options.inventory_refresh;
+        {
+            let known = self.inner.known.read().await;
+            let fresh = known
+                .refreshed
+                .is_some_and(|at| at.elapsed() < refresh_every);
+            // A miss re-reads the inventory at most once a second, so a cluster rendered a
+            // moment ago is accepted without waiting for the next refresh.
+            let recent = known
+                .refreshed
+                .is_some_and(|at| at.elapsed() < Duration::from_secs(1));
+            if known.ids.contains(cluster) && fresh || recent && !known.ids.contains(cluster) {
+                return Ok(known.ids.contains(cluster));
+            }
+        }
+        let ids = self
+            .inner
+            .store
+            .known_clusters()
+            .await
+            .map_err(|err| IngestError::Store(err.to_string()))?;
+        let mut known = self.inner.known.write().await;
+        known.ids = ids.into_iter().collect();
+        known.refreshed = Some(Instant::now());
+        Ok(known.ids.contains(cluster))
+    }
+
+    async fn register(&self, report: &ValidReport, now: Timestamp) -> Result<(), IngestError> {
+        let group =
+            GroupPath::parse(UNASSIGNED_GROUP).expect("the unassigned group is a valid path");
+        let row = ClusterRow {
+            cluster_id: report.cluster.to_string(),
+            group_path: group.to_string(),
+            group_prefixes: vec![group.to_string()],
+            environment: "unknown".into(),
+            reconciler: report
+                .reconcilers
+                .keys()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| "unknown".into()),
+            label_keys: vec![],
+            label_values: vec![],
+            updated_at: fleetscope_store::to_datetime(now),
+            // Version 0: any inventory row the renderer writes later wins.
+            version: 0,
+            removed: 0,
+        };
+        self.inner
+            .store
+            .insert_rows(&[row])
+            .await
+            .map_err(|err| IngestError::Store(err.to_string()))?;
+        self.inner
+            .known
+            .write()
+            .await
+            .ids
+            .insert(report.cluster.to_string());
+        tracing::info!(cluster = %report.cluster, "registered unknown cluster");
+        Ok(())
+    }
+
+    /// Stores one validated report; returns once ClickHouse accepted all of it.
+    pub async fn ingest(&self, report: ValidReport) -> Result<IngestReceipt, IngestError> {
+        let now = now();
+        let cluster = report.cluster.to_string();
+        if !self.is_known(&cluster).await? {
+            if self.inner.options.auto_register {
+                self.register(&report, now).await?;
+            } else {
+                return Err(IngestError::UnknownCluster(cluster));
+            }
+        }
+        let tracks_seq = report.kind != ReportKind::Heartbeat;
+        if tracks_seq {
+            let acked = self
+                .inner
+                .acked
+                .lock()
+                .expect("acked map lock")
+                .get(&cluster)
+                .copied();
+            if acked.is_some_and(|acked| report.seq <= acked) {
+                return Ok(IngestReceipt::Duplicate);
+            }
+        }
+        let mut rows: Vec<ObservedRow> = report
+            .items
+            .iter()
+            .map(|item| ObservedRow::new(item, now))
+            .collect();
+        if report.kind == ReportKind::Snapshot {
+            rows.extend(self.inferred_deletions(&report, now).await?);
+        }
+        let heartbeat = HeartbeatRow {
+            cluster_id: cluster.clone(),
+            seen_at: fleetscope_store::to_datetime(now),
+            agent_version: report.agent_version.clone(),
+            reconciler_names: report.reconcilers.keys().cloned().collect(),
+            reconciler_versions: report.reconcilers.values().cloned().collect(),
+        };
+        let row_count = rows.len();
+        let mut pending: Vec<Pending> = Vec::with_capacity(2);
+        if !rows.is_empty() {
+            pending.push(
+                self.inner
+                    .observed
+                    .try_submit(rows)
+                    .map_err(|err| IngestError::Busy(err.to_string()))?,
+            );
+        }
+        pending.push(
+            self.inner
+                .heartbeats
+                .try_submit(vec![heartbeat])
+                .map_err(|err| IngestError::Busy(err.to_string()))?,
+        );
+        let timeout = self.inner.options.ack_timeout;
+        for p in pending {
+            match tokio::time::timeout(timeout, p.accepted()).await {
+                Ok(Ok(_receipt)) => {}
+                Ok(Err(WriteError::Full { .. })) => {
+                    unreachable!("full is only returned when submitting")
+                }
+                Ok(Err(err)) => return Err(IngestError::Store(err.to_string())),
+                Err(_) => {
+                    return Err(IngestError::Store(format!(
+                        "no answer from clickhouse within {timeout:?}"
+                    )))
+                }
+            }
+        }
+        if tracks_seq {
+            let mut acked = self.inner.acked.lock().expect("acked map lock");
+            let entry = acked.entry(cluster).or_insert(0);
+            *entry = (*entry).max(report.seq);
+        }
+        self.inner.metrics.rows.inc_by(row_count as u64);
+        Ok(IngestReceipt::Stored { rows: row_count })
+    }
+
+    /// Objects the store holds for the cluster that a snapshot no longer lists were deleted
+    /// while nobody was looking: write their deletion.
+    async fn inferred_deletions(
+        &self,
+        report: &ValidReport,
+        now: Timestamp,
+    ) -> Result<Vec<ObservedRow>, IngestError> {
+        let present: HashSet<(String, String, String)> = report
+            .items
+            .iter()
+            .map(|item| {
+                (
+                    item.object.kind.as_str().to_owned(),
+                    item.object.namespace.clone(),
+                    item.object.name.clone(),
+                )
+            })
+            .collect();
+        let stored = self
+            .inner
+            .store
+            .observed_for_cluster(report.cluster.as_str())
+            .await
+            .map_err(|err| IngestError::Store(err.to_string()))?;
+        Ok(stored
+            .into_iter()
+            .filter(|row| row.deleted == 0 && row.seq < report.change_seq_high)
+            .filter(|row| {
+                !present.contains(&(
+                    row.object_kind.clone(),
+                    row.object_namespace.clone(),
+                    row.object_name.clone(),
+                ))
+            })
+            .map(|row| ObservedRow {
+                deleted: 1,
+                seq: report.change_seq_high,
+                observed_at: fleetscope_store::to_datetime(now),
+                received_at: fleetscope_store::to_datetime(now),
+                reason: "DeletedWhileOffline".into(),
+                message: "not in the agent's snapshot".into(),
+                ..row
+            })
+            .collect())
+    }
+
+    /// The HTTP routes: `POST /api/v1/ingest`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/api/v1/ingest", post(ingest_handler))
+            .route("/healthz", get(|| async { "ok\n" }))
+            .route("/readyz", get(ready_handler))
+            .route("/metrics", get(metrics_handler))
+            .with_state(self.clone())
+    }
+}
+
+fn error_response(status: StatusCode, message: impl Into<String>, field: Option<&str>) -> Response {
+    let mut body = json!({ "error": message.into() });
+    if let Some(field) = field {
+        body["field"] = json!(field);
+    }
+    (status, Json(body)).into_response()
+}
+
+fn with_retry_after(mut response: Response, seconds: u32) -> Response {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
+}
+
+async fn ingest_handler(
+    State(collector): State<Collector>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let metrics = collector.metrics().clone();
+    let reject = |reason: Reason, response: Response| {
+        metrics.reject(reason);
+        response
+    };
+    let bytes = match axum::body::to_bytes(body, protocol::MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return reject(
+                Reason::TooLarge,
+                error_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "body is larger than the {} bytes allowed; send smaller reports",
+                        protocol::MAX_BODY_BYTES
+                    ),
+                    None,
+                ),
+            )
+        }
+    };
+    metrics.request_bytes.inc_by(bytes.len() as u64);
+    let gzip = headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    let report = match protocol::decode(&bytes, gzip) {
+        Ok(report) => report,
+        Err(err @ DecodeError::DecompressedTooLarge) | Err(err @ DecodeError::TooLarge(_)) => {
+            return reject(
+                Reason::TooLarge,
+                error_response(StatusCode::PAYLOAD_TOO_LARGE, err.to_string(), None),
+            )
+        }
+        Err(err) => {
+            return reject(
+                Reason::Malformed,
+                error_response(StatusCode::BAD_REQUEST, err.to_string(), None),
+            )
+        }
+    };
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if let Err(err) = collector
+        .inner
+        .options
+        .auth
+        .check(authorization, &report.cluster)
+    {
+        return match err {
+            AuthError::WrongCluster { .. } => reject(
+                Reason::Forbidden,
+                error_response(StatusCode::FORBIDDEN, err.to_string(), Some("cluster")),
+            ),
+            _ => {
+                let mut response = error_response(StatusCode::UNAUTHORIZED, err.to_string(), None);
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                reject(Reason::Unauthorized, response)
+            }
+        };
+    }
+    let kind = match report.kind {
+        ReportKind::Delta => "delta",
+        ReportKind::Snapshot => "snapshot",
+        ReportKind::Heartbeat => "heartbeat",
+    };
+    let seq = report.seq;
+    let valid = match report.validate(now()) {
+        Ok(valid) => valid,
+        Err(err) => {
+            metrics
+                .reports
+                .get_or_create(&ReportLabels {
+                    kind,
+                    outcome: Outcome::Rejected,
+                })
+                .inc();
+            return reject(
+                Reason::Malformed,
+                error_response(
+                    StatusCode::BAD_REQUEST,
+                    err.message.clone(),
+                    Some(&err.field),
+                ),
+            );
+        }
+    };
+    let cluster = valid.cluster.to_string();
+    match collector.ingest(valid).await {
+        Ok(IngestReceipt::Stored { rows }) => {
+            metrics
+                .reports
+                .get_or_create(&ReportLabels {
+                    kind,
+                    outcome: Outcome::Stored,
+                })
+                .inc();
+            tracing::debug!(cluster, seq, rows, kind, "report stored");
+            (
+                StatusCode::OK,
+                Json(json!({ "status": "stored", "seq": seq, "rows": rows })),
+            )
+                .into_response()
+        }
+        Ok(IngestReceipt::Duplicate) => {
+            metrics
+                .reports
+                .get_or_create(&ReportLabels {
+                    kind,
+                    outcome: Outcome::Duplicate,
+                })
+                .inc();
+            (
+                StatusCode::OK,
+                Json(json!({ "status": "duplicate", "seq": seq })),
+            )
+                .into_response()
+        }
+        Err(err @ IngestError::UnknownCluster(_)) => {
+            metrics
+                .reports
+                .get_or_create(&ReportLabels {
+                    kind,
+                    outcome: Outcome::Rejected,
+                })
+                .inc();
+            reject(
+                Reason::UnknownCluster,
+                error_response(StatusCode::FORBIDDEN, err.to_string(), Some("cluster")),
+            )
+        }
+        Err(err @ IngestError::Busy(_)) => {
+            tracing::warn!(cluster, seq, error = %err, "refusing report: writer queue full");
+            reject(
+                Reason::Backpressure,
+                with_retry_after(
+                    error_response(StatusCode::TOO_MANY_REQUESTS, err.to_string(), None),
+                    2,
+                ),
+            )
+        }
+        Err(err @ IngestError::Store(_)) => {
+            tracing::warn!(cluster, seq, error = %err, "report not stored");
+            reject(
+                Reason::StoreUnavailable,
+                with_retry_after(
+                    error_response(StatusCode::SERVICE_UNAVAILABLE, err.to_string(), None),
+                    5,
+                ),
+            )
+        }
+    }
+}
+
+async fn ready_handler(State(collector): State<Collector>) -> Response {
+    match collector.inner.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(err) => error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("clickhouse is not reachable: {err}"),
+            None,
+        ),
+    }
+}
+
+async fn metrics_handler(State(collector): State<Collector>) -> Response {
+    let inner = &collector.inner;
+    inner
+        .metrics
+        .backlog_rows
+        .get_or_create(&TableLabels {
+            table: "observed_transitions",
+        })
+        .set(inner.observed.queued_rows() as i64);
+    inner
+        .metrics
+        .backlog_rows
+        .get_or_create(&TableLabels {
+            table: "heartbeats",
+        })
+        .set(inner.heartbeats.queued_rows() as i64);
+    let mut text = String::new();
+    if let Err(err) = prometheus_client::encoding::text::encode(&mut text, &inner.registry) {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding metrics: {err}"),
+            None,
+        );
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}

@@ -1,0 +1,505 @@
+//! The ingest protocol between agents and the central collector: what a report is, how it is
+//! encoded (JSON, gzip-compressed), and how the collector validates one before trusting any of it.
+//!
+//! A report carries a per-agent report sequence number (`seq`), strictly increasing, which makes
+//! delivery idempotent: the collector acknowledges a report it has already stored without storing
+//! it again. Each change inside carries a per-cluster change number (`change_seq`), which orders
+//! changes in the store and makes the same change delivered twice collapse into one row.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use fleetscope_model::state::ObjectKind;
+use fleetscope_model::{
+    AppName, ClusterId, Health, ObjectRef, ObservedItem, SyncStatus, Timestamp, Version,
+};
+use serde::{Deserialize, Serialize};
+
+/// Largest compressed body the collector reads.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// Largest body after decompression (a guard against compression bombs).
+pub const MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
+/// Most changes in one report.
+pub const MAX_CHANGES: usize = 100_000;
+/// Reporter timestamps more than this far in the future are refused.
+pub const MAX_FUTURE_SKEW_SECONDS: i64 = 86_400;
+
+/// What a report is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportKind {
+    /// Changes since the previous report.
+    Delta,
+    /// The full current state of every object; objects missing from it were deleted.
+    Snapshot,
+    /// Only a sign of life; `changes` is empty.
+    Heartbeat,
+}
+
+/// One report from one agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub cluster: String,
+    pub agent_version: String,
+    /// Per-agent report number, strictly increasing across restarts (the agent persists it).
+    pub seq: u64,
+    /// The agent's clock when the report was made, seconds since the epoch.
+    pub sent_at: i64,
+    pub kind: ReportKind,
+    /// Reconciler name to version, for example `flux` → `v2.4.0`.
+    #[serde(default)]
+    pub reconcilers: BTreeMap<String, String>,
+    /// For snapshots: a change number above every change the agent has made, used for the
+    /// deletions the collector infers.
+    #[serde(default)]
+    pub change_seq_high: u64,
+    #[serde(default)]
+    pub changes: Vec<Change>,
+}
+
+/// One object's state after a change (or its deletion).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub change_seq: u64,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
+    #[serde(default)]
+    pub applied_revision: String,
+    pub health: String,
+    pub sync: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transitioned_at: Option<i64>,
+    pub observed_at: i64,
+    #[serde(default)]
+    pub deleted: bool,
+}
+
+impl Change {
+    /// The wire form of an observed item (the agent's side).
+    pub fn from_observed(item: &ObservedItem) -> Change {
+        Change {
+            change_seq: item.seq,
+            kind: item.object.kind.as_str().to_owned(),
+            namespace: item.object.namespace.clone(),
+            name: item.object.name.clone(),
+            app: item.app.as_ref().map(ToString::to_string),
+            version: item.version.as_ref().map(ToString::to_string),
+            content_hash: item.content_hash.clone(),
+            applied_revision: item.applied_revision.clone(),
+            health: item.health.as_str().to_owned(),
+            sync: item.sync.as_str().to_owned(),
+            reason: item.reason.clone(),
+            message: item.message.clone(),
+            transitioned_at: (item.transitioned_at != Timestamp::EPOCH)
+                .then_some(item.transitioned_at.seconds()),
+            observed_at: item.observed_at.seconds(),
+            deleted: item.deleted,
+        }
+    }
+
+    pub fn object_key(&self) -> (&str, &str, &str) {
+        (&self.kind, &self.namespace, &self.name)
+    }
+}
+
+/// Why a report was refused. `field` names where, in JSON-path style.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[error("{field}: {message}")]
+pub struct ReportError {
+    pub field: String,
+    pub message: String,
+}
+
+fn bad(field: impl Into<String>, message: impl Into<String>) -> ReportError {
+    ReportError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn check_len(field: &str, value: &str, max: usize) -> Result<(), ReportError> {
+    if value.len() > max {
+        return Err(bad(
+            field,
+            format!("is {} bytes long, at most {max}", value.len()),
+        ));
+    }
+    if value.chars().any(char::is_control) && field != "message" && !field.ends_with(".message") {
+        return Err(bad(field, format!("{value:?} contains control characters")));
+    }
+    Ok(())
+}
+
+/// A report that passed validation, in the model's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidReport {
+    pub cluster: ClusterId,
+    pub agent_version: String,
+    pub seq: u64,
+    pub kind: ReportKind,
+    pub reconcilers: BTreeMap<String, String>,
+    pub change_seq_high: u64,
+    pub items: Vec<ObservedItem>,
+}
+
+impl Report {
+    /// Checks every field, returning the first problem with its place. `now` is the collector's
+    /// clock, for refusing timestamps from the far future.
+    pub fn validate(self, now: Timestamp) -> Result<ValidReport, ReportError> {
+        let cluster =
+            ClusterId::parse(&self.cluster).map_err(|err| bad("cluster", err.to_string()))?;
+        check_len("agent_version", &self.agent_version, 64)?;
+        if self.seq == 0 && self.kind != ReportKind::Heartbeat {
+            return Err(bad("seq", "must be at least 1"));
+        }
+        if self.reconcilers.len() > 16 {
+            return Err(bad(
+                "reconcilers",
+                format!("has {} entries, at most 16", self.reconcilers.len()),
+            ));
+        }
+        for (name, version) in &self.reconcilers {
+            check_len(&format!("reconcilers.{name}"), name, 64)?;
+            check_len(&format!("reconcilers.{name}"), version, 64)?;
+        }
+        if self.kind == ReportKind::Heartbeat && !self.changes.is_empty() {
+            return Err(bad("changes", "a heartbeat carries no changes"));
+        }
+        if self.changes.len() > MAX_CHANGES {
+            return Err(bad(
+                "changes",
+                format!("has {} entries, at most {MAX_CHANGES}", self.changes.len()),
+            ));
+        }
+        let latest_allowed = now.seconds() + MAX_FUTURE_SKEW_SECONDS;
+        let mut items = Vec::with_capacity(self.changes.len());
+        for (index, change) in self.changes.into_iter().enumerate() {
+            let at = |field: &str| format!("changes[{index}].{field}");
+            let kind = ObjectKind::parse(&change.kind).ok_or_else(|| {
+                bad(at("kind"), format!("{:?} is not one of Kustomization, HelmRelease, GitRepository, OCIRepository, Application", change.kind))
+            })?;
+            check_len(&at("namespace"), &change.namespace, 253)?;
+            check_len(&at("name"), &change.name, 253)?;
+            if change.name.is_empty() {
+                return Err(bad(at("name"), "is empty"));
+            }
+            let app = change
+                .app
+                .as_deref()
+                .map(AppName::parse)
+                .transpose()
+                .map_err(|err| bad(at("app"), err.to_string()))?;
+            let version = change
+                .version
+                .as_deref()
+                .map(Version::parse)
+                .transpose()
+                .map_err(|err| bad(at("version"), err.to_string()))?;
+            if let Some(hash) = &change.content_hash {
+                fleetscope_model::stamps::validate_content_hash(hash)
+                    .map_err(|err| bad(at("content_hash"), err))?;
+            }
+            check_len(&at("applied_revision"), &change.applied_revision, 512)?;
+            check_len(&at("reason"), &change.reason, 256)?;
+            let health = Health::parse(&change.health).ok_or_else(|| {
+                bad(
+                    at("health"),
+                    format!(
+                        "{:?} is not a health (healthy, progressing, degraded, suspended, unknown)",
+                        change.health
+                    ),
+                )
+            })?;
+            let sync = SyncStatus::parse(&change.sync).ok_or_else(|| {
+                bad(
+                    at("sync"),
+                    format!(
+                        "{:?} is not a sync status (synced, out_of_sync, unknown)",
+                        change.sync
+                    ),
+                )
+            })?;
+            for (field, value) in [
+                ("observed_at", Some(change.observed_at)),
+                ("transitioned_at", change.transitioned_at),
+            ] {
+                if let Some(value) = value {
+                    if !(0..=latest_allowed).contains(&value) {
+                        return Err(bad(
+                            at(field),
+                            format!("{value} is not a time between 1970 and a day from now"),
+                        ));
+                    }
+                }
+            }
+            if change.change_seq == 0 {
+                return Err(bad(at("change_seq"), "must be at least 1"));
+            }
+            let message = fleetscope_model::state::truncate_on_char_boundary(
+                &change.message,
+                ObservedItem::MAX_MESSAGE_BYTES,
+            )
+            .to_owned();
+            items.push(ObservedItem {
+                cluster: cluster.clone(),
+                object: ObjectRef {
+                    kind,
+                    namespace: change.namespace,
+                    name: change.name,
+                },
+                app,
+                version,
+                content_hash: change.content_hash,
+                applied_revision: change.applied_revision,
+                health,
+                sync,
+                reason: change.reason,
+                message,
+                transitioned_at: Timestamp(change.transitioned_at.unwrap_or(0)),
+                observed_at: Timestamp(change.observed_at),
+                seq: change.change_seq,
+                deleted: change.deleted,
+            });
+        }
+        Ok(ValidReport {
+            cluster,
+            agent_version: self.agent_version,
+            seq: self.seq,
+            kind: self.kind,
+            reconcilers: self.reconcilers,
+            change_seq_high: self.change_seq_high,
+            items,
+        })
+    }
+
+    /// JSON, gzip-compressed: the request body an agent sends.
+    pub fn encode(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).expect("a report always serializes");
+        let mut encoder = flate2::write::GzEncoder::new(
+            Vec::with_capacity(json.len() / 4 + 64),
+            flate2::Compression::default(),
+        );
+        encoder
+            .write_all(&json)
+            .expect("writing to memory cannot fail");
+        encoder.finish().expect("writing to memory cannot fail")
+    }
+}
+
+/// Why a request body could not be read as a report.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("body is {0} bytes, more than the {MAX_BODY_BYTES} allowed")]
+    TooLarge(usize),
+    #[error("body decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes")]
+    DecompressedTooLarge,
+    #[error("body is not valid gzip: {0}")]
+    BadGzip(String),
+    #[error("body is not a valid report: {0}")]
+    BadJson(String),
+}
+
+/// Reads a request body: gzip when `gzip` is true (Content-Encoding: gzip), else plain JSON.
+pub fn decode(body: &[u8], gzip: bool) -> Result<Report, DecodeError> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(DecodeError::TooLarge(body.len()));
+    }
+    let json = if gzip {
+        let mut out = Vec::new();
+        let mut reader = flate2::read::GzDecoder::new(body).take(MAX_DECOMPRESSED_BYTES as u64 + 1);
+        reader
+            .read_to_end(&mut out)
+            .map_err(|err| DecodeError::BadGzip(err.to_string()))?;
+        if out.len() > MAX_DECOMPRESSED_BYTES {
+            return Err(DecodeError::DecompressedTooLarge);
+        }
+        out
+    } else {
+        body.to_vec()
+    };
+    serde_json::from_slice(&json).map_err(|err| DecodeError::BadJson(err.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp(1_800_000_000);
+
+    fn change(seq: u64) -> Change {
+        Change {
+            change_seq: seq,
+            kind: "HelmRelease".into(),
+            namespace: "shop".into(),
+            name: "api".into(),
+            app: Some("api".into()),
+            version: Some("1.2.0".into()),
+            content_hash: Some(format!("sha256:{}", "0".repeat(64))),
+            applied_revision: "1.2.0".into(),
+            health: "healthy".into(),
+            sync: "unknown".into(),
+            reason: "UpgradeSucceeded".into(),
+            message: "Helm upgrade succeeded".into(),
+            transitioned_at: Some(NOW.seconds() - 60),
+            observed_at: NOW.seconds() - 5,
+            deleted: false,
+        }
+    }
+
+    fn report(changes: Vec<Change>) -> Report {
+        Report {
+            cluster: "store-1".into(),
+            agent_version: "0.1.0".into(),
+            seq: 7,
+            sent_at: NOW.seconds(),
+            kind: ReportKind::Delta,
+            reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
+            change_seq_high: 0,
+            changes,
+        }
+    }
+
+    #[test]
+    fn round_trip_through_gzip_and_validation() {
+        let original = report(vec![change(1), change(2)]);
+        let decoded = decode(&original.encode(), true).unwrap();
+        assert_eq!(decoded, original);
+        let valid = decoded.validate(NOW).unwrap();
+        assert_eq!(valid.items.len(), 2);
+        assert_eq!(valid.items[1].seq, 2);
+        assert_eq!(valid.items[0].health, Health::Healthy);
+        assert_eq!(
+            Change::from_observed(&valid.items[0]),
+            change(1),
+            "wire form round-trips"
+        );
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut Report)>)> = vec![
+            ("cluster", Box::new(|r| r.cluster = "Store 1".into())),
+            ("seq", Box::new(|r| r.seq = 0)),
+            (
+                "changes[1].kind",
+                Box::new(|r| r.changes[1].kind = "Deployment".into()),
+            ),
+            (
+                "changes[0].app",
+                Box::new(|r| r.changes[0].app = Some("Bad_App".into())),
+            ),
+            (
+                "changes[0].version",
+                Box::new(|r| r.changes[0].version = Some("1 2".into())),
+            ),
+            (
+                "changes[0].content_hash",
+                Box::new(|r| r.changes[0].content_hash = Some("md5:x".into())),
+            ),
+            (
+                "changes[1].health",
+                Box::new(|r| r.changes[1].health = "Healthy".into()),
+            ),
+            (
+                "changes[0].sync",
+                Box::new(|r| r.changes[0].sync = "drifted".into()),
+            ),
+            (
+                "changes[0].observed_at",
+                Box::new(|r| r.changes[0].observed_at = NOW.seconds() + 2 * 86_400),
+            ),
+            (
+                "changes[0].transitioned_at",
+                Box::new(|r| r.changes[0].transitioned_at = Some(-1)),
+            ),
+            (
+                "changes[0].name",
+                Box::new(|r| r.changes[0].name = String::new()),
+            ),
+            (
+                "changes[0].name",
+                Box::new(|r| r.changes[0].name = "x".repeat(300)),
+            ),
+            (
+                "changes[0].namespace",
+                Box::new(|r| r.changes[0].namespace = "a\u{0}b".into()),
+            ),
+            (
+                "changes[0].change_seq",
+                Box::new(|r| r.changes[0].change_seq = 0),
+            ),
+            ("changes", Box::new(|r| r.kind = ReportKind::Heartbeat)),
+        ];
+        for (field, mutate) in cases {
+            let mut r = report(vec![change(1), change(2)]);
+            mutate(&mut r);
+            let err = r.validate(NOW).unwrap_err();
+            assert_eq!(err.field, field, "{err}");
+        }
+    }
+
+    #[test]
+    fn long_messages_are_cut_not_refused() {
+        let mut c = change(1);
+        c.message = "é".repeat(5_000);
+        let valid = report(vec![c]).validate(NOW).unwrap();
+        assert!(valid.items[0].message.len() <= ObservedItem::MAX_MESSAGE_BYTES);
+        assert!(valid.items[0].message.chars().all(|ch| ch == 'é'));
+    }
+
+    #[test]
+    fn bad_bodies_get_clear_errors() {
+        assert_eq!(
+            decode(b"not gzip", true)
+                .unwrap_err()
+                .to_string()
+                .split(':')
+                .next(),
+            Some("body is not valid gzip")
+        );
+        let mut truncated = report(vec![change(1)]).encode();
+        truncated.truncate(truncated.len() / 2);
+        assert!(matches!(
+            decode(&truncated, true),
+            Err(DecodeError::BadGzip(_))
+        ));
+        assert!(matches!(
+            decode(b"{\"cluster\": 1}", false),
+            Err(DecodeError::BadJson(_))
+        ));
+        let unknown = decode(
+            br#"{"cluster":"a","agent_version":"1","seq":1,"sent_at":0,"kind":"delta","extra":1}"#,
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            unknown.to_string().contains("unknown field `extra`"),
+            "{unknown}"
+        );
+        assert_eq!(
+            decode(&vec![0; MAX_BODY_BYTES + 1], true),
+            Err(DecodeError::TooLarge(MAX_BODY_BYTES + 1))
+        );
+        // A small body that inflates past the limit is stopped while inflating.
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder
+            .write_all(&vec![b' '; MAX_DECOMPRESSED_BYTES + 10])
+            .unwrap();
+        let bomb = encoder.finish().unwrap();
+        assert!(bomb.len() < 200_000, "the bomb is small: {}", bomb.len());
+        assert_eq!(decode(&bomb, true), Err(DecodeError::DecompressedTooLarge));
+    }
+}

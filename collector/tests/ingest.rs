@@ -1,0 +1,530 @@
+//! The central collector over real HTTP into a real ClickHouse: what is stored, what is refused
+//! and how, idempotence, inferred deletions, backpressure and acknowledgement only after
+//! ClickHouse accepted.
+
+use std::time::Duration;
+
+use fleetscope_collector::central::auth::AgentAuth;
+use fleetscope_collector::central::{Collector, CollectorOptions};
+use fleetscope_collector::protocol::{Change, Report, ReportKind};
+use fleetscope_store::writer::BatchWriterConfig;
+use fleetscope_store::{ClusterRow, Store};
+use fleetscope_testkit::TestStore;
+
+const TOKEN_A: &str = "token-for-store-a-0123456789";
+const TOKEN_B: &str = "token-for-store-b-0123456789";
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+async fn register(store: &Store, ids: &[&str]) {
+    let rows: Vec<ClusterRow> = ids
+        .iter()
+        .map(|id| ClusterRow {
+            cluster_id: (*id).into(),
+            group_path: "emea/de".into(),
+            group_prefixes: vec!["emea".into(), "emea/de".into()],
+            environment: "prod".into(),
+            reconciler: "flux".into(),
+            label_keys: vec![],
+            label_values: vec![],
+            updated_at: 0,
+            version: 1,
+            removed: 0,
+        })
+        .collect();
+    store.insert_rows(&rows).await.unwrap();
+}
+
+struct Running {
+    url: String,
+    collector: Collector,
+    http: reqwest::Client,
+}
+
+async fn start(store: Store, options: CollectorOptions) -> Running {
+    let collector = Collector::new(store, options);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = collector.router();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Running {
+        url,
+        collector,
+        http: reqwest::Client::new(),
+    }
+}
+
+fn options() -> CollectorOptions {
+    let auth = AgentAuth::parse(&format!(
+        "agents:\n  - cluster: store-a\n    token: {TOKEN_A}\n  - cluster: store-b\n    token: {TOKEN_B}\n  - cluster: store-new\n    token: token-for-store-new-012345\n"
+    ))
+    .unwrap();
+    CollectorOptions {
+        auth,
+        writer: BatchWriterConfig {
+            max_delay: Duration::from_millis(20),
+            ..BatchWriterConfig::default()
+        },
+        ..CollectorOptions::default()
+    }
+}
+
+fn change(seq: u64, name: &str, version: &str) -> Change {
+    Change {
+        change_seq: seq,
+        kind: "Kustomization".into(),
+        namespace: "flux-system".into(),
+        name: name.into(),
+        app: Some(name.into()),
+        version: Some(version.into()),
+        content_hash: None,
+        applied_revision: format!("main@sha1:{seq:040}"),
+        health: "healthy".into(),
+        sync: "unknown".into(),
+        reason: "ReconciliationSucceeded".into(),
+        message: format!("Applied revision: {version}"),
+        transitioned_at: Some(now() - 30),
+        observed_at: now() - 1,
+        deleted: false,
+    }
+}
+
+fn report(cluster: &str, seq: u64, kind: ReportKind, changes: Vec<Change>) -> Report {
+    Report {
+        cluster: cluster.into(),
+        agent_version: "0.1.0".into(),
+        seq,
+        sent_at: now(),
+        kind,
+        reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
+        change_seq_high: changes.iter().map(|c| c.change_seq).max().unwrap_or(0) + 1,
+        changes,
+    }
+}
+
+impl Running {
+    async fn post_raw(
+        &self,
+        token: Option<&str>,
+        body: Vec<u8>,
+        gzip: bool,
+    ) -> (u16, serde_json::Value, Option<String>) {
+        let mut request = self
+            .http
+            .post(format!("{}/api/v1/ingest", self.url))
+            .body(body);
+        if gzip {
+            request = request.header("content-encoding", "gzip");
+        }
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let json = serde_json::from_slice(&response.bytes().await.unwrap())
+            .unwrap_or(serde_json::Value::Null);
+        (status, json, retry_after)
+    }
+
+    async fn post(&self, token: &str, report: &Report) -> (u16, serde_json::Value, Option<String>) {
+        self.post_raw(Some(token), report.encode(), true).await
+    }
+}
+
+#[tokio::test]
+async fn stores_reports_idempotently_and_refuses_what_it_must() {
+    let test = TestStore::start().await;
+    register(&test.store, &["store-a", "store-b"]).await;
+    let running = start(test.store.clone(), options()).await;
+
+    let first = report(
+        "store-a",
+        1,
+        ReportKind::Delta,
+        vec![change(1, "api", "1.0.0"), change(2, "web", "2.0.0")],
+    );
+    let (status, body, _) = running.post(TOKEN_A, &first).await;
+    assert_eq!(
+        (status, body.clone()),
+        (
+            200,
+            serde_json::json!({"status": "stored", "seq": 1, "rows": 2})
+        )
+    );
+    // Acknowledged means queryable.
+    let stored = test.store.observed_for_cluster("store-a").await.unwrap();
+    assert_eq!(
+        stored
+            .iter()
+            .map(|r| (r.object_name.as_str(), r.version.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("api", "1.0.0"), ("web", "2.0.0")]
+    );
+    let beats = test.store.latest_heartbeats().await.unwrap();
+    assert_eq!(beats.len(), 1);
+    assert!(
+        (beats[0].seen_at as i64 - now()).abs() <= 2,
+        "seen_at is the collector's clock"
+    );
+
+    // The same report again: acknowledged, not stored twice.
+    let (status, body, _) = running.post(TOKEN_A, &first).await;
+    assert_eq!(
+        (status, body),
+        (200, serde_json::json!({"status": "duplicate", "seq": 1}))
+    );
+    assert_eq!(
+        test.store
+            .count_rows::<fleetscope_store::ObservedRow>()
+            .await
+            .unwrap(),
+        2
+    );
+
+    // A later change to one object supersedes it.
+    let (status, _, _) = running
+        .post(
+            TOKEN_A,
+            &report(
+                "store-a",
+                2,
+                ReportKind::Delta,
+                vec![change(3, "api", "1.1.0")],
+            ),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let stored = test.store.observed_for_cluster("store-a").await.unwrap();
+    assert_eq!(
+        stored
+            .iter()
+            .map(|r| (r.object_name.as_str(), r.version.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("api", "1.1.0"), ("web", "2.0.0")]
+    );
+
+    // Credentials.
+    let (status, body, _) = running.post_raw(None, first.encode(), true).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (
+            401,
+            Some("missing bearer token (send Authorization: Bearer <token>)")
+        )
+    );
+    let (status, body, _) = running.post("not-a-known-token-at-all", &first).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (401, Some("unknown token"))
+    );
+    let (status, body, _) = running.post(TOKEN_B, &first).await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        body["error"],
+        "this token may report only for cluster \"store-b\", not \"store-a\""
+    );
+    assert_eq!(body["field"], "cluster");
+
+    // A cluster with a token but not in the inventory.
+    let (status, body, _) = running
+        .post(
+            "token-for-store-new-012345",
+            &report(
+                "store-new",
+                1,
+                ReportKind::Delta,
+                vec![change(1, "api", "1.0.0")],
+            ),
+        )
+        .await;
+    assert_eq!(status, 403);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown cluster \"store-new\""),
+        "{body}"
+    );
+
+    // Malformed input.
+    let (status, body, _) = running
+        .post_raw(Some(TOKEN_A), b"garbage".to_vec(), true)
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("body is not valid gzip"),
+        "{body}"
+    );
+    let mut truncated = first.encode();
+    truncated.truncate(truncated.len() - 10);
+    let (status, _, _) = running.post_raw(Some(TOKEN_A), truncated, true).await;
+    assert_eq!(status, 400);
+    let (status, body, _) = running
+        .post_raw(Some(TOKEN_A), b"{\"cluster\": 5}".to_vec(), false)
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("body is not a valid report"),
+        "{body}"
+    );
+    let mut bad_field = report(
+        "store-a",
+        3,
+        ReportKind::Delta,
+        vec![change(4, "api", "1.2.0")],
+    );
+    bad_field.changes[0].health = "Healthy".into();
+    let (status, body, _) = running.post(TOKEN_A, &bad_field).await;
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (400, Some("changes[0].health"))
+    );
+    let (status, body, _) = running
+        .post_raw(Some(TOKEN_A), vec![b'x'; 9 * 1024 * 1024], false)
+        .await;
+    assert_eq!(status, 413, "{body}");
+
+    // Nothing refused reached the store, and the collector still works.
+    assert_eq!(
+        test.store
+            .count_rows::<fleetscope_store::ObservedRow>()
+            .await
+            .unwrap(),
+        3
+    );
+    let (status, _, _) = running
+        .post(
+            TOKEN_A,
+            &report("store-a", 3, ReportKind::Heartbeat, vec![]),
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    let metrics = running
+        .http
+        .get(format!("{}/metrics", running.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "fleetscope_collector_reports_total{kind=\"delta\",outcome=\"Stored\"} 2",
+        "fleetscope_collector_reports_total{kind=\"delta\",outcome=\"Duplicate\"} 1",
+        "fleetscope_collector_rejects_total{reason=\"Unauthorized\"} 2",
+        "fleetscope_collector_rejects_total{reason=\"Forbidden\"} 1",
+        "fleetscope_collector_rejects_total{reason=\"UnknownCluster\"} 1",
+        "fleetscope_collector_rejects_total{reason=\"TooLarge\"} 1",
+        "fleetscope_collector_rows_ingested_total 3",
+    ] {
+        assert!(metrics.contains(line), "missing {line:?} in\n{metrics}");
+    }
+    assert!(
+        metrics.contains("fleetscope_collector_rejects_total{reason=\"Malformed\"} 4"),
+        "{metrics}"
+    );
+    assert_eq!(
+        running
+            .http
+            .get(format!("{}/readyz", running.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    drop(running.collector);
+}
+
+#[tokio::test]
+async fn auto_registration_and_snapshot_deletions() {
+    let test = TestStore::start().await;
+    let running = start(
+        test.store.clone(),
+        CollectorOptions {
+            auto_register: true,
+            auth: AgentAuth::Insecure,
+            ..options()
+        },
+    )
+    .await;
+    let (status, _, _) = running
+        .post(
+            "ignored",
+            &report(
+                "ship-7",
+                1,
+                ReportKind::Delta,
+                vec![
+                    change(1, "api", "1.0.0"),
+                    change(2, "web", "1.0.0"),
+                    change(3, "db", "1.0.0"),
+                ],
+            ),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        test.store.known_clusters().await.unwrap(),
+        vec!["ship-7".to_owned()],
+        "registered on first report"
+    );
+
+    // The snapshot no longer lists `web`: it was deleted while the agent was offline.
+    let snapshot = report(
+        "ship-7",
+        2,
+        ReportKind::Snapshot,
+        vec![change(1, "api", "1.0.0"), change(3, "db", "1.0.0")],
+    );
+    let (status, body, _) = running.post("ignored", &snapshot).await;
+    assert_eq!(
+        (status, body["rows"].as_u64()),
+        (200, Some(3)),
+        "two listed objects and one inferred deletion"
+    );
+    let stored = test.store.observed_for_cluster("ship-7").await.unwrap();
+    let state: Vec<(&str, u8)> = stored
+        .iter()
+        .map(|r| (r.object_name.as_str(), r.deleted))
+        .collect();
+    assert_eq!(state, vec![("api", 0), ("db", 0), ("web", 1)]);
+    // The unchanged objects' rows collapse into the originals: the history holds each change once.
+    let history = test
+        .store
+        .observed_history(
+            "ship-7",
+            fleetscope_model::Timestamp(0),
+            fleetscope_model::Timestamp(now() + 10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 4);
+}
+
+#[tokio::test]
+async fn backpressure_and_no_ack_without_clickhouse() {
+    let mut test = TestStore::start().await;
+    register(&test.store, &["store-a"]).await;
+    let tight = CollectorOptions {
+        ack_timeout: Duration::from_millis(1500),
+        writer: BatchWriterConfig {
+            max_queued_rows: 3,
+            max_delay: Duration::from_millis(20),
+            max_attempts: 1_000,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(200),
+            ..BatchWriterConfig::default()
+        },
+        ..options()
+    };
+    let running = start(test.store.clone(), tight).await;
+    // Warm the inventory cache, then take ClickHouse away.
+    assert_eq!(
+        running
+            .post(
+                TOKEN_A,
+                &report(
+                    "store-a",
+                    1,
+                    ReportKind::Delta,
+                    vec![change(1, "api", "1.0.0")]
+                )
+            )
+            .await
+            .0,
+        200
+    );
+    test.server.shut_down();
+
+    let (status, body, retry) = running
+        .post(
+            TOKEN_A,
+            &report(
+                "store-a",
+                2,
+                ReportKind::Delta,
+                vec![change(2, "api", "1.1.0"), change(3, "web", "1.0.0")],
+            ),
+        )
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(retry.as_deref(), Some("5"));
+    // Those two rows still wait in the writer (it keeps retrying); the queue has room for one more.
+    let (status, body, retry) = running
+        .post(
+            TOKEN_A,
+            &report(
+                "store-a",
+                3,
+                ReportKind::Delta,
+                vec![change(4, "db", "1.0.0"), change(5, "mq", "1.0.0")],
+            ),
+        )
+        .await;
+    assert_eq!((status, retry.as_deref()), (429, Some("2")), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("writer queue is full"),
+        "{body}"
+    );
+
+    test.server.restart().unwrap();
+    // The agent retries seq 2 (not acknowledged) and it is stored; its first attempt's rows,
+    // written late by the retrying writer, collapse with it.
+    let mut stored = None;
+    for _ in 0..100 {
+        let (status, body, _) = running
+            .post(
+                TOKEN_A,
+                &report(
+                    "store-a",
+                    2,
+                    ReportKind::Delta,
+                    vec![change(2, "api", "1.1.0"), change(3, "web", "1.0.0")],
+                ),
+            )
+            .await;
+        if status == 200 {
+            stored = Some(body);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(stored.is_some(), "accepted once ClickHouse is back");
+    let rows = test.store.observed_for_cluster("store-a").await.unwrap();
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.object_name.as_str(), r.version.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("api", "1.1.0"), ("web", "1.0.0")]
+    );
+    let history = test
+        .store
+        .observed_history(
+            "store-a",
+            fleetscope_model::Timestamp(0),
+            fleetscope_model::Timestamp(now() + 10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 3, "each change once");
+}
