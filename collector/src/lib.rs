@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod central;
 pub mod normalize;
 pub mod protocol;

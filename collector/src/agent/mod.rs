@@ -1,0 +1,366 @@
+//! The edge agent (`fleetscope agent`): runs in a cluster, turns reconciler objects into
+//! changes, spools every report to disk, and delivers reports to the central collector in order,
+//! retrying with backoff while the link is down. It also sends a small heartbeat when idle and a
+//! full snapshot now and then, so the collector can correct anything that went astray.
+
+pub mod sender;
+pub mod spool;
+pub mod tracker;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fleetscope_model::{ClusterId, ObjectKind, ObservedItem, Timestamp};
+use tokio::sync::{mpsc, Notify};
+
+use crate::normalize::normalize;
+use crate::protocol::{Change, Report, ReportKind};
+use sender::{SendOutcome, Sender, REQUEST_OVERHEAD_BYTES};
+use spool::{write_atomically, Spool};
+use tracker::Tracker;
+
+/// What a source of objects (a watcher, or a test) tells the agent.
+#[derive(Debug, Clone)]
+pub enum SourceEvent {
+    /// An object was created or changed.
+    Applied(serde_json::Value),
+    /// An object was deleted.
+    Deleted(serde_json::Value),
+    /// The complete current list of one kind, after a watch (re)started: objects of that kind
+    /// that are not in it are gone.
+    Listed {
+        kind: ObjectKind,
+        objects: Vec<serde_json::Value>,
+    },
+    /// The reconciler's version became known (for heartbeats), for example `flux` → `v2.4.0`.
+    Reconciler { name: String, version: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub cluster: ClusterId,
+    /// The central collector's base URL, for example `https://collector.example:8443`.
+    pub collector_url: String,
+    pub token: Option<String>,
+    pub spool_dir: PathBuf,
+    /// Past this many bytes of waiting reports, the spool compacts them.
+    pub spool_max_bytes: u64,
+    /// A heartbeat goes out when nothing else was sent for this long.
+    pub heartbeat_interval: Duration,
+    /// How often a full snapshot is sent.
+    pub snapshot_interval: Duration,
+    /// Changes are gathered this long before they become a report.
+    pub flush_interval: Duration,
+    pub max_changes_per_report: usize,
+    pub request_timeout: Duration,
+    pub min_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl AgentConfig {
+    pub fn new(
+        cluster: ClusterId,
+        collector_url: impl Into<String>,
+        spool_dir: impl Into<PathBuf>,
+    ) -> AgentConfig {
+        AgentConfig {
+            cluster,
+            collector_url: collector_url.into(),
+            token: None,
+            spool_dir: spool_dir.into(),
+            spool_max_bytes: 64 * 1024 * 1024,
+            heartbeat_interval: Duration::from_secs(30),
+            snapshot_interval: Duration::from_secs(6 * 3600),
+            flush_interval: Duration::from_secs(1),
+            max_changes_per_report: 5_000,
+            request_timeout: Duration::from_secs(30),
+            min_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters of what the agent did, readable while it runs.
+#[derive(Debug, Default)]
+pub struct AgentStats {
+    pub changes: AtomicU64,
+    pub reports_spooled: AtomicU64,
+    pub reports_sent: AtomicU64,
+    pub heartbeats_sent: AtomicU64,
+    pub send_failures: AtomicU64,
+    /// Request bodies plus [`REQUEST_OVERHEAD_BYTES`] per request.
+    pub bytes_sent: AtomicU64,
+    pub spool_reports: AtomicU64,
+    pub spool_bytes: AtomicU64,
+}
+
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn now() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0),
+    )
+}
+
+struct Shared {
+    config: AgentConfig,
+    spool: Mutex<Spool>,
+    reconcilers: Mutex<BTreeMap<String, String>>,
+    wake: Notify,
+    stats: Arc<AgentStats>,
+}
+
+impl Shared {
+    fn report(&self, kind: ReportKind, items: &[ObservedItem], change_seq_high: u64) -> Report {
+        Report {
+            cluster: self.config.cluster.to_string(),
+            agent_version: AGENT_VERSION.to_owned(),
+            seq: 0,
+            sent_at: now().seconds(),
+            kind,
+            reconcilers: self.reconcilers.lock().expect("reconcilers lock").clone(),
+            change_seq_high,
+            changes: items.iter().map(Change::from_observed).collect(),
+        }
+    }
+
+    fn spool_items(&self, kind: ReportKind, items: &[ObservedItem]) -> std::io::Result<()> {
+        let chunk_size = self.config.max_changes_per_report.max(1);
+        let mut spool = self.spool.lock().expect("spool lock");
+        let high = spool.peek_change_seq();
+        let chunks: Vec<&[ObservedItem]> = if items.is_empty() {
+            vec![&[]]
+        } else {
+            items.chunks(chunk_size).collect()
+        };
+        let last = chunks.len() - 1;
+        for (index, chunk) in chunks.into_iter().enumerate() {
+            // A snapshot split in parts: only the last part may infer deletions, and it must
+            // know every object, so earlier parts go as deltas.
+            let part_kind = if kind == ReportKind::Snapshot && index != last {
+                ReportKind::Delta
+            } else {
+                kind
+            };
+            let report = if part_kind == ReportKind::Snapshot {
+                self.report(part_kind, items, high)
+            } else {
+                self.report(part_kind, chunk, 0)
+            };
+            spool.push(report)?;
+            self.stats.reports_spooled.fetch_add(1, Ordering::Relaxed);
+        }
+        self.stats
+            .spool_reports
+            .store(spool.pending_reports() as u64, Ordering::Relaxed);
+        self.stats
+            .spool_bytes
+            .store(spool.pending_bytes(), Ordering::Relaxed);
+        drop(spool);
+        self.wake.notify_one();
+        Ok(())
+    }
+}
+
+/// A running agent's handle: its counters.
+#[derive(Debug, Clone)]
+pub struct AgentHandle {
+    pub stats: Arc<AgentStats>,
+}
+
+/// Runs the agent until `events` closes or `shutdown` resolves. Everything gathered is in the
+/// spool before this returns.
+pub async fn run(
+    config: AgentConfig,
+    mut events: mpsc::Receiver<SourceEvent>,
+    shutdown: impl std::future::Future<Output = ()>,
+    stats: Arc<AgentStats>,
+) -> anyhow::Result<()> {
+    let spool = Spool::open(&config.spool_dir, config.spool_max_bytes).map_err(|err| {
+        anyhow::anyhow!("opening the spool in {}: {err}", config.spool_dir.display())
+    })?;
+    let tracker_path = config.spool_dir.join("objects.json");
+    let mut tracker: Tracker = match std::fs::read(&tracker_path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|err| {
+            tracing::warn!(error = %err, path = %tracker_path.display(), "ignoring unreadable object state; a full resend follows");
+            Tracker::default()
+        }),
+        Err(_) => Tracker::default(),
+    };
+    let sender = Sender::new(
+        &config.collector_url,
+        config.token.clone(),
+        config.request_timeout,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let shared = Arc::new(Shared {
+        config: config.clone(),
+        spool: Mutex::new(spool),
+        reconcilers: Mutex::new(BTreeMap::new()),
+        wake: Notify::new(),
+        stats: stats.clone(),
+    });
+    let delivery = tokio::spawn(deliver(shared.clone(), sender));
+
+    let mut pending: Vec<ObservedItem> = Vec::new();
+    let mut flush = tokio::time::interval(config.flush_interval);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut snapshot = tokio::time::interval_at(
+        tokio::time::Instant::now() + config.snapshot_interval,
+        config.snapshot_interval,
+    );
+    tokio::pin!(shutdown);
+    let cluster = config.cluster.clone();
+    loop {
+        tokio::select! {
+            event = events.recv() => {
+                let Some(event) = event else { break };
+                let now = now();
+                let mut spool = shared.spool.lock().expect("spool lock");
+                let mut next_seq = || spool.next_change_seq();
+                match event {
+                    SourceEvent::Applied(object) => match normalize(&object) {
+                        Ok(normalized) => pending.extend(tracker.apply(&cluster, normalized, now, &mut next_seq)),
+                        Err(err) => tracing::debug!(error = %err, "ignoring object"),
+                    },
+                    SourceEvent::Deleted(object) => match normalize(&object) {
+                        Ok(normalized) => pending.extend(tracker.delete(&normalized.object, now, &mut next_seq)),
+                        Err(err) => tracing::debug!(error = %err, "ignoring deleted object"),
+                    },
+                    SourceEvent::Listed { kind, objects } => {
+                        let listed = objects.iter().filter_map(|o| normalize(o).ok()).filter(|o| o.object.kind == kind).collect();
+                        pending.extend(tracker.relist(&cluster, kind, listed, now, &mut next_seq));
+                    }
+                    SourceEvent::Reconciler { name, version } => {
+                        shared.reconcilers.lock().expect("reconcilers lock").insert(name, version);
+                    }
+                }
+            }
+            _ = flush.tick() => {
+                if !pending.is_empty() {
+                    flush_pending(&shared, &tracker, &tracker_path, &mut pending)?;
+                }
+            }
+            _ = snapshot.tick() => {
+                flush_pending(&shared, &tracker, &tracker_path, &mut pending)?;
+                shared.spool_items(ReportKind::Snapshot, &tracker.snapshot())?;
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    flush_pending(&shared, &tracker, &tracker_path, &mut pending)?;
+    shared.spool.lock().expect("spool lock").save_counters()?;
+    delivery.abort();
+    Ok(())
+}
+
+fn flush_pending(
+    shared: &Shared,
+    tracker: &Tracker,
+    tracker_path: &std::path::Path,
+    pending: &mut Vec<ObservedItem>,
+) -> anyhow::Result<()> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    shared
+        .stats
+        .changes
+        .fetch_add(pending.len() as u64, Ordering::Relaxed);
+    shared.spool_items(ReportKind::Delta, pending)?;
+    pending.clear();
+    write_atomically(tracker_path, &serde_json::to_vec(tracker)?)?;
+    Ok(())
+}
+
+/// Sends spooled reports oldest first, one at a time, until each is acknowledged; sends a
+/// heartbeat when nothing else went out for a heartbeat interval.
+async fn deliver(shared: Arc<Shared>, sender: Sender) {
+    let config = &shared.config;
+    let mut backoff = config.min_backoff;
+    let mut last_contact = Instant::now() - config.heartbeat_interval;
+    loop {
+        let next = shared.spool.lock().expect("spool lock").oldest();
+        let next = match next {
+            Ok(next) => next,
+            Err(err) => {
+                tracing::error!(error = %err, "reading the spool");
+                tokio::time::sleep(config.max_backoff).await;
+                continue;
+            }
+        };
+        let (seq, body, heartbeat) = match next {
+            Some((seq, body)) => (seq, body, false),
+            None => {
+                let due = last_contact + config.heartbeat_interval;
+                if Instant::now() < due {
+                    tokio::select! {
+                        _ = shared.wake.notified() => {}
+                        _ = tokio::time::sleep_until(due.into()) => {}
+                    }
+                    continue;
+                }
+                (
+                    0,
+                    shared.report(ReportKind::Heartbeat, &[], 0).encode(),
+                    true,
+                )
+            }
+        };
+        let bytes = body.len() as u64 + REQUEST_OVERHEAD_BYTES;
+        let outcome = sender.send(body).await;
+        shared.stats.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
+        let wait = match outcome {
+            SendOutcome::Acknowledged => {
+                last_contact = Instant::now();
+                backoff = config.min_backoff;
+                if heartbeat {
+                    shared.stats.heartbeats_sent.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    shared.stats.reports_sent.fetch_add(1, Ordering::Relaxed);
+                    let mut spool = shared.spool.lock().expect("spool lock");
+                    if let Err(err) = spool.ack(seq) {
+                        tracing::error!(seq, error = %err, "removing an acknowledged report from the spool");
+                    }
+                    shared
+                        .stats
+                        .spool_reports
+                        .store(spool.pending_reports() as u64, Ordering::Relaxed);
+                    shared
+                        .stats
+                        .spool_bytes
+                        .store(spool.pending_bytes(), Ordering::Relaxed);
+                }
+                continue;
+            }
+            SendOutcome::RetryAfter(delay) => {
+                tracing::info!(seq, retry_in = ?delay, "collector busy");
+                delay.max(config.min_backoff)
+            }
+            SendOutcome::Refused { status, message } => {
+                tracing::error!(seq, status, error = %message, "collector refused the report; it stays spooled and is retried");
+                config.max_backoff
+            }
+            SendOutcome::Unreachable(error) => {
+                tracing::warn!(seq, error = %error, retry_in = ?backoff, "collector unreachable; reports stay spooled");
+                backoff
+            }
+        };
+        shared.stats.send_failures.fetch_add(1, Ordering::Relaxed);
+        backoff = (backoff * 2).min(config.max_backoff);
+        if heartbeat {
+            // A missed heartbeat is not retried: the next one, or any report, says the same.
+            last_contact = Instant::now();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            // New reports do not cut a backoff short; only time does.
+        }
+    }
+}

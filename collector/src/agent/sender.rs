@@ -1,0 +1,92 @@
+//! Sending reports to the central collector and reading its answer.
+
+use std::time::Duration;
+
+use reqwest::header;
+
+/// What the collector said about one report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Stored (or already stored earlier): the report can be forgotten.
+    Acknowledged,
+    /// Busy or unable to store now: send the same report again after the delay.
+    RetryAfter(Duration),
+    /// Refused for a reason a retry alone will not fix (credentials, inventory, a malformed
+    /// report). The report is kept and retried slowly, so nothing is lost while it is fixed.
+    Refused { status: u16, message: String },
+    /// No answer (collector down, network gone, timeout).
+    Unreachable(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Sender {
+    client: reqwest::Client,
+    ingest_url: String,
+    token: Option<String>,
+}
+
+/// Bytes of request line and headers the agent sends besides the body, measured for a
+/// typical request (used to account bandwidth).
+pub const REQUEST_OVERHEAD_BYTES: u64 = 230;
+
+impl Sender {
+    pub fn new(
+        collector_url: &str,
+        token: Option<String>,
+        timeout: Duration,
+    ) -> Result<Sender, String> {
+        let base = collector_url.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(format!(
+                "collector url {collector_url:?} must start with http:// or https://"
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .pool_idle_timeout(Duration::from_secs(300))
+            .build()
+            .map_err(|err| format!("building the http client: {err}"))?;
+        Ok(Sender {
+            client,
+            ingest_url: format!("{base}/api/v1/ingest"),
+            token,
+        })
+    }
+
+    /// Sends one gzip-compressed report body.
+    pub async fn send(&self, body: Vec<u8>) -> SendOutcome {
+        let mut request = self
+            .client
+            .post(&self.ingest_url)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_ENCODING, "gzip")
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(err) => return SendOutcome::Unreachable(err.to_string()),
+        };
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+            .unwrap_or(text);
+        match status {
+            200..=299 => SendOutcome::Acknowledged,
+            429 | 500..=599 => {
+                SendOutcome::RetryAfter(retry_after.unwrap_or(Duration::from_secs(5)))
+            }
+            _ => SendOutcome::Refused { status, message },
+        }
+    }
+}
