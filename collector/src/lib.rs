@@ -8,5 +8,7 @@
 
 pub mod agent;
 pub mod central;
+pub mod cli;
 pub mod normalize;
 pub mod protocol;
+pub mod watch;

@@ -390,7 +390,8 @@ mod tests {
 
     #[test]
     fn every_bad_field_is_named() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Report)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut Report)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             ("cluster", Box::new(|r| r.cluster = "Store 1".into())),
             ("seq", Box::new(|r| r.seq = 0)),
             (

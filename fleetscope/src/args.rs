@@ -34,6 +34,15 @@ pub enum Command {
     },
     /// Start a private ClickHouse, write a simulated fleet and print its drift rollup.
     Demo(fleetscope_demo::DemoArgs),
+    /// Run in an edge cluster: watch Flux and Argo CD objects and report changes to the collector.
+    Agent(fleetscope_collector::cli::AgentArgs),
+    /// Receive agents' reports (and watch reachable clusters) and write them to ClickHouse.
+    Collector {
+        #[command(flatten)]
+        collector: fleetscope_collector::cli::CollectorArgs,
+        #[command(flatten)]
+        clickhouse: ClickHouseArgs,
+    },
 }
 
 /// Where ClickHouse is. Every component that talks to the store flattens this.
@@ -111,5 +120,10 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo(args) => fleetscope_demo::run(args).await,
+        Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
+        Command::Collector {
+            collector,
+            clickhouse,
+        } => fleetscope_collector::cli::run_collector(collector, clickhouse.connect()?).await,
     }
 }

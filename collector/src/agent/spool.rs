@@ -287,7 +287,7 @@ mod tests {
             let (first, _) = spool.oldest().unwrap().unwrap();
             spool.ack(first).unwrap();
         }
-        std::fs::write(dir.path().join("report-00000000000000000099.tmp"), b"half").unwrap();
+        fs::write(dir.path().join("report-00000000000000000099.tmp"), b"half").unwrap();
         let mut spool = Spool::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(
             spool.pending_reports(),

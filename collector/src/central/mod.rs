@@ -4,6 +4,7 @@
 //! `Retry-After`, so memory stays bounded while ClickHouse is slow or down.
 
 pub mod auth;
+pub mod direct;
 pub mod metrics;
 
 use std::collections::{HashMap, HashSet};

@@ -1,0 +1,207 @@
+//! Command-line arguments and start-up of `fleetscope agent` and `fleetscope collector`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use fleetscope_model::ClusterId;
+use fleetscope_store::writer::BatchWriterConfig;
+use fleetscope_store::Store;
+use tokio::sync::mpsc;
+
+use crate::agent::{self, AgentConfig, AgentStats};
+use crate::central::auth::AgentAuth;
+use crate::central::{Collector, CollectorOptions};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// This cluster's id, as the inventory knows it.
+    #[arg(long, env = "FLEETSCOPE_CLUSTER")]
+    pub cluster: String,
+    /// The central collector's base URL.
+    #[arg(long, env = "FLEETSCOPE_COLLECTOR_URL")]
+    pub collector_url: String,
+    /// File holding this agent's bearer token (the token itself is never a flag).
+    #[arg(long, env = "FLEETSCOPE_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Where reports wait until the collector acknowledged them.
+    #[arg(
+        long,
+        env = "FLEETSCOPE_SPOOL_DIR",
+        default_value = "/var/lib/fleetscope/spool"
+    )]
+    pub spool_dir: PathBuf,
+    /// Bytes of waiting reports before they are compacted to the latest state per object.
+    #[arg(long, env = "FLEETSCOPE_SPOOL_MAX_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub spool_max_bytes: u64,
+    /// Kubeconfig to read objects through; in-cluster configuration when not given.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    #[arg(long, env = "FLEETSCOPE_HEARTBEAT_SECONDS", default_value_t = 30)]
+    pub heartbeat_seconds: u64,
+    #[arg(long, env = "FLEETSCOPE_SNAPSHOT_SECONDS", default_value_t = 6 * 3600)]
+    pub snapshot_seconds: u64,
+    /// Seconds to wait before looking again for a kind that is not installed.
+    #[arg(long, env = "FLEETSCOPE_CRD_RETRY_SECONDS", default_value_t = 60)]
+    pub crd_retry_seconds: u64,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct CollectorArgs {
+    #[arg(long, env = "FLEETSCOPE_LISTEN", default_value = "127.0.0.1:8081")]
+    pub listen: SocketAddr,
+    /// YAML file binding each agent's token to its cluster.
+    #[arg(
+        long,
+        env = "FLEETSCOPE_AGENT_TOKENS",
+        required_unless_present = "insecure"
+    )]
+    pub agent_tokens: Option<PathBuf>,
+    /// Accept reports without credentials. Local use only.
+    #[arg(long, conflicts_with = "agent_tokens")]
+    pub insecure: bool,
+    /// Accept clusters not in the inventory and add them to it (in group `unassigned`).
+    #[arg(long, env = "FLEETSCOPE_AUTO_REGISTER")]
+    pub auto_register: bool,
+    /// Watch a reachable cluster directly: `CLUSTER_ID=KUBECONFIG_PATH` (repeatable).
+    #[arg(long = "watch", value_name = "CLUSTER=KUBECONFIG")]
+    pub watch: Vec<String>,
+    /// Rows per insert batch.
+    #[arg(long, env = "FLEETSCOPE_BATCH_ROWS", default_value_t = 100_000)]
+    pub batch_rows: usize,
+    /// Rows that may wait for ClickHouse before requests get 429.
+    #[arg(long, env = "FLEETSCOPE_MAX_QUEUED_ROWS", default_value_t = 1_000_000)]
+    pub max_queued_rows: usize,
+}
+
+async fn kube_client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig given and no in-cluster configuration found")?,
+    };
+    kube::Client::try_from(config).context("creating the kubernetes client")
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("install SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Runs the agent until SIGTERM or Ctrl-C.
+pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
+    let cluster = ClusterId::parse(&args.cluster).context("--cluster")?;
+    anyhow::ensure!(
+        args.heartbeat_seconds > 0,
+        "--heartbeat-seconds must be positive"
+    );
+    anyhow::ensure!(
+        args.snapshot_seconds > 0,
+        "--snapshot-seconds must be positive"
+    );
+    let token = match &args.token_file {
+        Some(path) => {
+            let token = std::fs::read_to_string(path)
+                .with_context(|| format!("reading token file {}", path.display()))?;
+            let token = token.trim().to_owned();
+            anyhow::ensure!(!token.is_empty(), "token file {} is empty", path.display());
+            Some(token)
+        }
+        None => None,
+    };
+    let client = kube_client(args.kubeconfig.as_ref()).await?;
+    let config = AgentConfig {
+        token,
+        spool_max_bytes: args.spool_max_bytes,
+        heartbeat_interval: Duration::from_secs(args.heartbeat_seconds),
+        snapshot_interval: Duration::from_secs(args.snapshot_seconds),
+        ..AgentConfig::new(cluster, args.collector_url, args.spool_dir)
+    };
+    let (events, receiver) = mpsc::channel(4096);
+    let _watchers = crate::watch::watch_all(
+        client,
+        events,
+        Duration::from_secs(args.crd_retry_seconds.max(1)),
+    );
+    tracing::info!(cluster = %config.cluster, collector = %config.collector_url, "agent started");
+    agent::run(
+        config,
+        receiver,
+        shutdown_signal(),
+        Arc::new(AgentStats::default()),
+    )
+    .await
+}
+
+/// Runs the central collector until SIGTERM or Ctrl-C.
+pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<()> {
+    let auth = match (&args.agent_tokens, args.insecure) {
+        (Some(path), false) => AgentAuth::load(path).map_err(anyhow::Error::msg)?,
+        (None, true) => {
+            tracing::warn!("running without agent credentials (--insecure): any client can report for any cluster");
+            AgentAuth::Insecure
+        }
+        _ => anyhow::bail!("give either --agent-tokens FILE or --insecure"),
+    };
+    let mut direct = Vec::new();
+    for entry in &args.watch {
+        let (cluster, path) = entry
+            .split_once('=')
+            .with_context(|| format!("--watch {entry:?}: expected CLUSTER=KUBECONFIG"))?;
+        let cluster = ClusterId::parse(cluster).with_context(|| format!("--watch {entry:?}"))?;
+        direct.push((cluster, PathBuf::from(path)));
+    }
+    store.migrate().await.context("applying the schema")?;
+    let options = CollectorOptions {
+        auth,
+        auto_register: args.auto_register,
+        writer: BatchWriterConfig {
+            max_rows: args.batch_rows.max(1),
+            max_queued_rows: args.max_queued_rows.max(1),
+            ..BatchWriterConfig::default()
+        },
+        ..CollectorOptions::default()
+    };
+    let collector = Collector::new(store, options);
+    for (cluster, path) in direct {
+        let client = kube_client(Some(&path)).await?;
+        tracing::info!(cluster = %cluster, kubeconfig = %path.display(), "watching directly");
+        tokio::spawn(crate::central::direct::run(
+            collector.clone(),
+            cluster,
+            client,
+            Duration::from_secs(30),
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    tracing::info!(listen = %args.listen, "collector started");
+    eprintln!(
+        "fleetscope collector listening on http://{}",
+        listener.local_addr()?
+    );
+    axum::serve(listener, collector.router())
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    Ok(())
+}
