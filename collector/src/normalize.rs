@@ -41,7 +41,7 @@
 //! | status | health | reason, message and time from |
 //! |---|---|---|
 //! | `spec.suspend: true` | `Suspended` | reason `Suspended`; message and time as the conditions below give them |
-//! | `Ready=True` | `Healthy` | `Ready` |
+//! | `Ready=True` | `Healthy` (`Progressing`, reason `NewGeneration`, while `status.observedGeneration` is below `metadata.generation`) | `Ready` |
 //! | `Ready=False` | `Degraded` | `Ready` |
 //! | `Ready` neither `True` nor `False` (`Unknown`), and `Stalled=True` | `Degraded` | `Stalled` |
 //! | `Ready=Unknown` | `Progressing` | `Ready` |
@@ -383,6 +383,29 @@ mod tests {
     use super::*;
 
     const HASH: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn ready_for_an_older_generation_is_still_progressing() {
+        let mut object = kustomization(json!({
+            "observedGeneration": 3,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                            "message": "Applied revision: main@sha1:1", "lastTransitionTime": "2026-11-21T10:00:00Z"}],
+        }));
+        object["metadata"]["generation"] = json!(4);
+        let normalized = normalize(&object).unwrap();
+        assert_eq!(normalized.health, Health::Progressing);
+        assert_eq!(normalized.reason, "NewGeneration");
+        assert_eq!(
+            normalized.message,
+            "generation 4 not reconciled yet (status is for generation 3)"
+        );
+        object["metadata"]["generation"] = json!(3);
+        assert_eq!(
+            normalize(&object).unwrap().health,
+            Health::Healthy,
+            "caught up"
+        );
+    }
 
     fn kustomization(status: Value) -> Value {
         json!({

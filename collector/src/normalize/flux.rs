@@ -37,8 +37,24 @@ pub(super) fn read(reader: &mut Reader, root: &Node<'_>, kind: ObjectKind) -> Fl
     let conditions = conditions(reader, root);
     let (mut health, deciding) = decide(reader, &conditions);
     let mut reason = deciding.map(|c| c.reason.clone()).unwrap_or_default();
-    let message = deciding.map(|c| c.message.clone()).unwrap_or_default();
+    let mut message = deciding.map(|c| c.message.clone()).unwrap_or_default();
     let transitioned_at = deciding.and_then(|c| c.transitioned_at);
+
+    // Ready=True speaks for the generation the controller last saw: a newer spec it has not
+    // yet reconciled is still on its way.
+    let generation = reader.at(root, &["metadata", "generation"]);
+    let observed = reader.at(root, &["status", "observedGeneration"]);
+    if let (Health::Healthy, Some(generation), Some(observed)) =
+        (health, reader.i64(&generation), reader.i64(&observed))
+    {
+        if observed < generation {
+            health = Health::Progressing;
+            reason = "NewGeneration".to_owned();
+            message = format!(
+                "generation {generation} not reconciled yet (status is for generation {observed})"
+            );
+        }
+    }
 
     let suspend = reader.at(root, &["spec", "suspend"]);
     if reader.bool(&suspend) == Some(true) {
