@@ -22,8 +22,10 @@ use crate::Store;
 pub struct BatchWriterConfig {
     /// A batch is sent once it holds at least this many rows…
     pub max_rows: usize,
-    /// …or once its first rows have waited this long.
+    /// …or once its first rows have waited this long…
     pub max_delay: Duration,
+    /// …or once no new rows arrived for this long while no insert is running.
+    pub linger: Duration,
     /// Attempts per batch before its producers are told it failed.
     pub max_attempts: u32,
     pub initial_backoff: Duration,
@@ -37,6 +39,7 @@ impl Default for BatchWriterConfig {
         BatchWriterConfig {
             max_rows: 100_000,
             max_delay: Duration::from_millis(500),
+            linger: Duration::from_millis(10),
             max_attempts: 8,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),
@@ -234,79 +237,124 @@ async fn run_worker<T: Table>(
     outcomes: Option<mpsc::UnboundedSender<BatchOutcome>>,
     stats: Arc<WriterStats>,
 ) {
+    let store = Arc::new(store);
+    let config = Arc::new(config);
     let mut next_batch_id: u64 = 1;
+    // One insert runs while the next batch gathers: batches stay in order, and under load a
+    // batch grows for as long as the previous insert takes.
+    let mut in_flight: Option<JoinHandle<()>> = None;
     while let Some(first) = rx.recv().await {
-        let deadline = tokio::time::Instant::now() + config.max_delay;
+        let opened = tokio::time::Instant::now();
+        let deadline = opened + config.max_delay;
         let mut row_count = first.rows.len();
         let mut batch = vec![first];
+        let mut last_arrival = opened;
         while row_count < config.max_rows {
+            // Flush when the batch is old enough, or when submissions stopped arriving for
+            // `linger` and no insert is running (nothing to gain by waiting longer).
+            let busy = in_flight.as_ref().is_some_and(|h| !h.is_finished());
+            let wake = if busy {
+                deadline
+            } else {
+                deadline.min(last_arrival + config.linger)
+            };
             tokio::select! {
                 next = rx.recv() => match next {
                     Some(submission) => {
                         row_count += submission.rows.len();
                         batch.push(submission);
+                        last_arrival = tokio::time::Instant::now();
                     }
                     None => break,
                 },
-                _ = tokio::time::sleep_until(deadline) => break,
+                _ = tokio::time::sleep_until(wake) => {
+                    if wake >= deadline || !in_flight.as_ref().is_some_and(|h| !h.is_finished()) {
+                        break;
+                    }
+                }
             }
+        }
+        if let Some(previous) = in_flight.take() {
+            let _ = previous.await;
         }
         let batch_id = next_batch_id;
         next_batch_id += 1;
-        let started = Instant::now();
-        let (attempts, result) =
-            insert_with_retries(&store, &config, &batch, row_count, &stats).await;
-        let accepted = result.is_ok();
-        let outcome = BatchOutcome {
-            table: T::TABLE,
+        in_flight = Some(tokio::spawn(write_batch(
+            store.clone(),
+            config.clone(),
+            batch,
+            row_count,
             batch_id,
-            rows: row_count,
-            submissions: batch.len(),
+            outcomes.clone(),
+            stats.clone(),
+        )));
+    }
+    if let Some(previous) = in_flight.take() {
+        let _ = previous.await;
+    }
+}
+
+async fn write_batch<T: Table>(
+    store: Arc<Store>,
+    config: Arc<BatchWriterConfig>,
+    batch: Vec<Submission<T>>,
+    row_count: usize,
+    batch_id: u64,
+    outcomes: Option<mpsc::UnboundedSender<BatchOutcome>>,
+    stats: Arc<WriterStats>,
+) {
+    let started = Instant::now();
+    let (attempts, result) = insert_with_retries(&store, &config, &batch, row_count, &stats).await;
+    let accepted = result.is_ok();
+    let outcome = BatchOutcome {
+        table: T::TABLE,
+        batch_id,
+        rows: row_count,
+        submissions: batch.len(),
+        attempts,
+        accepted,
+        elapsed: started.elapsed(),
+    };
+    if accepted {
+        stats.batches_accepted.fetch_add(1, Ordering::Relaxed);
+        stats
+            .rows_accepted
+            .fetch_add(row_count as u64, Ordering::Relaxed);
+        tracing::debug!(
+            table = T::TABLE,
+            batch_id,
+            rows = row_count,
             attempts,
-            accepted,
-            elapsed: started.elapsed(),
-        };
-        if accepted {
-            stats.batches_accepted.fetch_add(1, Ordering::Relaxed);
-            stats
-                .rows_accepted
-                .fetch_add(row_count as u64, Ordering::Relaxed);
-            tracing::debug!(
-                table = T::TABLE,
+            "batch accepted"
+        );
+    } else {
+        stats.batches_failed.fetch_add(1, Ordering::Relaxed);
+        stats
+            .rows_failed
+            .fetch_add(row_count as u64, Ordering::Relaxed);
+    }
+    let reply = match result {
+        Ok(()) => Ok(Receipt {
+            batch_id,
+            batch_rows: row_count,
+            attempts,
+        }),
+        Err(error) => {
+            tracing::error!(table = T::TABLE, batch_id, rows = row_count, attempts, error = %error, "batch not accepted");
+            Err(WriteError::Rejected {
                 batch_id,
-                rows = row_count,
+                table: T::TABLE,
+                rows: row_count,
                 attempts,
-                "batch accepted"
-            );
-        } else {
-            stats.batches_failed.fetch_add(1, Ordering::Relaxed);
-            stats
-                .rows_failed
-                .fetch_add(row_count as u64, Ordering::Relaxed);
+                error,
+            })
         }
-        let reply = match result {
-            Ok(()) => Ok(Receipt {
-                batch_id,
-                batch_rows: row_count,
-                attempts,
-            }),
-            Err(error) => {
-                tracing::error!(table = T::TABLE, batch_id, rows = row_count, attempts, error = %error, "batch not accepted");
-                Err(WriteError::Rejected {
-                    batch_id,
-                    table: T::TABLE,
-                    rows: row_count,
-                    attempts,
-                    error,
-                })
-            }
-        };
-        for submission in batch {
-            let _ = submission.reply.send(reply.clone());
-        }
-        if let Some(outcomes) = &outcomes {
-            let _ = outcomes.send(outcome);
-        }
+    };
+    for submission in batch {
+        let _ = submission.reply.send(reply.clone());
+    }
+    if let Some(outcomes) = &outcomes {
+        let _ = outcomes.send(outcome);
     }
 }
 

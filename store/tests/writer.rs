@@ -35,6 +35,8 @@ fn config() -> BatchWriterConfig {
     BatchWriterConfig {
         max_rows: 1_000,
         max_delay: Duration::from_millis(100),
+        // As long as max_delay: these tests look at the size and time bounds alone.
+        linger: Duration::from_millis(100),
         max_attempts: 40,
         initial_backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(200),
@@ -111,6 +113,49 @@ async fn batches_by_size_and_time_and_reports_each_batch() {
         5_001,
         "acknowledged rows are in ClickHouse"
     );
+}
+
+#[tokio::test]
+async fn a_quiet_writer_flushes_after_the_linger_time() {
+    let test = TestStore::start().await;
+    let cfg = BatchWriterConfig {
+        max_delay: Duration::from_secs(600),
+        linger: Duration::from_millis(20),
+        ..config()
+    };
+    let writer = BatchWriter::<ObservedRow>::spawn(test.store.clone(), cfg, None);
+    // Far below max_rows and max_delay: only the linger rule can flush these.
+    let receipt = tokio::time::timeout(
+        Duration::from_secs(30),
+        writer.write(vec![observed("edge-a", 0, 1)]),
+    )
+    .await
+    .expect("flushed by linger")
+    .unwrap();
+    assert_eq!(receipt.batch_rows, 1);
+    // While an insert runs, a batch keeps growing instead of flushing at every gap.
+    let pending: Vec<_> = futures_like_join(&writer, 20).await;
+    let batches: std::collections::BTreeSet<u64> = pending.iter().map(|r| r.batch_id).collect();
+    assert!(
+        batches.len() < 20,
+        "20 quick submissions share batches: {batches:?}"
+    );
+    writer.close().await;
+}
+
+async fn futures_like_join(
+    writer: &BatchWriter<ObservedRow>,
+    n: usize,
+) -> Vec<fleetscope_store::Receipt> {
+    let mut pending = Vec::new();
+    for i in 0..n {
+        pending.push(writer.submit(vec![observed("edge-b", i, 1)]).await.unwrap());
+    }
+    let mut receipts = Vec::new();
+    for p in pending {
+        receipts.push(p.accepted().await.unwrap());
+    }
+    receipts
 }
 
 #[tokio::test]

@@ -1,0 +1,171 @@
+//! Rows per second through the real HTTP ingest path: simulated agents POST gzip-compressed
+//! reports to the central collector, which validates them and writes them through the batch
+//! writer into a private ClickHouse server; each request is answered only after ClickHouse
+//! accepted its rows.
+//!
+//! `cargo bench -p fleetscope-collector --bench ingest_throughput` sends a full resync of 30,000
+//! clusters × 100 apps (3,000,000 rows, one report per cluster) from 64 concurrent connections.
+//! `FLEETSCOPE_BENCH_CLUSTERS`, `FLEETSCOPE_BENCH_APPS`, `FLEETSCOPE_BENCH_CONCURRENCY` and
+//! `FLEETSCOPE_BENCH_KIND` (`delta` or `snapshot`) change that.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fleetscope_collector::central::auth::AgentAuth;
+use fleetscope_collector::central::{Collector, CollectorOptions};
+use fleetscope_collector::protocol::{Change, Report, ReportKind};
+use fleetscope_local_clickhouse::LocalClickHouse;
+use fleetscope_store::{ClusterRow, ObservedRow, Store, StoreConfig};
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{name} must be a number"))
+        })
+        .unwrap_or(default)
+}
+
+fn report(cluster: usize, apps: usize, kind: ReportKind, now: i64) -> Report {
+    Report {
+        cluster: format!("store-{cluster:06}"),
+        agent_version: "0.1.0".into(),
+        seq: 1,
+        sent_at: now,
+        kind,
+        reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
+        change_seq_high: apps as u64 + 1,
+        changes: (0..apps)
+            .map(|app| Change {
+                change_seq: app as u64 + 1,
+                kind: if app % 2 == 0 {
+                    "Kustomization"
+                } else {
+                    "HelmRelease"
+                }
+                .into(),
+                namespace: "flux-system".into(),
+                name: format!("app-{app:03}"),
+                app: Some(format!("app-{app:03}")),
+                version: Some(format!("1.{}.{}", app % 7, app % 5)),
+                content_hash: Some(format!(
+                    "sha256:{:064x}",
+                    (cluster as u128) << 32 | app as u128
+                )),
+                applied_revision: format!("1.{}.{}", app % 7, app % 5),
+                health: "healthy".into(),
+                sync: "synced".into(),
+                reason: "ReconciliationSucceeded".into(),
+                message: format!("Applied revision: 1.{}.{}", app % 7, app % 5),
+                transitioned_at: Some(now - 3_600),
+                observed_at: now - 1,
+                deleted: false,
+            })
+            .collect(),
+    }
+}
+
+fn main() {
+    let test_mode = !std::env::args().any(|a| a == "--bench");
+    let clusters = if test_mode {
+        50
+    } else {
+        env_number("FLEETSCOPE_BENCH_CLUSTERS", 30_000)
+    };
+    let apps = env_number("FLEETSCOPE_BENCH_APPS", 100);
+    let concurrency = env_number("FLEETSCOPE_BENCH_CONCURRENCY", 64);
+    let kind = match std::env::var("FLEETSCOPE_BENCH_KIND").as_deref() {
+        Ok("snapshot") => ReportKind::Snapshot,
+        _ => ReportKind::Delta,
+    };
+    let server = LocalClickHouse::start()
+        .unwrap_or_else(|err| panic!("the benchmark needs a private ClickHouse server: {err}"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = Store::connect(&StoreConfig::new(server.url(), "bench")).unwrap();
+        store.migrate().await.unwrap();
+        let inventory: Vec<ClusterRow> = (0..clusters)
+            .map(|i| ClusterRow {
+                cluster_id: format!("store-{i:06}"),
+                group_path: "emea/de".into(),
+                group_prefixes: vec!["emea".into(), "emea/de".into()],
+                environment: "prod".into(),
+                reconciler: "flux".into(),
+                label_keys: vec![],
+                label_values: vec![],
+                updated_at: 0,
+                version: 1,
+                removed: 0,
+            })
+            .collect();
+        store.insert_rows(&inventory).await.unwrap();
+        let collector = Collector::new(store.clone(), CollectorOptions { auth: AgentAuth::Insecure, ..CollectorOptions::default() });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/api/v1/ingest", listener.local_addr().unwrap());
+        let router = collector.router();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let bodies: Arc<Vec<Vec<u8>>> = Arc::new((0..clusters).map(|c| report(c, apps, kind, now).encode()).collect());
+        let body_bytes: usize = bodies.iter().map(Vec::len).sum();
+        let http = reqwest::Client::new();
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let latencies = Arc::new(std::sync::Mutex::new(Vec::with_capacity(clusters)));
+        let started = Instant::now();
+        let workers: Vec<_> = (0..concurrency)
+            .map(|_| {
+                let (http, url, bodies, next, latencies) = (http.clone(), url.clone(), bodies.clone(), next.clone(), latencies.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= bodies.len() {
+                            return;
+                        }
+                        loop {
+                            let sent = Instant::now();
+                            let response = http.post(&url).header("content-encoding", "gzip").body(bodies[i].clone()).send().await.unwrap();
+                            match response.status().as_u16() {
+                                200 => {
+                                    latencies.lock().unwrap().push(sent.elapsed());
+                                    break;
+                                }
+                                429 | 503 => tokio::time::sleep(Duration::from_millis(200)).await,
+                                other => panic!("unexpected status {other}: {}", response.text().await.unwrap_or_default()),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.await.unwrap();
+        }
+        let elapsed = started.elapsed();
+        let rows = store.count_rows::<ObservedRow>().await.unwrap();
+        assert_eq!(rows, (clusters * apps) as u64, "every acknowledged row is in ClickHouse");
+        let mut latencies = latencies.lock().unwrap().clone();
+        latencies.sort();
+        let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+        let rss_kb = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0)))
+            .unwrap_or(0);
+        println!(
+            "ingest_throughput: {rows} rows ({clusters} {kind:?} reports x {apps} changes, {:.1} MB gzip) over HTTP from {concurrency} connections: \
+{:.2} s, {:.0} rows/s; ack latency p50 {:?} p99 {:?}; peak RSS of collector+clients {} MB",
+            body_bytes as f64 / 1e6,
+            elapsed.as_secs_f64(),
+            rows as f64 / elapsed.as_secs_f64(),
+            pct(0.5),
+            pct(0.99),
+            rss_kb / 1024
+        );
+    });
+    drop(runtime);
+    server.stop();
+}
