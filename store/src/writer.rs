@@ -268,7 +268,7 @@ async fn run_worker<T: Table>(
                     None => break,
                 },
                 _ = tokio::time::sleep_until(wake) => {
-                    if wake >= deadline || !in_flight.as_ref().is_some_and(|h| !h.is_finished()) {
+                    if wake >= deadline || in_flight.as_ref().is_none_or(|h| h.is_finished()) {
                         break;
                     }
                 }
