@@ -4,10 +4,11 @@
 
 fn main() {
     let crds = std::env::args().nth(1).map(std::path::PathBuf::from);
-    let server = fleetscope_local_apiserver::LocalApiServer::start(crds.as_deref()).unwrap_or_else(|err| {
-        eprintln!("error: {err}");
-        std::process::exit(1);
-    });
+    let server =
+        fleetscope_local_apiserver::LocalApiServer::start(crds.as_deref()).unwrap_or_else(|err| {
+            eprintln!("error: {err}");
+            std::process::exit(1);
+        });
     println!("api server: {}", server.server_url());
     println!("kubeconfig: {}", server.kubeconfig_path().display());
     println!("stop with Ctrl-C");
