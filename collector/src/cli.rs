@@ -46,6 +46,9 @@ pub struct AgentArgs {
     /// Seconds to wait before looking again for a kind that is not installed.
     #[arg(long, env = "FLEETSCOPE_CRD_RETRY_SECONDS", default_value_t = 60)]
     pub crd_retry_seconds: u64,
+    /// Serve Prometheus metrics (`/metrics`) and `/healthz` on this address.
+    #[arg(long, env = "FLEETSCOPE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -208,6 +208,23 @@ async fn nothing_is_lost_while_the_collector_is_down() {
             .then_some(())
     })
     .await;
+    // The agent's own metrics show the backlog.
+    let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_url = format!("http://{}/metrics", metrics_listener.local_addr().unwrap());
+    let metrics_router = agent::metrics::router(stats.clone());
+    tokio::spawn(async move { axum::serve(metrics_listener, metrics_router).await.unwrap() });
+    let text = reqwest::get(&metrics_url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let waiting: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("fleetscope_agent_spool_reports "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no spool gauge in\n{text}"));
+    assert!(waiting > 0, "{text}");
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // It comes back on the same address.

@@ -3,6 +3,7 @@
 //! retrying with backoff while the link is down. It also sends a small heartbeat when idle and a
 //! full snapshot now and then, so the collector can correct anything that went astray.
 
+pub mod metrics;
 pub mod sender;
 pub mod spool;
 pub mod tracker;
