@@ -34,6 +34,8 @@ pub enum Command {
     },
     /// Start a private ClickHouse, write a simulated fleet and print its drift rollup.
     Demo(fleetscope_demo::DemoArgs),
+    /// Render the platform repo into GitOps output per render group (and explain the result).
+    Render(fleetscope_renderer::cli::RenderArgs),
     /// Run in an edge cluster: watch Flux and Argo CD objects and report changes to the collector.
     Agent(fleetscope_collector::cli::AgentArgs),
     /// Receive agents' reports (and watch reachable clusters) and write them to ClickHouse.
@@ -120,6 +122,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo(args) => fleetscope_demo::run(args).await,
+        Command::Render(args) => fleetscope_renderer::cli::run(args),
         Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
         Command::Collector {
             collector,

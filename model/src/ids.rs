@@ -31,6 +31,12 @@ pub enum IdError {
 const DNS_ALLOWED: &str = "lowercase letters a-z, digits 0-9 and '-'";
 const ID_ALLOWED: &str = "lowercase letters a-z, digits 0-9, '-' and '.'";
 
+/// Checks a Kubernetes DNS-1123 label (namespaces, object names): 1 to 63 characters of
+/// `[a-z0-9-]`, starting and ending alphanumeric. `what` names the value in the error.
+pub fn validate_dns_label(what: &'static str, value: &str) -> Result<(), IdError> {
+    check_dns_label(what, value, 63)
+}
+
 /// Checks the Kubernetes DNS-1123 label rule (also used for group path segments and
 /// environments): 1 to `max` characters of `[a-z0-9-]`, starting and ending alphanumeric.
 pub(crate) fn check_dns_label(what: &'static str, value: &str, max: usize) -> Result<(), IdError> {

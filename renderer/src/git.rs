@@ -1,0 +1,144 @@
+//! Writing the output into a Git repository with git2: the whole file set becomes one tree and,
+//! when that tree differs from the branch's, one commit. Git stores content by hash, so unchanged
+//! files cost nothing, and an unchanged tree writes no commit at all.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use git2::{FileMode, ObjectType, Oid, Repository, Signature, TreeBuilder};
+
+use crate::output::Files;
+
+pub const BRANCH: &str = "refs/heads/main";
+
+/// What a commit attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitOutcome {
+    /// The new commit, or `None` when the tree did not change.
+    pub commit: Option<String>,
+    /// The branch's commit after this (the old one when nothing changed; empty for an empty repo).
+    pub head: String,
+    /// Paths added, changed or removed.
+    pub changed: Vec<String>,
+}
+
+#[derive(Default)]
+struct Dir {
+    files: BTreeMap<String, Oid>,
+    dirs: BTreeMap<String, Dir>,
+}
+
+fn write_dir(repo: &Repository, dir: &Dir) -> Result<Oid, git2::Error> {
+    let mut builder: TreeBuilder<'_> = repo.treebuilder(None)?;
+    for (name, oid) in &dir.files {
+        builder.insert(name, *oid, FileMode::Blob.into())?;
+    }
+    for (name, sub) in &dir.dirs {
+        let oid = write_dir(repo, sub)?;
+        builder.insert(name, oid, FileMode::Tree.into())?;
+    }
+    builder.write()
+}
+
+/// Opens the repository at `path`, or creates it (non-bare, branch `main`).
+pub fn open_or_init(path: &Path) -> Result<Repository, git2::Error> {
+    match Repository::open(path) {
+        Ok(repo) => Ok(repo),
+        Err(_) => {
+            let mut options = git2::RepositoryInitOptions::new();
+            options.initial_head("main");
+            Repository::init_opts(path, &options)
+        }
+    }
+}
+
+/// Makes `files` the content of branch `main`, committing only when something changed.
+/// `message` gets the changed paths and returns the commit message.
+pub fn commit_files(
+    repo: &Repository,
+    files: &Files,
+    message: impl FnOnce(&[String]) -> String,
+) -> Result<CommitOutcome, git2::Error> {
+    let mut root = Dir::default();
+    for (path, content) in files {
+        let oid = repo.blob(content.as_bytes())?;
+        let mut parts: Vec<&str> = path.split('/').collect();
+        let file = parts.pop().expect("paths are not empty");
+        let mut dir = &mut root;
+        for part in parts {
+            dir = dir.dirs.entry(part.to_owned()).or_default();
+        }
+        dir.files.insert(file.to_owned(), oid);
+    }
+    let tree_id = write_dir(repo, &root)?;
+    let tree = repo.find_tree(tree_id)?;
+    let parent = repo
+        .find_reference(BRANCH)
+        .ok()
+        .and_then(|r| r.peel_to_commit().ok());
+    let old_tree = parent.as_ref().map(|c| c.tree()).transpose()?;
+    if old_tree.as_ref().is_some_and(|t| t.id() == tree_id) {
+        let head = parent.map(|c| c.id().to_string()).unwrap_or_default();
+        return Ok(CommitOutcome {
+            commit: None,
+            head,
+            changed: vec![],
+        });
+    }
+    let diff = repo.diff_tree_to_tree(old_tree.as_ref(), Some(&tree), None)?;
+    let changed: Vec<String> = diff
+        .deltas()
+        .filter_map(|d| {
+            d.new_file()
+                .path()
+                .or_else(|| d.old_file().path())
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .collect();
+    let signature = Signature::now("Fleetscope renderer", "renderer@fleetscope.invalid")?;
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let commit = repo.commit(
+        Some(BRANCH),
+        &signature,
+        &signature,
+        &message(&changed),
+        &tree,
+        &parents,
+    )?;
+    if !repo.is_bare() {
+        repo.set_head(BRANCH)?;
+        repo.checkout_head(Some(
+            git2::build::CheckoutBuilder::new()
+                .force()
+                .remove_untracked(true),
+        ))?;
+    }
+    Ok(CommitOutcome {
+        commit: Some(commit.to_string()),
+        head: commit.to_string(),
+        changed,
+    })
+}
+
+/// Pushes branch `main` to the remote `origin`.
+pub fn push(repo: &Repository) -> Result<(), git2::Error> {
+    let mut remote = repo.find_remote("origin")?;
+    remote.push(&[format!("{BRANCH}:{BRANCH}")], None)
+}
+
+/// The content of a file at the branch's head, if any (used by tests and `explain`).
+pub fn read_file(repo: &Repository, path: &str) -> Option<String> {
+    let tree = repo
+        .find_reference(BRANCH)
+        .ok()?
+        .peel_to_commit()
+        .ok()?
+        .tree()
+        .ok()?;
+    let entry = tree.get_path(Path::new(path)).ok()?;
+    let object = entry.to_object(repo).ok()?;
+    if object.kind() != Some(ObjectType::Blob) {
+        return None;
+    }
+    String::from_utf8(object.as_blob()?.content().to_vec()).ok()
+}

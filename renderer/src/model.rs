@@ -1,0 +1,413 @@
+//! The validated platform: every document checked on its own and against the others (unique
+//! names, references that resolve, no dependency cycles, consistent namespaces). Problems are
+//! collected, never returned one at a time.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fleetscope_model::app::AppSelector;
+use fleetscope_model::selector::validate_labels;
+use fleetscope_model::{
+    AppName, AppSource, ClusterId, ClusterSelector, Environment, GroupPath, Labels, Reconciler,
+    ReconcilerKind, Version,
+};
+
+use crate::platform::{Document, Origin, PlatformDocs, PlatformError, Values};
+
+#[derive(Debug, Clone)]
+pub struct ClusterEntry {
+    pub id: ClusterId,
+    pub group: GroupPath,
+    pub environment: Environment,
+    pub reconciler: Reconciler,
+    pub labels: Labels,
+    pub values: BTreeMap<String, String>,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+pub struct AppEntry {
+    pub name: AppName,
+    pub version: Version,
+    pub source: AppSource,
+    pub kind: ReconcilerKind,
+    pub namespace: String,
+    pub depends_on: Vec<AppName>,
+    pub labels: Labels,
+    pub values: Values,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+pub struct NamespaceEntry {
+    pub name: String,
+    pub owners: Vec<String>,
+    pub quota: BTreeMap<String, String>,
+    pub default_limits: BTreeMap<String, String>,
+    pub apps: BTreeSet<AppName>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PolicyEntry {
+    pub name: String,
+    pub apps: AppSelector,
+    pub clusters: ClusterSelector,
+    pub version: Option<Version>,
+    pub values: Values,
+    pub priority: i32,
+    pub origin: Origin,
+}
+
+/// A platform repo that passed validation.
+#[derive(Debug, Clone, Default)]
+pub struct Platform {
+    pub environments: BTreeSet<Environment>,
+    pub group_labels: BTreeMap<GroupPath, Labels>,
+    pub clusters: BTreeMap<ClusterId, ClusterEntry>,
+    pub apps: BTreeMap<AppName, AppEntry>,
+    pub namespaces: BTreeMap<String, NamespaceEntry>,
+    /// In precedence order: lowest priority first, ties by name; later policies win.
+    pub policies: Vec<PolicyEntry>,
+}
+
+impl Platform {
+    /// The labels a cluster's selectors see: its groups' from the root down, its own, and
+    /// `fleetscope.io/environment`, `fleetscope.io/cluster` and `fleetscope.io/reconciler`.
+    pub fn effective_labels(&self, cluster: &ClusterEntry) -> Labels {
+        let mut labels = Labels::new();
+        for prefix in cluster.group.prefixes() {
+            if let Some(group) = self.group_labels.get(&prefix) {
+                labels.extend(group.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        labels.extend(cluster.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        labels.insert(
+            "fleetscope.io/environment".into(),
+            cluster.environment.to_string(),
+        );
+        labels.insert("fleetscope.io/cluster".into(), cluster.id.to_string());
+        labels.insert(
+            "fleetscope.io/reconciler".into(),
+            cluster.reconciler.as_str().into(),
+        );
+        labels
+    }
+}
+
+/// Builds and validates the platform from its documents.
+pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
+    let mut errors = Vec::new();
+    let mut platform = Platform::default();
+    let mut seen: BTreeMap<(&str, String), Origin> = BTreeMap::new();
+    let mut unique = |errors: &mut Vec<PlatformError>,
+                      kind: &'static str,
+                      name: &str,
+                      origin: &Origin,
+                      field: &str| {
+        if let Some(first) = seen.get(&(kind, name.to_owned())) {
+            errors.push(origin.error(
+                field,
+                format!(
+                    "{kind} {name:?} is already defined in {}#{}",
+                    first.file, first.document
+                ),
+            ));
+            false
+        } else {
+            seen.insert((kind, name.to_owned()), origin.clone());
+            true
+        }
+    };
+    let mut raw_clusters = Vec::new();
+    let mut raw_apps = Vec::new();
+    let mut raw_namespaces = Vec::new();
+    let mut raw_policies = Vec::new();
+    for (origin, document) in &docs.documents {
+        match document {
+            Document::Environment(env) => match Environment::parse(&env.name) {
+                Ok(parsed) if unique(&mut errors, "environment", &env.name, origin, "name") => {
+                    platform.environments.insert(parsed);
+                }
+                Ok(_) => {}
+                Err(err) => errors.push(origin.error("name", err.to_string())),
+            },
+            Document::Group(group) => match GroupPath::parse(&group.path) {
+                Ok(path) => {
+                    for err in validate_labels(&group.labels) {
+                        errors.push(origin.error("labels", err.to_string()));
+                    }
+                    if unique(&mut errors, "group", &group.path, origin, "path") {
+                        platform.group_labels.insert(path, group.labels.clone());
+                    }
+                }
+                Err(err) => errors.push(origin.error("path", err.to_string())),
+            },
+            Document::Cluster(cluster) => raw_clusters.push((origin, cluster)),
+            Document::Application(app) => raw_apps.push((origin, app)),
+            Document::Namespace(namespace) => raw_namespaces.push((origin, namespace)),
+            Document::Policy(policy) => raw_policies.push((origin, policy)),
+        }
+    }
+
+    for (origin, doc) in raw_clusters {
+        let id = ClusterId::parse(&doc.id).map_err(|err| origin.error("id", err.to_string()));
+        let group =
+            GroupPath::parse(&doc.group).map_err(|err| origin.error("group", err.to_string()));
+        let environment = Environment::parse(&doc.environment)
+            .map_err(|err| origin.error("environment", err.to_string()))
+            .and_then(|env| {
+                if platform.environments.contains(&env) {
+                    Ok(env)
+                } else {
+                    Err(origin.error(
+                        "environment",
+                        format!(
+                            "environment {:?} is not defined (add a `kind: Environment` document)",
+                            doc.environment
+                        ),
+                    ))
+                }
+            });
+        let reconciler = Reconciler::parse(&doc.reconciler).ok_or_else(|| {
+            origin.error(
+                "reconciler",
+                format!("{:?} is not a reconciler (flux or argocd)", doc.reconciler),
+            )
+        });
+        for err in validate_labels(&doc.labels) {
+            errors.push(origin.error("labels", err.to_string()));
+        }
+        for key in doc.values.keys() {
+            let ok = !key.is_empty()
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !key.starts_with(|c: char| c.is_ascii_digit());
+            if !ok {
+                errors.push(origin.error(format!("values.{key}"), format!("{key:?} cannot be a substitution variable (letters, digits and _, not starting with a digit)")));
+            }
+        }
+        match (id, group, environment, reconciler) {
+            (Ok(id), Ok(group), Ok(environment), Ok(reconciler)) => {
+                if unique(&mut errors, "cluster", id.as_str(), origin, "id") {
+                    platform.clusters.insert(
+                        id.clone(),
+                        ClusterEntry {
+                            id,
+                            group,
+                            environment,
+                            reconciler,
+                            labels: doc.labels.clone(),
+                            values: doc.values.clone(),
+                            origin: origin.clone(),
+                        },
+                    );
+                }
+            }
+            (id, group, environment, reconciler) => {
+                errors.extend(
+                    [id.err(), group.err(), environment.err(), reconciler.err()]
+                        .into_iter()
+                        .flatten(),
+                );
+            }
+        }
+    }
+
+    for (origin, doc) in &raw_apps {
+        let name = AppName::parse(&doc.name).map_err(|err| origin.error("name", err.to_string()));
+        let version =
+            Version::parse(&doc.version).map_err(|err| origin.error("version", err.to_string()));
+        let mut depends_on = Vec::new();
+        for (i, dep) in doc.depends_on.iter().enumerate() {
+            match AppName::parse(dep) {
+                Ok(dep) => depends_on.push(dep),
+                Err(err) => errors.push(origin.error(format!("dependsOn[{i}]"), err.to_string())),
+            }
+        }
+        if let (Ok(name), Ok(version)) = (&name, &version) {
+            let model = fleetscope_model::Application {
+                name: name.clone(),
+                version: version.clone(),
+                source: doc.source.clone(),
+                kind: doc.reconciler,
+                namespace: doc.namespace.clone(),
+                depends_on: depends_on.clone(),
+                labels: doc.labels.clone(),
+            };
+            for problem in model.validate() {
+                errors.push(origin.error("", problem));
+            }
+            if unique(&mut errors, "application", name.as_str(), origin, "name") {
+                platform.apps.insert(
+                    name.clone(),
+                    AppEntry {
+                        name: name.clone(),
+                        version: version.clone(),
+                        source: doc.source.clone(),
+                        kind: doc.reconciler,
+                        namespace: doc.namespace.clone(),
+                        depends_on,
+                        labels: doc.labels.clone(),
+                        values: doc.values.clone(),
+                        origin: (*origin).clone(),
+                    },
+                );
+            }
+        } else {
+            errors.extend([name.err(), version.err()].into_iter().flatten());
+        }
+    }
+    // References between apps, and cycles.
+    for app in platform.apps.values() {
+        for (i, dep) in app.depends_on.iter().enumerate() {
+            if !platform.apps.contains_key(dep) {
+                errors.push(app.origin.error(
+                    format!("dependsOn[{i}]"),
+                    format!("application {:?} is not defined", dep.as_str()),
+                ));
+            }
+        }
+    }
+    errors.extend(dependency_cycles(&platform));
+
+    for (origin, doc) in &raw_namespaces {
+        if let Err(err) = fleetscope_model::ids::validate_dns_label("namespace", &doc.name) {
+            errors.push(origin.error("name", err.to_string()));
+            continue;
+        }
+        if doc.owners.is_empty() {
+            errors.push(origin.error("owners", "a namespace needs at least one owner"));
+        }
+        let mut apps = BTreeSet::new();
+        for (i, app) in doc.apps.iter().enumerate() {
+            match AppName::parse(app)
+                .ok()
+                .and_then(|name| platform.apps.get(&name).map(|entry| (name, entry)))
+            {
+                None => errors.push(origin.error(
+                    format!("apps[{i}]"),
+                    format!("application {app:?} is not defined"),
+                )),
+                Some((_, entry)) if entry.namespace != doc.name => errors.push(origin.error(
+                    format!("apps[{i}]"),
+                    format!(
+                        "application {app:?} lives in namespace {:?}, not {:?}",
+                        entry.namespace, doc.name
+                    ),
+                )),
+                Some((name, _)) => {
+                    apps.insert(name);
+                }
+            }
+        }
+        if unique(&mut errors, "namespace", &doc.name, origin, "name") {
+            platform.namespaces.insert(
+                doc.name.clone(),
+                NamespaceEntry {
+                    name: doc.name.clone(),
+                    owners: doc.owners.clone(),
+                    quota: doc.quota.clone(),
+                    default_limits: doc.default_limits.clone(),
+                    apps,
+                },
+            );
+        }
+    }
+    for app in platform.apps.values() {
+        if !platform.namespaces.contains_key(&app.namespace) {
+            errors.push(app.origin.error(
+                "namespace",
+                format!(
+                    "namespace {:?} is not defined (add a `kind: Namespace` document)",
+                    app.namespace
+                ),
+            ));
+        }
+    }
+
+    for (origin, doc) in raw_policies {
+        if doc.name.trim().is_empty() {
+            errors.push(origin.error("name", "is empty"));
+            continue;
+        }
+        for err in doc.clusters.validate() {
+            errors.push(origin.error("clusters", err.to_string()));
+        }
+        for requirement in &doc.apps.match_expressions {
+            for err in requirement.validate() {
+                errors.push(origin.error("apps.matchExpressions", err.to_string()));
+            }
+        }
+        for (i, name) in doc.apps.names.iter().enumerate() {
+            if !platform.apps.contains_key(name) {
+                errors.push(origin.error(
+                    format!("apps.names[{i}]"),
+                    format!("application {:?} is not defined", name.as_str()),
+                ));
+            }
+        }
+        let version = match doc.version.as_deref().map(Version::parse).transpose() {
+            Ok(version) => version,
+            Err(err) => {
+                errors.push(origin.error("version", err.to_string()));
+                None
+            }
+        };
+        if unique(&mut errors, "policy", &doc.name, origin, "name") {
+            platform.policies.push(PolicyEntry {
+                name: doc.name.clone(),
+                apps: doc.apps.clone(),
+                clusters: doc.clusters.clone(),
+                version,
+                values: doc.values.clone(),
+                priority: doc.priority,
+                origin: origin.clone(),
+            });
+        }
+    }
+    platform
+        .policies
+        .sort_by(|a, b| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
+
+    if errors.is_empty() {
+        Ok(platform)
+    } else {
+        errors.sort();
+        errors.dedup();
+        Err(errors)
+    }
+}
+
+/// Every dependency cycle, reported once at the app that sorts first in it.
+fn dependency_cycles(platform: &Platform) -> Vec<PlatformError> {
+    let mut errors = Vec::new();
+    let mut reported: BTreeSet<Vec<AppName>> = BTreeSet::new();
+    for start in platform.apps.keys() {
+        // Depth-first search for a path back to `start`.
+        let mut stack: Vec<(AppName, Vec<AppName>)> = vec![(start.clone(), vec![start.clone()])];
+        let mut visited = BTreeSet::new();
+        while let Some((node, path)) = stack.pop() {
+            let Some(entry) = platform.apps.get(&node) else {
+                continue;
+            };
+            for dep in &entry.depends_on {
+                if dep == start {
+                    let mut cycle = path.clone();
+                    let mut key = cycle.clone();
+                    key.sort();
+                    if reported.insert(key) {
+                        cycle.push(start.clone());
+                        let names: Vec<&str> = cycle.iter().map(AppName::as_str).collect();
+                        errors.push(platform.apps[start].origin.error(
+                            "dependsOn",
+                            format!("dependency cycle: {}", names.join(" → ")),
+                        ));
+                    }
+                } else if visited.insert(dep.clone()) {
+                    let mut next = path.clone();
+                    next.push(dep.clone());
+                    stack.push((dep.clone(), next));
+                }
+            }
+        }
+    }
+    errors
+}

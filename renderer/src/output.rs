@@ -1,0 +1,341 @@
+//! The GitOps output: per render group, the reconciler object of every app (stamped with app,
+//! version and content hash), the namespaces as a service, and the sources; per cluster, one
+//! small entry file pointing at its render group. Files are a pure function of the assignment:
+//! same input, same bytes.
+//!
+//! ```text
+//! render-groups/<rg>/kustomization.yaml   what Flux or Argo CD applies for the group
+//! render-groups/<rg>/namespaces.yaml      Namespace, ResourceQuota, LimitRange, RoleBinding
+//! render-groups/<rg>/sources.yaml         Flux GitRepository / HelmRepository / OCIRepository
+//! render-groups/<rg>/apps/<app>.yaml      Kustomization, HelmRelease or Application
+//! clusters/<cluster>.yaml                 the cluster's entry: its values and its render group
+//! ```
+
+use std::collections::BTreeMap;
+
+use fleetscope_model::stamps::{
+    ANNOTATION_CONTENT_HASH, ANNOTATION_RENDER_GROUP, ANNOTATION_VERSION, CONTENT_HASH_PREFIX,
+    LABEL_APP, LABEL_MANAGED_BY, MANAGED_BY_VALUE,
+};
+use fleetscope_model::{AppSource, Reconciler, ReconcilerKind};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::assign::{Assigned, Assignment, GroupContent};
+use crate::model::Platform;
+
+/// The ConfigMap each cluster's entry creates with its own values, for Flux substitution.
+pub const CLUSTER_VALUES_CONFIGMAP: &str = "fleetscope-cluster-values";
+/// The GitRepository (Flux) or repo URL (Argo CD) the entry files point at: the output repo.
+pub const OUTPUT_SOURCE: &str = "fleetscope";
+
+/// Rendered files, path → content.
+pub type Files = BTreeMap<String, String>;
+
+fn yaml(documents: &[Value]) -> String {
+    documents
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).expect("json values serialize"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+fn short_hash(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn source_name(source: &AppSource) -> String {
+    match source {
+        AppSource::Git { url, reference, .. } => {
+            format!("git-{}", short_hash(&format!("{url}@{reference}")))
+        }
+        AppSource::Helm { repository, .. } => format!("helm-{}", short_hash(repository)),
+        AppSource::Oci { url } => format!("oci-{}", short_hash(url)),
+    }
+}
+
+/// The content hash of an object: SHA-256 of its canonical JSON, before the hash is stamped.
+pub fn content_hash(object: &Value) -> String {
+    let digest = Sha256::digest(serde_json::to_vec(object).expect("json serializes"));
+    format!(
+        "{CONTENT_HASH_PREFIX}{}",
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )
+}
+
+fn stamp(mut object: Value, assignment: &Assignment, render_group: &str) -> (Value, String) {
+    object["metadata"]["labels"] =
+        json!({ LABEL_APP: assignment.app.as_str(), LABEL_MANAGED_BY: MANAGED_BY_VALUE });
+    object["metadata"]["annotations"] = json!({ ANNOTATION_VERSION: assignment.version.as_str(), ANNOTATION_RENDER_GROUP: render_group });
+    let hash = content_hash(&object);
+    object["metadata"]["annotations"][ANNOTATION_CONTENT_HASH] = json!(hash);
+    (object, hash)
+}
+
+/// The reconciler object for one app in one render group, and its content hash.
+pub fn app_object(
+    platform: &Platform,
+    content: &GroupContent,
+    assignment: &Assignment,
+    render_group: &str,
+) -> (Value, String) {
+    let app = &platform.apps[&assignment.app];
+    let depends_on: Vec<Value> = app
+        .depends_on
+        .iter()
+        .filter(|dep| content.assignments.iter().any(|a| &a.app == *dep))
+        .map(|dep| json!({ "name": dep.as_str() }))
+        .collect();
+    let name = assignment.app.as_str();
+    let object = match (content.reconciler, app.kind, &app.source) {
+        (Reconciler::ArgoCd, _, source) => {
+            let source = match source {
+                AppSource::Git {
+                    url,
+                    path,
+                    reference,
+                } => json!({ "repoURL": url, "path": path, "targetRevision": reference }),
+                AppSource::Helm { repository, chart } => json!({
+                    "repoURL": repository, "chart": chart, "targetRevision": assignment.version.as_str(),
+                    "helm": { "valuesObject": Value::Object(assignment.values.clone()) },
+                }),
+                AppSource::Oci { url } => {
+                    json!({ "repoURL": url, "path": ".", "targetRevision": assignment.version.as_str() })
+                }
+            };
+            json!({
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "Application",
+                "metadata": { "name": name, "namespace": "argocd" },
+                "spec": {
+                    "project": "default",
+                    "destination": { "server": "https://kubernetes.default.svc", "namespace": app.namespace },
+                    "source": source,
+                    "syncPolicy": { "automated": { "prune": true, "selfHeal": true } },
+                },
+            })
+        }
+        (Reconciler::Flux, ReconcilerKind::FluxHelmRelease, AppSource::Helm { chart, .. }) => {
+            json!({
+                "apiVersion": "helm.toolkit.fluxcd.io/v2",
+                "kind": "HelmRelease",
+                "metadata": { "name": name, "namespace": "flux-system" },
+                "spec": {
+                    "interval": "10m",
+                    "releaseName": name,
+                    "targetNamespace": app.namespace,
+                    "chart": { "spec": { "chart": chart, "version": assignment.version.as_str(),
+                                          "sourceRef": { "kind": "HelmRepository", "name": source_name(&app.source) } } },
+                    "dependsOn": depends_on,
+                    "values": Value::Object(assignment.values.clone()),
+                },
+            })
+        }
+        (Reconciler::Flux, _, source) => {
+            let (kind, path) = match source {
+                AppSource::Git { path, .. } => ("GitRepository", path.clone()),
+                AppSource::Oci { .. } => ("OCIRepository", "./".to_owned()),
+                AppSource::Helm { .. } => ("HelmRepository", "./".to_owned()),
+            };
+            let substitute: BTreeMap<String, String> = assignment
+                .values
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| v.to_string()),
+                    )
+                })
+                .collect();
+            json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+                "kind": "Kustomization",
+                "metadata": { "name": name, "namespace": "flux-system" },
+                "spec": {
+                    "interval": "10m",
+                    "path": path,
+                    "prune": true,
+                    "sourceRef": { "kind": kind, "name": source_name(source) },
+                    "targetNamespace": app.namespace,
+                    "dependsOn": depends_on,
+                    "postBuild": {
+                        "substitute": substitute,
+                        "substituteFrom": [{ "kind": "ConfigMap", "name": CLUSTER_VALUES_CONFIGMAP, "optional": true }],
+                    },
+                },
+            })
+        }
+    };
+    stamp(object, assignment, render_group)
+}
+
+fn namespace_objects(platform: &Platform, namespace: &str) -> Vec<Value> {
+    let entry = &platform.namespaces[namespace];
+    let labels = json!({ LABEL_MANAGED_BY: MANAGED_BY_VALUE });
+    let mut objects = vec![
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace, "labels": labels } }),
+    ];
+    if !entry.quota.is_empty() {
+        objects.push(json!({ "apiVersion": "v1", "kind": "ResourceQuota", "metadata": { "name": "fleetscope-quota", "namespace": namespace, "labels": labels }, "spec": { "hard": entry.quota } }));
+    }
+    if !entry.default_limits.is_empty() {
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "LimitRange", "metadata": { "name": "fleetscope-limits", "namespace": namespace, "labels": labels },
+            "spec": { "limits": [{ "type": "Container", "default": entry.default_limits }] },
+        }));
+    }
+    let subjects: Vec<Value> = entry.owners.iter().map(|owner| json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": owner })).collect();
+    objects.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": "fleetscope-owners", "namespace": namespace, "labels": labels },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin" },
+        "subjects": subjects,
+    }));
+    objects
+}
+
+fn source_object(source: &AppSource) -> Value {
+    let name = source_name(source);
+    match source {
+        AppSource::Git { url, reference, .. } => json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "metadata": { "name": name, "namespace": "flux-system" },
+            "spec": { "interval": "5m", "url": url, "ref": { "branch": reference } },
+        }),
+        AppSource::Helm { repository, .. } => json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository", "metadata": { "name": name, "namespace": "flux-system" },
+            "spec": { "interval": "30m", "url": repository },
+        }),
+        AppSource::Oci { url } => json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository", "metadata": { "name": name, "namespace": "flux-system" },
+            "spec": { "interval": "10m", "url": url, "ref": { "tag": "latest" } },
+        }),
+    }
+}
+
+/// The files of one render group, and each app's content hash.
+pub fn render_group_files(
+    platform: &Platform,
+    name: &str,
+    content: &GroupContent,
+) -> (Files, BTreeMap<String, String>) {
+    let mut files = Files::new();
+    let mut hashes = BTreeMap::new();
+    let dir = format!("render-groups/{name}");
+    let mut resources = Vec::new();
+    let namespaces: std::collections::BTreeSet<&str> = content
+        .assignments
+        .iter()
+        .map(|a| platform.apps[&a.app].namespace.as_str())
+        .collect();
+    if !namespaces.is_empty() {
+        let objects: Vec<Value> = namespaces
+            .iter()
+            .flat_map(|ns| namespace_objects(platform, ns))
+            .collect();
+        files.insert(format!("{dir}/namespaces.yaml"), yaml(&objects));
+        resources.push("namespaces.yaml".to_owned());
+    }
+    if content.reconciler == Reconciler::Flux {
+        let mut sources: BTreeMap<String, Value> = BTreeMap::new();
+        for a in &content.assignments {
+            let source = &platform.apps[&a.app].source;
+            sources
+                .entry(source_name(source))
+                .or_insert_with(|| source_object(source));
+        }
+        if !sources.is_empty() {
+            files.insert(
+                format!("{dir}/sources.yaml"),
+                yaml(&sources.into_values().collect::<Vec<_>>()),
+            );
+            resources.push("sources.yaml".to_owned());
+        }
+    }
+    for assignment in &content.assignments {
+        let (object, hash) = app_object(platform, content, assignment, name);
+        files.insert(
+            format!("{dir}/apps/{}.yaml", assignment.app),
+            yaml(&[object]),
+        );
+        resources.push(format!("apps/{}.yaml", assignment.app));
+        hashes.insert(assignment.app.to_string(), hash);
+    }
+    files.insert(
+        format!("{dir}/kustomization.yaml"),
+        yaml(&[json!({ "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources })]),
+    );
+    (files, hashes)
+}
+
+/// One cluster's entry file: its values, and the object that applies its render group.
+pub fn cluster_entry(
+    platform: &Platform,
+    cluster: &fleetscope_model::ClusterId,
+    render_group: &str,
+) -> String {
+    let entry = &platform.clusters[cluster];
+    let mut values: BTreeMap<String, String> = entry.values.clone();
+    values.insert("CLUSTER_ID".into(), cluster.to_string());
+    values.insert("CLUSTER_GROUP".into(), entry.group.to_string());
+    values.insert("CLUSTER_ENVIRONMENT".into(), entry.environment.to_string());
+    let path = format!("./render-groups/{render_group}");
+    let objects = match entry.reconciler {
+        Reconciler::Flux => vec![
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": CLUSTER_VALUES_CONFIGMAP, "namespace": "flux-system" }, "data": values }),
+            json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": { "name": "fleetscope-render-group", "namespace": "flux-system", "labels": { LABEL_MANAGED_BY: MANAGED_BY_VALUE } },
+                "spec": {
+                    "interval": "5m", "path": path, "prune": true,
+                    "sourceRef": { "kind": "GitRepository", "name": OUTPUT_SOURCE },
+                    "postBuild": { "substituteFrom": [{ "kind": "ConfigMap", "name": CLUSTER_VALUES_CONFIGMAP }] },
+                },
+            }),
+        ],
+        Reconciler::ArgoCd => vec![json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": { "name": "fleetscope-render-group", "namespace": "argocd", "labels": { LABEL_MANAGED_BY: MANAGED_BY_VALUE } },
+            "spec": {
+                "project": "default",
+                "destination": { "server": "https://kubernetes.default.svc", "namespace": "argocd" },
+                "source": { "repoURL": OUTPUT_SOURCE, "path": path, "targetRevision": "HEAD" },
+                "syncPolicy": { "automated": { "prune": true, "selfHeal": true } },
+            },
+        })],
+    };
+    yaml(&objects)
+}
+
+/// Everything the platform renders to, and each (render group, app)'s content hash.
+pub fn render_files(
+    platform: &Platform,
+    assigned: &Assigned,
+) -> (Files, BTreeMap<(String, String), String>) {
+    let mut files = Files::new();
+    let mut hashes = BTreeMap::new();
+    for (name, content) in &assigned.groups {
+        let (group_files, group_hashes) = render_group_files(platform, name, content);
+        files.extend(group_files);
+        hashes.extend(
+            group_hashes
+                .into_iter()
+                .map(|(app, hash)| ((name.clone(), app), hash)),
+        );
+    }
+    for (cluster, group) in &assigned.members {
+        files.insert(
+            format!("clusters/{cluster}.yaml"),
+            cluster_entry(platform, cluster, group),
+        );
+    }
+    (files, hashes)
+}
