@@ -32,22 +32,31 @@ pub struct GroupContent {
 }
 
 impl GroupContent {
-    /// The render group's name: `rg-` and 12 hex digits of the content's SHA-256. Reasons are
-    /// left out (they explain, they are not rendered).
-    pub fn name(&self) -> String {
+    /// A text that is equal for equal content (reasons left out: they explain, they are not
+    /// rendered).
+    pub fn key(&self) -> String {
+        let parts: Vec<serde_json::Value> = self
+            .assignments
+            .iter()
+            .map(|a| serde_json::json!([a.app.as_str(), a.version.as_str(), a.values]))
+            .collect();
+        serde_json::json!([self.reconciler.as_str(), parts]).to_string()
+    }
+
+    /// The name the policies behind this content give: `rg-` and 12 hex digits of a hash of the
+    /// reconciler and, per app, the policies that selected it. Versions and values are left
+    /// out, so changing an app's version or defaults never renames a render group; only a
+    /// change in which policies reach which clusters does.
+    pub fn signature_name(&self) -> String {
         let mut hasher = Sha256::new();
         hasher.update(self.reconciler.as_str().as_bytes());
         for a in &self.assignments {
             hasher.update([0]);
             hasher.update(a.app.as_str().as_bytes());
-            hasher.update([0]);
-            hasher.update(a.version.as_str().as_bytes());
-            hasher.update([0]);
-            hasher.update(
-                serde_json::to_vec(&a.values)
-                    .expect("values serialize")
-                    .as_slice(),
-            );
+            for reason in &a.reasons {
+                hasher.update([1]);
+                hasher.update(reason.as_bytes());
+            }
         }
         let digest = hasher.finalize();
         format!(
@@ -173,6 +182,10 @@ pub fn assign_cluster(
 pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
     let mut assigned = Assigned::default();
     let mut errors: BTreeMap<(String, usize, String), (PlatformError, usize)> = BTreeMap::new();
+    // Clusters with equal content share a group; among the policy signatures that lead to the
+    // same content, the smallest names the group.
+    let mut by_content: BTreeMap<String, (String, GroupContent)> = BTreeMap::new();
+    let mut cluster_content: BTreeMap<ClusterId, String> = BTreeMap::new();
     for (id, cluster) in &platform.clusters {
         match assign_cluster(platform, id) {
             Ok(assignments) => {
@@ -180,9 +193,17 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
                     reconciler: cluster.reconciler,
                     assignments,
                 };
-                let name = content.name();
-                assigned.members.insert(id.clone(), name.clone());
-                assigned.groups.entry(name).or_insert(content);
+                let key = content.key();
+                let signature = content.signature_name();
+                by_content
+                    .entry(key.clone())
+                    .and_modify(|(name, _)| {
+                        if signature < *name {
+                            *name = signature.clone();
+                        }
+                    })
+                    .or_insert((signature, content));
+                cluster_content.insert(id.clone(), key);
             }
             Err(found) => {
                 for err in found {
@@ -205,6 +226,12 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
         }
     }
     if errors.is_empty() {
+        for (id, key) in cluster_content {
+            assigned.members.insert(id, by_content[&key].0.clone());
+        }
+        for (name, content) in by_content.into_values() {
+            assigned.groups.insert(name, content);
+        }
         Ok(assigned)
     } else {
         Err(errors

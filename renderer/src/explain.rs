@@ -26,7 +26,9 @@ pub fn explain(
         );
     }
     let group = &assigned.members[cluster];
-    let content = &assigned.groups[group];
+    // Reasons are per cluster (clusters with equal content may have got it for different reasons).
+    let assignments = crate::assign::assign_cluster(platform, cluster)
+        .map_err(|errors| anyhow::anyhow!("{}", errors[0]))?;
     let labels = platform.effective_labels(entry);
     let mut out = String::new();
     let _ = writeln!(
@@ -47,7 +49,7 @@ pub fn explain(
         if app.is_some_and(|a| a != name) {
             continue;
         }
-        match content.assignments.iter().find(|a| &a.app == name) {
+        match assignments.iter().find(|a| &a.app == name) {
             Some(a) => {
                 let version = match &a.pinned_by {
                     Some(policy) => format!("{} (pinned by policy/{policy})", a.version),

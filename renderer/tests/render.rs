@@ -1,0 +1,243 @@
+//! The renderer end to end on real Git: golden output of the example platform repo (Flux
+//! Kustomization and HelmRelease, Argo CD Application, overlays, namespaces, precedence),
+//! determinism, no-op renders, one-app changes, every validation error at once, and pushing to a
+//! bare remote.
+
+use std::path::{Path, PathBuf};
+
+use expect_test::{expect, expect_file};
+use fleetscope_renderer::{git, render, RenderError};
+
+fn example() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn example_platform_golden_output() {
+    let out = tempfile::tempdir().unwrap();
+    let outcome = render(&example(), out.path()).unwrap();
+    let mut text = String::new();
+    for (path, content) in &outcome.files {
+        text.push_str(&format!("=== {path}\n{content}"));
+    }
+    expect_file!["expect/example-output.txt"].assert_eq(&text);
+    let status = std::process::Command::new("git")
+        .arg("-C")
+        .arg(out.path())
+        .args(["fsck", "--strict"])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "git fsck: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    // Output grows with apps × render groups (+ one entry per cluster), not apps × clusters.
+    let app_files = outcome
+        .files
+        .keys()
+        .filter(|p| p.contains("/apps/"))
+        .count();
+    let pairs: usize = outcome
+        .assigned
+        .groups
+        .values()
+        .map(|g| g.assignments.len())
+        .sum();
+    assert_eq!(app_files, pairs);
+    assert_eq!(
+        outcome
+            .files
+            .keys()
+            .filter(|p| p.starts_with("clusters/"))
+            .count(),
+        outcome.assigned.members.len()
+    );
+}
+
+#[test]
+fn deterministic_incremental_and_no_op() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = render(&example(), a.path()).unwrap();
+    let second = render(&example(), b.path()).unwrap();
+    assert_eq!(first.files, second.files, "byte-identical output");
+    let tree = |p: &Path| {
+        git2::Repository::open(p)
+            .unwrap()
+            .head()
+            .unwrap()
+            .peel_to_tree()
+            .unwrap()
+            .id()
+    };
+    assert_eq!(tree(a.path()), tree(b.path()));
+
+    let again = render(&example(), a.path()).unwrap();
+    assert_eq!(again.commit.commit, None, "a no-op render writes no commit");
+    assert_eq!(again.summary, "render: nothing changed");
+
+    let platform = tempfile::tempdir().unwrap();
+    copy_dir(&example(), platform.path());
+    let apps = platform.path().join("apps/platform.yaml");
+    std::fs::write(
+        &apps,
+        std::fs::read_to_string(&apps)
+            .unwrap()
+            .replace("version: 0.9.3", "version: 0.9.4"),
+    )
+    .unwrap();
+    let changed = render(platform.path(), a.path()).unwrap();
+    assert!(changed.commit.commit.is_some());
+    assert!(
+        changed
+            .commit
+            .changed
+            .iter()
+            .all(|p| p.ends_with("/apps/metrics-agent.yaml")),
+        "only the changed app's files: {:?}",
+        changed.commit.changed
+    );
+    assert_eq!(
+        changed.commit.changed.len(),
+        first.assigned.groups.len(),
+        "once per render group"
+    );
+    assert_eq!(
+        changed.assigned.members, first.assigned.members,
+        "no render group renamed, no cluster moved"
+    );
+    let log = git2::Repository::open(a.path())
+        .unwrap()
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .message()
+        .unwrap()
+        .to_owned();
+    assert!(log.starts_with("render: 1 app(s) changed (metrics-agent) in 4 render group(s) reaching 7 cluster(s); 0 cluster entry file(s) changed"), "{log}");
+}
+
+#[test]
+fn every_validation_error_at_once_and_nothing_written() {
+    let platform = tempfile::tempdir().unwrap();
+    copy_dir(&example(), platform.path());
+    std::fs::write(
+        platform.path().join("broken.yaml"),
+        r#"kind: Cluster
+id: Berlin_01
+group: emea//de
+environment: qa
+reconciler: fleet
+---
+kind: Cluster
+id: berlin-01
+group: emea/de/berlin
+environment: prod
+reconciler: flux
+labels: {"bad key!": x}
+---
+kind: Application
+name: loop-a
+version: "1.0"
+namespace: shop
+reconciler: flux-kustomization
+source: {type: git, url: u, path: p, ref: main}
+dependsOn: [loop-b, ghost]
+---
+kind: Application
+name: loop-b
+version: "1.0"
+namespace: nowhere
+reconciler: flux-helmrelease
+source: {type: git, url: u, path: p, ref: main}
+dependsOn: [loop-a]
+---
+kind: Policy
+name: all-stores
+apps: {names: [checkout]}
+clusters: {matchExpressions: [{key: tier, operator: Exists, values: [x]}]}
+version: "two point oh"
+"#,
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let err = render(platform.path(), &out.path().join("repo")).unwrap_err();
+    let RenderError::Invalid(errors) = err else {
+        panic!("expected validation errors")
+    };
+    let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    expect![[r#"
+        [
+            "broken.yaml#1 environment: environment \"qa\" is not defined (add a `kind: Environment` document)",
+            "broken.yaml#1 group: group path \"emea//de\" has an empty segment at position 1 (leading, trailing or doubled '/')",
+            "broken.yaml#1 id: cluster id \"Berlin_01\" has 'B' at position 0; allowed are lowercase letters a-z, digits 0-9, '-' and '.'",
+            "broken.yaml#1 reconciler: \"fleet\" is not a reconciler (flux or argocd)",
+            "broken.yaml#2 labels: label key \"bad key!\" is invalid: only letters, digits, '-', '_' and '.' are allowed",
+            "broken.yaml#3 dependsOn: dependency cycle: loop-a → loop-b → loop-a",
+            "broken.yaml#3 dependsOn[1]: application \"ghost\" is not defined",
+            "broken.yaml#4: app \"loop-b\": kind flux-helmrelease cannot use a git source",
+            "broken.yaml#4 namespace: namespace \"nowhere\" is not defined (add a `kind: Namespace` document)",
+            "broken.yaml#5 clusters: selector requirement on \"tier\": operator Exists takes no values",
+            "broken.yaml#5 version: version \"two point oh\" has ' ' at position 3; allowed are printable ASCII characters without spaces",
+            "clusters/emea.yaml#1 id: cluster \"berlin-01\" is already defined in broken.yaml#2",
+            "policies/baseline.yaml#1 name: policy \"all-stores\" is already defined in broken.yaml#5",
+        ]
+    "#]]
+    .assert_debug_eq(&text);
+    assert!(
+        !out.path().join("repo").exists(),
+        "nothing written when validation fails"
+    );
+}
+
+#[test]
+fn equal_priority_pins_conflict() {
+    let platform = tempfile::tempdir().unwrap();
+    copy_dir(&example(), platform.path());
+    std::fs::write(
+        platform.path().join("policies/conflict.yaml"),
+        "kind: Policy\nname: pin-a\napps: {names: [payments]}\nclusters: {groups: [emea/de]}\nversion: 2.1.0\n---\nkind: Policy\nname: pin-b\napps: {names: [payments]}\nclusters: {groups: [emea]}\nversion: 2.2.0\n",
+    )
+    .unwrap();
+    let err = fleetscope_renderer::plan(platform.path())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("policies/conflict.yaml#2 version: conflicts with policy \"pin-a\" (same priority 0): payments pinned to 2.1.0 and 2.2.0 on cluster berlin-01; give one a higher priority (and 3 more clusters)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn pushes_to_a_bare_remote() {
+    let remote = tempfile::tempdir().unwrap();
+    git2::Repository::init_bare(remote.path()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let outcome = render(&example(), out.path()).unwrap();
+    let repo = git::open_or_init(out.path()).unwrap();
+    repo.remote("origin", remote.path().to_str().unwrap())
+        .unwrap();
+    git::push(&repo).unwrap();
+    let pushed = git2::Repository::open_bare(remote.path())
+        .unwrap()
+        .find_reference(git::BRANCH)
+        .unwrap()
+        .target()
+        .unwrap()
+        .to_string();
+    assert_eq!(Some(pushed), outcome.commit.commit);
+}
