@@ -166,7 +166,7 @@ pub struct PlatformDocs {
     pub documents: Vec<(Origin, Document)>,
 }
 
-fn yaml_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
@@ -176,7 +176,7 @@ fn yaml_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Resul
             continue;
         }
         if entry.file_type()?.is_dir() {
-            yaml_files(root, &path, out)?;
+            yaml_files(&path, out)?;
         } else if name.ends_with(".yaml") || name.ends_with(".yml") {
             out.push(path);
         }
@@ -250,7 +250,7 @@ pub fn parse_text(file: &str, text: &str) -> (Vec<(Origin, Document)>, Vec<Platf
 /// Reads every `.yaml`/`.yml` file below `root` (hidden files and folders skipped).
 pub fn load(root: &Path) -> Result<PlatformDocs, Vec<PlatformError>> {
     let mut files = Vec::new();
-    if let Err(err) = yaml_files(root, root, &mut files) {
+    if let Err(err) = yaml_files(root, &mut files) {
         return Err(vec![PlatformError {
             file: root.display().to_string(),
             document: 0,
