@@ -122,7 +122,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo(args) => fleetscope_demo::run(args).await,
-        Command::Render(args) => fleetscope_renderer::cli::run(args),
+        Command::Render(args) => fleetscope_renderer::cli::run(args).await,
         Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
         Command::Collector {
             collector,

@@ -19,6 +19,15 @@ pub struct RenderArgs {
     /// Validate and print what would be rendered; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also write the desired state into this ClickHouse (HTTP endpoint).
+    #[arg(long, env = "FLEETSCOPE_CLICKHOUSE_URL")]
+    pub clickhouse_url: Option<String>,
+    #[arg(
+        long,
+        env = "FLEETSCOPE_CLICKHOUSE_DATABASE",
+        default_value = "fleetscope"
+    )]
+    pub clickhouse_database: String,
     #[command(subcommand)]
     pub command: Option<RenderCommand>,
 }
@@ -33,7 +42,7 @@ pub enum RenderCommand {
 }
 
 /// Runs `fleetscope render`.
-pub fn run(args: RenderArgs) -> anyhow::Result<()> {
+pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
     if let Some(RenderCommand::Explain { cluster, app }) = &args.command {
         let (platform, assigned) = crate::plan(&args.platform)?;
         print!(
@@ -72,6 +81,25 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
             "no commit: the output already matches (head {})",
             outcome.commit.head
         ),
+    }
+    if let Some(url) = &args.clickhouse_url {
+        let store = fleetscope_store::Store::connect(&fleetscope_store::StoreConfig::new(
+            url.clone(),
+            args.clickhouse_database.clone(),
+        ))?;
+        store.migrate().await.context("applying the schema")?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+        let published = crate::desired::publish(
+            &store,
+            &outcome,
+            now.as_millis() as u64,
+            fleetscope_model::Timestamp(now.as_secs() as i64),
+        )
+        .await?;
+        println!(
+            "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships, {} cluster rows",
+            published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.cluster_rows
+        );
     }
     if args.push {
         let repo = crate::git::open_or_init(&output)?;

@@ -8,6 +8,7 @@
 
 pub mod assign;
 pub mod cli;
+pub mod desired;
 pub mod explain;
 pub mod git;
 pub mod model;

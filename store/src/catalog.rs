@@ -90,6 +90,14 @@ pub fn read_queries(
             queries::desired_for_cluster_query(store, cluster_id),
         ),
         render::<HeartbeatRow>("latest heartbeats", queries::latest_heartbeats_query(store)),
+        render::<queries::CurrentDesiredRow>(
+            "current desired state",
+            queries::current_desired_query(store),
+        ),
+        render::<queries::CurrentMemberRow>(
+            "current membership",
+            queries::current_members_query(store),
+        ),
         render::<ClusterIdRow>("known clusters", queries::known_clusters_query(store)),
         render::<LastSeenRow>(
             "stale clusters",

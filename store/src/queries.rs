@@ -511,3 +511,51 @@ impl Store {
             .context(|| "reading the cluster inventory".to_owned())
     }
 }
+
+/// The current desired row of every (render group, app), removed ones included.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct CurrentDesiredRow {
+    pub render_group: String,
+    pub app: String,
+    pub content_hash: String,
+    pub removed: u8,
+}
+
+/// Each cluster's current render group, removed memberships included.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct CurrentMemberRow {
+    pub cluster_id: String,
+    pub render_group: String,
+    pub removed: u8,
+}
+
+pub fn current_desired_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT render_group, app, argMax(content_hash, render_id) AS current_hash, argMax(removed, render_id) AS current_removed \
+FROM desired_latest GROUP BY render_group, app ORDER BY render_group, app",
+    )
+}
+
+pub fn current_members_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS current_removed \
+FROM render_group_members GROUP BY cluster_id ORDER BY cluster_id",
+    )
+}
+
+impl Store {
+    /// What the last renders left as desired state, for writing only what changed.
+    pub async fn current_desired(&self) -> Result<Vec<CurrentDesiredRow>> {
+        current_desired_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading current desired state".to_owned())
+    }
+
+    pub async fn current_members(&self) -> Result<Vec<CurrentMemberRow>> {
+        current_members_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading render group membership".to_owned())
+    }
+}

@@ -1,0 +1,114 @@
+//! Desired state into a real ClickHouse: what each cluster should run, with reasons and commit;
+//! later renders write only what changed, and apps taken away are marked removed.
+
+use std::path::{Path, PathBuf};
+
+use fleetscope_model::Timestamp;
+use fleetscope_renderer::{desired, render};
+use fleetscope_testkit::TestStore;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn desired_state_lands_in_clickhouse_incrementally() {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let platform = tempfile::tempdir().unwrap();
+    copy_dir(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform"),
+        platform.path(),
+    );
+    let out = tempfile::tempdir().unwrap();
+
+    let first = render(platform.path(), out.path()).unwrap();
+    let published = desired::publish(store, &first, 1, Timestamp(1_800_000_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            published.desired_rows,
+            published.removed_rows,
+            published.membership_rows,
+            published.cluster_rows
+        ),
+        (12, 0, 7, 7)
+    );
+    let lab = store.desired_for_cluster("lab-01").await.unwrap();
+    let summary: Vec<(&str, &str, Vec<String>)> = lab
+        .iter()
+        .map(|r| (r.app.as_str(), r.version.as_str(), r.reasons.clone()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                "checkout",
+                "1.5.0-rc.1",
+                vec![
+                    "policy/all-stores".to_owned(),
+                    "policy/checkout-canary".to_owned()
+                ]
+            ),
+            (
+                "metrics-agent",
+                "0.9.3",
+                vec!["policy/all-stores".to_owned()]
+            ),
+            ("payments", "2.0.1", vec!["policy/all-stores".to_owned()]),
+        ]
+    );
+    assert!(lab
+        .iter()
+        .all(|r| r.commit == first.commit.head && r.content_hash.starts_with("sha256:")));
+    assert_eq!(
+        store.known_clusters().await.unwrap().len(),
+        7,
+        "the inventory came with it"
+    );
+
+    // Nothing changed: only the render itself is recorded.
+    let same = render(platform.path(), out.path()).unwrap();
+    let published = desired::publish(store, &same, 2, Timestamp(1_800_000_100))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            published.desired_rows,
+            published.removed_rows,
+            published.membership_rows,
+            published.cluster_rows
+        ),
+        (0, 0, 0, 0)
+    );
+
+    // The metrics agent goes away everywhere: one removal per render group.
+    let apps = platform.path().join("policies/baseline.yaml");
+    std::fs::write(
+        &apps,
+        std::fs::read_to_string(&apps)
+            .unwrap()
+            .replace("values: [shop, platform]", "values: [shop]"),
+    )
+    .unwrap();
+    let without = render(platform.path(), out.path()).unwrap();
+    let published = desired::publish(store, &without, 3, Timestamp(1_800_000_200))
+        .await
+        .unwrap();
+    assert!(published.removed_rows >= 1, "{published:?}");
+    let lab = store.desired_for_cluster("lab-01").await.unwrap();
+    assert_eq!(
+        lab.iter().map(|r| r.app.as_str()).collect::<Vec<_>>(),
+        vec!["checkout", "payments"]
+    );
+}
