@@ -93,33 +93,75 @@ pub fn deep_merge(base: &mut Values, over: &Values) {
     }
 }
 
+/// For every policy (in precedence order), the apps it selects. Apps do not depend on the
+/// cluster, so this is computed once per render.
+pub fn policy_apps(platform: &Platform) -> Vec<Vec<AppName>> {
+    platform
+        .policies
+        .iter()
+        .map(|policy| {
+            platform
+                .apps
+                .values()
+                .filter(|app| {
+                    let model_app = fleetscope_model::Application {
+                        name: app.name.clone(),
+                        version: app.version.clone(),
+                        source: app.source.clone(),
+                        kind: app.kind,
+                        namespace: app.namespace.clone(),
+                        depends_on: app.depends_on.clone(),
+                        labels: app.labels.clone(),
+                    };
+                    policy.apps.matches(&model_app)
+                })
+                .map(|app| app.name.clone())
+                .collect()
+        })
+        .collect()
+}
+
+/// The policies (by index, in precedence order) that select a cluster.
+pub fn matching_policies(platform: &Platform, cluster: &ClusterId) -> Vec<usize> {
+    let entry = &platform.clusters[cluster];
+    let labels = platform.effective_labels(entry);
+    platform
+        .policies
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.clusters.matches(&labels, &entry.group))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// The assignments of one cluster, or the conflicts that prevent them.
 pub fn assign_cluster(
     platform: &Platform,
     cluster: &ClusterId,
 ) -> Result<Vec<Assignment>, Vec<PlatformError>> {
-    let entry = &platform.clusters[cluster];
-    let labels = platform.effective_labels(entry);
+    assign_matched(
+        platform,
+        &policy_apps(platform),
+        &matching_policies(platform, cluster),
+        cluster,
+    )
+}
+
+/// The assignments that the `matched` policies give; `cluster` only names the cluster in errors.
+/// Clusters matched by the same policies get the same result.
+pub fn assign_matched(
+    platform: &Platform,
+    policy_apps: &[Vec<AppName>],
+    matched: &[usize],
+    cluster: &ClusterId,
+) -> Result<Vec<Assignment>, Vec<PlatformError>> {
     let mut chosen: BTreeMap<AppName, Assignment> = BTreeMap::new();
     let mut pins: BTreeMap<AppName, (i32, String, Version)> = BTreeMap::new();
     let mut errors = Vec::new();
-    for policy in &platform.policies {
-        if !policy.clusters.matches(&labels, &entry.group) {
-            continue;
-        }
-        for app in platform.apps.values() {
-            let model_app = fleetscope_model::Application {
-                name: app.name.clone(),
-                version: app.version.clone(),
-                source: app.source.clone(),
-                kind: app.kind,
-                namespace: app.namespace.clone(),
-                depends_on: app.depends_on.clone(),
-                labels: app.labels.clone(),
-            };
-            if !policy.apps.matches(&model_app) {
-                continue;
-            }
+    for &index in matched {
+        let policy = &platform.policies[index];
+        for name in &policy_apps[index] {
+            let app = &platform.apps[name];
             let assignment = chosen
                 .entry(app.name.clone())
                 .or_insert_with(|| Assignment {
@@ -180,30 +222,44 @@ pub fn assign_cluster(
 /// Assigns every cluster and forms the render groups. Conflicts are reported once per
 /// policy and message (not once per cluster).
 pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
-    let mut assigned = Assigned::default();
     let mut errors: BTreeMap<(String, usize, String), (PlatformError, usize)> = BTreeMap::new();
-    // Clusters with equal content share a group; among the policy signatures that lead to the
-    // same content, the smallest names the group.
-    let mut by_content: BTreeMap<String, (String, GroupContent)> = BTreeMap::new();
-    let mut cluster_content: BTreeMap<ClusterId, String> = BTreeMap::new();
+    let apps_of = policy_apps(platform);
+    // Clusters matched by the same policies (on the same reconciler) get the same content:
+    // assign once per such signature. Distinct signatures may still give equal content; those
+    // share a group named by the smallest signature name.
+    let mut by_signature: BTreeMap<(Reconciler, Vec<usize>), usize> = BTreeMap::new();
+    let mut contents: Vec<(String, GroupContent)> = Vec::new();
+    let mut by_content: BTreeMap<String, usize> = BTreeMap::new();
+    let mut cluster_slot: Vec<(ClusterId, usize)> = Vec::with_capacity(platform.clusters.len());
     for (id, cluster) in &platform.clusters {
-        match assign_cluster(platform, id) {
+        let matched = matching_policies(platform, id);
+        let signature = (cluster.reconciler, matched);
+        if let Some(&slot) = by_signature.get(&signature) {
+            cluster_slot.push((id.clone(), slot));
+            continue;
+        }
+        match assign_matched(platform, &apps_of, &signature.1, id) {
             Ok(assignments) => {
                 let content = GroupContent {
                     reconciler: cluster.reconciler,
                     assignments,
                 };
-                let key = content.key();
-                let signature = content.signature_name();
-                by_content
-                    .entry(key.clone())
-                    .and_modify(|(name, _)| {
-                        if signature < *name {
-                            *name = signature.clone();
+                let name = content.signature_name();
+                let slot = match by_content.get(&content.key()) {
+                    Some(&slot) => {
+                        if name < contents[slot].0 {
+                            contents[slot].0 = name;
                         }
-                    })
-                    .or_insert((signature, content));
-                cluster_content.insert(id.clone(), key);
+                        slot
+                    }
+                    None => {
+                        by_content.insert(content.key(), contents.len());
+                        contents.push((name, content));
+                        contents.len() - 1
+                    }
+                };
+                by_signature.insert(signature, slot);
+                cluster_slot.push((id.clone(), slot));
             }
             Err(found) => {
                 for err in found {
@@ -225,16 +281,8 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
             }
         }
     }
-    if errors.is_empty() {
-        for (id, key) in cluster_content {
-            assigned.members.insert(id, by_content[&key].0.clone());
-        }
-        for (name, content) in by_content.into_values() {
-            assigned.groups.insert(name, content);
-        }
-        Ok(assigned)
-    } else {
-        Err(errors
+    if !errors.is_empty() {
+        return Err(errors
             .into_values()
             .map(|(mut err, n)| {
                 if n > 1 {
@@ -242,6 +290,14 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
                 }
                 err
             })
-            .collect())
+            .collect());
     }
+    let mut assigned = Assigned::default();
+    for (id, slot) in cluster_slot {
+        assigned.members.insert(id, contents[slot].0.clone());
+    }
+    for (name, content) in contents {
+        assigned.groups.insert(name, content);
+    }
+    Ok(assigned)
 }

@@ -10,6 +10,7 @@ pub mod assign;
 pub mod cli;
 pub mod desired;
 pub mod explain;
+pub mod generate;
 pub mod git;
 pub mod model;
 pub mod output;

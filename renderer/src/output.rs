@@ -276,7 +276,13 @@ pub fn render_group_files(
     (files, hashes)
 }
 
-/// One cluster's entry file: its values, and the object that applies its render group.
+/// A YAML scalar: JSON's quoted string is valid YAML and escapes everything that needs it.
+fn scalar(text: &str) -> String {
+    serde_json::to_string(text).expect("strings serialize")
+}
+
+/// One cluster's entry file: its values, and the object that applies its render group. Written
+/// from a template (one per cluster, tens of thousands per render), with every value quoted.
 pub fn cluster_entry(
     platform: &Platform,
     cluster: &fleetscope_model::ClusterId,
@@ -287,32 +293,27 @@ pub fn cluster_entry(
     values.insert("CLUSTER_ID".into(), cluster.to_string());
     values.insert("CLUSTER_GROUP".into(), entry.group.to_string());
     values.insert("CLUSTER_ENVIRONMENT".into(), entry.environment.to_string());
-    let path = format!("./render-groups/{render_group}");
-    let objects = match entry.reconciler {
-        Reconciler::Flux => vec![
-            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": CLUSTER_VALUES_CONFIGMAP, "namespace": "flux-system" }, "data": values }),
-            json!({
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "metadata": { "name": "fleetscope-render-group", "namespace": "flux-system", "labels": { LABEL_MANAGED_BY: MANAGED_BY_VALUE } },
-                "spec": {
-                    "interval": "5m", "path": path, "prune": true,
-                    "sourceRef": { "kind": "GitRepository", "name": OUTPUT_SOURCE },
-                    "postBuild": { "substituteFrom": [{ "kind": "ConfigMap", "name": CLUSTER_VALUES_CONFIGMAP }] },
-                },
-            }),
-        ],
-        Reconciler::ArgoCd => vec![json!({
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": { "name": "fleetscope-render-group", "namespace": "argocd", "labels": { LABEL_MANAGED_BY: MANAGED_BY_VALUE } },
-            "spec": {
-                "project": "default",
-                "destination": { "server": "https://kubernetes.default.svc", "namespace": "argocd" },
-                "source": { "repoURL": OUTPUT_SOURCE, "path": path, "targetRevision": "HEAD" },
-                "syncPolicy": { "automated": { "prune": true, "selfHeal": true } },
-            },
-        })],
-    };
-    yaml(&objects)
+    let path = scalar(&format!("./render-groups/{render_group}"));
+    let mut out = String::with_capacity(1024);
+    match entry.reconciler {
+        Reconciler::Flux => {
+            out.push_str("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ");
+            out.push_str(CLUSTER_VALUES_CONFIGMAP);
+            out.push_str("\n  namespace: flux-system\ndata:\n");
+            for (key, value) in &values {
+                out.push_str(&format!("  {}: {}\n", scalar(key), scalar(value)));
+            }
+            out.push_str(&format!(
+                "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  labels:\n    {LABEL_MANAGED_BY}: {MANAGED_BY_VALUE}\n  name: fleetscope-render-group\n  namespace: flux-system\nspec:\n  interval: 5m\n  path: {path}\n  postBuild:\n    substituteFrom:\n    - kind: ConfigMap\n      name: {CLUSTER_VALUES_CONFIGMAP}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: {OUTPUT_SOURCE}\n"
+            ));
+        }
+        Reconciler::ArgoCd => {
+            out.push_str(&format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  labels:\n    {LABEL_MANAGED_BY}: {MANAGED_BY_VALUE}\n  name: fleetscope-render-group\n  namespace: argocd\nspec:\n  destination:\n    namespace: argocd\n    server: https://kubernetes.default.svc\n  project: default\n  source:\n    path: {path}\n    repoURL: {OUTPUT_SOURCE}\n    targetRevision: HEAD\n  syncPolicy:\n    automated:\n      prune: true\n      selfHeal: true\n"
+            ));
+        }
+    }
+    out
 }
 
 /// Everything the platform renders to, and each (render group, app)'s content hash.

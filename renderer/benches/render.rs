@@ -1,0 +1,83 @@
+//! Render benchmark: a generated platform repo (30,000 clusters × 100 apps by default) rendered
+//! into a fresh Git repository, then rendered again unchanged (no-op), then after one app's
+//! version changed. Prints times, render groups, files written and files in the output.
+//!
+//! `cargo bench -p fleetscope-renderer --bench render`; `FLEETSCOPE_BENCH_CLUSTERS` and
+//! `FLEETSCOPE_BENCH_APPS` change the size.
+
+use std::time::Instant;
+
+use fleetscope_renderer::{generate, render};
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.replace('_', "").parse().expect("a number"))
+        .unwrap_or(default)
+}
+
+fn main() {
+    let test_mode = !std::env::args().any(|a| a == "--bench");
+    let clusters = if test_mode {
+        300
+    } else {
+        env_number("FLEETSCOPE_BENCH_CLUSTERS", 30_000)
+    };
+    let apps = if test_mode {
+        20
+    } else {
+        env_number("FLEETSCOPE_BENCH_APPS", 100)
+    };
+    let platform = tempfile::tempdir().unwrap();
+    let output = tempfile::tempdir().unwrap();
+    generate::generate(platform.path(), clusters, apps).unwrap();
+
+    let started = Instant::now();
+    let full = render(platform.path(), output.path()).unwrap();
+    let full_time = started.elapsed();
+    let app_files = full.files.keys().filter(|p| p.contains("/apps/")).count();
+
+    let started = Instant::now();
+    let noop = render(platform.path(), output.path()).unwrap();
+    let noop_time = started.elapsed();
+    assert!(
+        noop.commit.commit.is_none(),
+        "a no-op render commits nothing"
+    );
+
+    let apps_file = platform.path().join("apps/apps.yaml");
+    let text = std::fs::read_to_string(&apps_file).unwrap();
+    std::fs::write(
+        &apps_file,
+        text.replacen(
+            "name: app-004\nversion: 1.4.0",
+            "name: app-004\nversion: 1.4.1",
+            1,
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let one = render(platform.path(), output.path()).unwrap();
+    let one_time = started.elapsed();
+    assert!(
+        one.commit
+            .changed
+            .iter()
+            .all(|p| p.ends_with("/apps/app-004.yaml")),
+        "{:?}",
+        &one.commit.changed[..3.min(one.commit.changed.len())]
+    );
+
+    println!(
+        "render: {clusters} clusters x {apps} apps -> {} render groups; full {:.2} s ({} files: {} app objects + {} cluster entries + group files), \
+no-op {:.2} s (no commit), one-app change {:.2} s ({} files changed)",
+        full.assigned.groups.len(),
+        full_time.as_secs_f64(),
+        full.files.len(),
+        app_files,
+        full.assigned.members.len(),
+        noop_time.as_secs_f64(),
+        one_time.as_secs_f64(),
+        one.commit.changed.len()
+    );
+}
