@@ -17,7 +17,7 @@ crate::state::string_enum!(
 );
 
 /// Where an application's manifests come from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum AppSource {
     Git {
@@ -104,7 +104,7 @@ pub struct NamespaceSpec {
 }
 
 /// Which apps a policy is about: by name, by label expression, or both (AND).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AppSelector {
     #[serde(default)]

@@ -26,7 +26,9 @@ pub enum GroupPathError {
 
 /// A validated path in the group hierarchy: 1 to [`GroupPath::MAX_DEPTH`] segments separated by
 /// `/`, each a DNS-1123 label. The fleet root has no path; rollups name it separately.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct GroupPath(String);
 

@@ -118,7 +118,7 @@ pub fn validate_labels(labels: &Labels) -> Vec<SelectorError> {
     errors
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Operator {
     In,
     NotIn,
@@ -138,7 +138,7 @@ impl fmt::Display for Operator {
 }
 
 /// One label expression, as in Kubernetes' `matchExpressions`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabelRequirement {
     pub key: String,
@@ -188,7 +188,7 @@ impl LabelRequirement {
 
 /// Which clusters something applies to. All parts must hold (AND); an empty selector matches
 /// every cluster. `groups` matches a cluster inside any of the listed subtrees.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

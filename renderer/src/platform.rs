@@ -65,7 +65,7 @@ impl Origin {
 
 pub type Values = serde_json::Map<String, serde_json::Value>;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvironmentDoc {
     pub name: String,
@@ -73,7 +73,7 @@ pub struct EnvironmentDoc {
     pub description: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupDoc {
     pub path: String,
@@ -81,7 +81,7 @@ pub struct GroupDoc {
     pub labels: Labels,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterDoc {
     pub id: String,
@@ -96,7 +96,7 @@ pub struct ClusterDoc {
     pub values: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApplicationDoc {
     pub name: String,
@@ -115,7 +115,7 @@ pub struct ApplicationDoc {
     pub values: Values,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NamespaceDoc {
     pub name: String,
@@ -128,7 +128,7 @@ pub struct NamespaceDoc {
     pub apps: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PolicyDoc {
     pub name: String,
@@ -149,7 +149,7 @@ pub struct PolicyDoc {
 }
 
 /// One document of the platform repo.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind")]
 pub enum Document {
     Environment(EnvironmentDoc),
