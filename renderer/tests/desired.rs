@@ -111,4 +111,22 @@ async fn desired_state_lands_in_clickhouse_incrementally() {
         lab.iter().map(|r| r.app.as_str()).collect::<Vec<_>>(),
         vec!["checkout", "payments"]
     );
+    // Files of the removed app are gone from the work tree too.
+    let status = std::process::Command::new("git")
+        .arg("-C")
+        .arg(out.path())
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        status.stdout.is_empty(),
+        "work tree matches the commit: {}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    let leftovers = std::fs::read_dir(out.path().join("render-groups"))
+        .unwrap()
+        .flat_map(|group| std::fs::read_dir(group.unwrap().path().join("apps")).unwrap())
+        .filter(|file| file.as_ref().unwrap().file_name() == "metrics-agent.yaml")
+        .count();
+    assert_eq!(leftovers, 0);
 }

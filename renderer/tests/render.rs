@@ -119,6 +119,28 @@ fn deterministic_incremental_and_no_op() {
         changed.assigned.members, first.assigned.members,
         "no render group renamed, no cluster moved"
     );
+    // The work tree follows: the changed file is checked out, nothing else differs.
+    let group = &first.assigned.members[&fleetscope_model::ClusterId::parse("lab-01").unwrap()];
+    let on_disk = std::fs::read_to_string(
+        a.path()
+            .join(format!("render-groups/{group}/apps/metrics-agent.yaml")),
+    )
+    .unwrap();
+    assert!(
+        on_disk.contains("fleetscope.io/version: 0.9.4"),
+        "{on_disk}"
+    );
+    let status = std::process::Command::new("git")
+        .arg("-C")
+        .arg(a.path())
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        status.stdout.is_empty(),
+        "work tree matches the commit: {}",
+        String::from_utf8_lossy(&status.stdout)
+    );
     let log = git2::Repository::open(a.path())
         .unwrap()
         .head()
