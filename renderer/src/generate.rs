@@ -120,6 +120,22 @@ pub fn generate(dir: &Path, clusters: usize, apps: usize) -> std::io::Result<()>
     }
     let _ = write!(text, "kind: Policy\nname: flagship-capacity\npriority: 10\napps: {{matchExpressions: [{{key: team, operator: In, values: [shop, payments]}}]}}\nclusters: {{matchLabels: {{tier: flagship}}}}\nvalues: {{replicas: 6}}\n---\n");
     let _ = write!(text, "kind: Policy\nname: prod-pins\npriority: 5\napps: {{matchExpressions: [{{key: team, operator: In, values: [finance, hr]}}]}}\nclusters: {{matchExpressions: [{{key: fleetscope.io/environment, operator: In, values: [prod]}}]}}\nversion: 1.0.0\n---\n");
+    // Country editions: each country runs its own pick of the regional apps' values, and
+    // environments pin the data team's apps differently, so fleets split into many groups.
+    for (region, countries) in REGIONS {
+        for (index, country) in countries.iter().enumerate() {
+            let _ = write!(
+                text,
+                "kind: Policy\nname: edition-{country}\npriority: 3\napps: {{matchExpressions: [{{key: team, operator: In, values: [shop, media]}}]}}\nclusters: {{groups: [{region}/{country}]}}\nvalues: {{edition: {country}, locale: \"{country}-{index}\"}}\n---\n"
+            );
+        }
+    }
+    for (environment, version) in [("dev", "3.0.0-dev"), ("stage", "2.9.0")] {
+        let _ = write!(
+            text,
+            "kind: Policy\nname: data-{environment}\npriority: 6\napps: {{matchExpressions: [{{key: team, operator: In, values: [data]}}]}}\nclusters: {{matchExpressions: [{{key: fleetscope.io/environment, operator: In, values: [{environment}]}}]}}\nversion: {version}\n---\n"
+        );
+    }
     let _ = write!(text, "kind: Policy\nname: canary\npriority: 20\napps: {{names: [app-001, app-002]}}\nclusters: {{matchLabels: {{canary: \"true\"}}}}\nversion: 2.0.0-rc.1\n---\n");
     std::fs::write(dir.join("policies/policies.yaml"), &text)?;
     Ok(())
