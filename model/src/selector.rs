@@ -218,6 +218,38 @@ impl ClusterSelector {
             && (self.groups.is_empty() || self.groups.iter().any(|g| group.is_within(g)))
     }
 
+    /// Why the selector does not match: one sentence per failing part, empty when it matches.
+    pub fn mismatches(&self, labels: &Labels, group: &GroupPath) -> Vec<String> {
+        let mut reasons = Vec::new();
+        for (key, want) in &self.match_labels {
+            match labels.get(key) {
+                Some(have) if have == want => {}
+                Some(have) => reasons.push(format!("label {key} is {have:?}, not {want:?}")),
+                None => reasons.push(format!("label {key} is not set (wanted {want:?})")),
+            }
+        }
+        for requirement in &self.match_expressions {
+            if !requirement.matches(labels) {
+                let have = labels
+                    .get(&requirement.key)
+                    .map(|v| format!("{v:?}"))
+                    .unwrap_or_else(|| "not set".to_owned());
+                reasons.push(format!(
+                    "{} {} {:?} fails (label is {have})",
+                    requirement.key, requirement.operator, requirement.values
+                ));
+            }
+        }
+        if !self.groups.is_empty() && !self.groups.iter().any(|g| group.is_within(g)) {
+            let groups: Vec<&str> = self.groups.iter().map(GroupPath::as_str).collect();
+            reasons.push(format!(
+                "group {group} is not within {}",
+                groups.join(" or ")
+            ));
+        }
+        reasons
+    }
+
     /// Parses the Kubernetes label-selector string syntax into `match_expressions`:
     /// `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`, `key`, `!key`,
     /// joined by commas. Errors give the position of the problem.

@@ -14,10 +14,9 @@ pub fn explain(
     cluster: &ClusterId,
     app: Option<&AppName>,
 ) -> anyhow::Result<String> {
-    let entry = platform
-        .clusters
-        .get(cluster)
-        .ok_or_else(|| anyhow::anyhow!("cluster {cluster:?} is not in the platform repo"))?;
+    let entry = platform.clusters.get(cluster).ok_or_else(|| {
+        anyhow::anyhow!("cluster {:?} is not in the platform repo", cluster.as_str())
+    })?;
     if let Some(app) = app {
         anyhow::ensure!(
             platform.apps.contains_key(app),
@@ -62,19 +61,24 @@ pub fn explain(
                 );
             }
             None => {
-                let near: Vec<String> = platform
+                let apps_of = crate::assign::policy_apps(platform);
+                let selecting: Vec<String> = platform
                     .policies
                     .iter()
-                    .filter(|p| {
-                        p.apps.names.contains(name)
-                            || (p.apps.names.is_empty() && !p.apps.match_expressions.is_empty())
+                    .zip(&apps_of)
+                    .filter(|(_, apps)| apps.contains(name))
+                    .map(|(policy, _)| {
+                        format!(
+                            "policy/{} does not select this cluster: {}",
+                            policy.name,
+                            policy.clusters.mismatches(&labels, &entry.group).join("; ")
+                        )
                     })
-                    .map(|p| format!("policy/{} does not select this cluster", p.name))
                     .collect();
-                let why = if near.is_empty() {
+                let why = if selecting.is_empty() {
                     "no policy selects this app".to_owned()
                 } else {
-                    near.join("; ")
+                    selecting.join("; ")
                 };
                 let _ = writeln!(out, "  {name}: not desired; {why}");
                 let _ = app_entry;

@@ -263,3 +263,39 @@ fn pushes_to_a_bare_remote() {
         .to_string();
     assert_eq!(Some(pushed), outcome.commit.commit);
 }
+
+#[test]
+fn explain_says_why_and_why_not() {
+    let platform = tempfile::tempdir().unwrap();
+    copy_dir(&example(), platform.path());
+    std::fs::write(
+        platform.path().join("apps/kiosk.yaml"),
+        "kind: Application\nname: kiosk\nversion: 0.1.0\nnamespace: shop\nreconciler: flux-kustomization\nsource: {type: git, url: \"https://git.example.com/kiosk.git\", path: ./deploy, ref: main}\n---\nkind: Policy\nname: kiosks-in-flagships\napps: {names: [kiosk]}\nclusters: {matchLabels: {tier: flagship}, groups: [amer]}\n",
+    )
+    .unwrap();
+    let (platform_model, assigned) = fleetscope_renderer::plan(platform.path()).unwrap();
+    let lab = fleetscope_model::ClusterId::parse("lab-01").unwrap();
+    let text =
+        fleetscope_renderer::explain::explain(&platform_model, &assigned, &lab, None).unwrap();
+    let group = &assigned.members[&lab];
+    expect![[r#"
+        cluster lab-01 (group emea/de/lab, environment stage, flux) → render group RG
+        labels: canary=true, country=de, fleetscope.io/cluster=lab-01, fleetscope.io/environment=stage, fleetscope.io/reconciler=flux, region=emea
+          checkout: desired, version 1.5.0-rc.1 (pinned by policy/checkout-canary); because policy/all-stores, then policy/checkout-canary
+          kiosk: not desired; policy/kiosks-in-flagships does not select this cluster: label tier is not set (wanted "flagship"); group emea/de/lab is not within amer
+          metrics-agent: desired, version 0.9.3 (the app's default); because policy/all-stores
+          payments: desired, version 2.0.1 (the app's default); because policy/all-stores
+    "#]]
+    .assert_eq(&text.replace(group.as_str(), "RG"));
+    let err = fleetscope_renderer::explain::explain(
+        &platform_model,
+        &assigned,
+        &fleetscope_model::ClusterId::parse("nowhere").unwrap(),
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cluster \"nowhere\" is not in the platform repo"
+    );
+}
