@@ -45,6 +45,11 @@ fn main() {
         "a no-op render commits nothing"
     );
 
+    let started = Instant::now();
+    let unchanged = fleetscope_renderer::render_if_changed(platform.path(), output.path()).unwrap();
+    let digest_time = started.elapsed();
+    assert!(unchanged.is_none(), "identical inputs are recognised");
+
     let apps_file = platform.path().join("apps/apps.yaml");
     let text = std::fs::read_to_string(&apps_file).unwrap();
     std::fs::write(
@@ -70,13 +75,14 @@ fn main() {
 
     println!(
         "render: {clusters} clusters x {apps} apps -> {} render groups; full {:.2} s ({} files: {} app objects + {} cluster entries + group files), \
-no-op {:.2} s (no commit), one-app change {:.2} s ({} files changed)",
+no-op {:.2} s (no commit; {:.2} s when the input digest matches), one-app change {:.2} s ({} files changed)",
         full.assigned.groups.len(),
         full_time.as_secs_f64(),
         full.files.len(),
         app_files,
         full.assigned.members.len(),
         noop_time.as_secs_f64(),
+        digest_time.as_secs_f64(),
         one_time.as_secs_f64(),
         one.commit.changed.len()
     );

@@ -73,7 +73,10 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
         .output
         .clone()
         .context("--output is required (or --dry-run)")?;
-    let outcome = crate::render(&args.platform, &output)?;
+    let Some(outcome) = crate::render_if_changed(&args.platform, &output)? else {
+        println!("render: nothing changed (the platform repo is byte for byte what the last commit in {} was rendered from)", output.display());
+        return Ok(());
+    };
     println!("{}", outcome.summary);
     match &outcome.commit.commit {
         Some(commit) => println!("commit {commit} in {}", output.display()),

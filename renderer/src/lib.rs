@@ -94,9 +94,71 @@ pub fn summarize(changed: &[String], assigned: &assign::Assigned) -> String {
     )
 }
 
+/// Identifies the renderer's output format: part of every input digest, so a renderer that
+/// renders differently never mistakes an old commit for up to date.
+pub const OUTPUT_FORMAT: &str = concat!("fleetscope-render/1/", env!("CARGO_PKG_VERSION"));
+
+/// The trailer that records, in each render commit, the digest of the inputs it came from.
+pub const DIGEST_TRAILER: &str = "Platform-Digest: ";
+
+/// SHA-256 over the output format and every platform file's path and bytes, in load order.
+pub fn platform_digest(platform_dir: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(OUTPUT_FORMAT.as_bytes());
+    for path in platform::yaml_file_list(platform_dir)? {
+        let relative = path
+            .strip_prefix(platform_dir)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        hasher.update([0]);
+        hasher.update(relative.as_bytes());
+        hasher.update([0]);
+        hasher.update(std::fs::read(&path)?);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Like [`render`], but first compares the inputs' digest with the one recorded in the
+/// output's last commit: when they are equal, nothing is loaded or rendered and `None` comes
+/// back. A render whose inputs did not change costs one read of the platform repo.
+pub fn render_if_changed(
+    platform_dir: &Path,
+    output: &Path,
+) -> Result<Option<RenderOutcome>, RenderError> {
+    let digest = platform_digest(platform_dir).map_err(|err| {
+        RenderError::Invalid(vec![PlatformError {
+            file: platform_dir.display().to_string(),
+            document: 0,
+            field: String::new(),
+            message: format!("cannot read: {err}"),
+        }])
+    })?;
+    if let Ok(repo) = git2::Repository::open(output) {
+        let head = repo
+            .find_reference(git::BRANCH)
+            .ok()
+            .and_then(|r| r.peel_to_commit().ok());
+        if head
+            .as_ref()
+            .and_then(|c| c.message().ok().map(str::to_owned))
+            .is_some_and(|m| m.lines().any(|l| l == format!("{DIGEST_TRAILER}{digest}")))
+        {
+            return Ok(None);
+        }
+    }
+    render(platform_dir, output).map(Some)
+}
+
 /// Renders `platform_dir` into the Git repository at `output` (created if needed). Nothing is
 /// written when the platform repo is invalid; no commit is made when nothing changed.
 pub fn render(platform_dir: &Path, output: &Path) -> Result<RenderOutcome, RenderError> {
+    let digest = platform_digest(platform_dir).unwrap_or_default();
     let (platform, assigned) = plan(platform_dir)?;
     let (files, hashes) = output::render_files(&platform, &assigned);
     let repo = git::open_or_init(output)?;
@@ -104,7 +166,7 @@ pub fn render(platform_dir: &Path, output: &Path) -> Result<RenderOutcome, Rende
     let commit = git::commit_files(&repo, &files, |changed| {
         summary = summarize(changed, &assigned);
         format!(
-            "{summary}\n\n{} render groups, {} clusters, {} files\n",
+            "{summary}\n\n{} render groups, {} clusters, {} files\n\n{DIGEST_TRAILER}{digest}\n",
             assigned.groups.len(),
             assigned.members.len(),
             files.len()

@@ -194,6 +194,13 @@ fn read<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// Every `.yaml`/`.yml` file below `root`, in the order [`load`] reads them.
+pub fn yaml_file_list(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    yaml_files(root, &mut files)?;
+    Ok(files)
+}
+
 /// Parses one file's text: every document, or every problem.
 pub fn parse_text(file: &str, text: &str) -> (Vec<(Origin, Document)>, Vec<PlatformError>) {
     let mut documents = Vec::new();

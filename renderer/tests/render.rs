@@ -85,6 +85,29 @@ fn deterministic_incremental_and_no_op() {
     };
     assert_eq!(tree(a.path()), tree(b.path()));
 
+    assert!(
+        fleetscope_renderer::render_if_changed(&example(), a.path())
+            .unwrap()
+            .is_none(),
+        "same inputs: recognised by digest, nothing rendered"
+    );
+    let message = git2::Repository::open(a.path())
+        .unwrap()
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .message()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains(&format!(
+            "{}{}",
+            fleetscope_renderer::DIGEST_TRAILER,
+            fleetscope_renderer::platform_digest(&example()).unwrap()
+        )),
+        "{message}"
+    );
     let again = render(&example(), a.path()).unwrap();
     assert_eq!(again.commit.commit, None, "a no-op render writes no commit");
     assert_eq!(again.summary, "render: nothing changed");
