@@ -14,7 +14,7 @@ os.environ["TZ"] = "UTC"
 try:
     from chdb import session as chdb_session
 except ImportError:
-    sys.stderr.write("chdb is not installed in this Python; run scripts/install-prereqs\n")
+    sys.stderr.write("chdb is not installed in this Python; run scripts/install-prereqs --tests\n")
     sys.exit(3)
 
 

@@ -48,7 +48,7 @@ pub fn python() -> PathBuf {
 /// Panics with what to install when chdb is not there.
 pub fn run(database: &str, statements: &[Statement]) -> ChdbRun {
     let python = python();
-    let hint = "the current ClickHouse engine for SQL checks comes from chdb: run scripts/install-prereqs \
+    let hint = "the current ClickHouse engine for SQL checks comes from chdb: run scripts/install-prereqs --tests \
 (it creates ~/.cache/fleetscope/py with `pip install chdb`), or point FLEETSCOPE_PYTHON at a Python that has chdb";
     assert!(python.is_file(), "{} not found; {hint}", python.display());
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("chdb_runner.py");
