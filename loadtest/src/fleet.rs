@@ -216,7 +216,6 @@ pub struct SimCluster {
 pub struct GeneratedFleet {
     spec: FleetSpec,
     apps: Vec<AppDef>,
-    render_id: u64,
     commit: String,
 }
 
@@ -252,12 +251,7 @@ impl GeneratedFleet {
             })
             .collect();
         let commit = format!("{:040x}", u128::from(spec.seed) * 0x1000_0000_0000_0001);
-        Ok(GeneratedFleet {
-            spec,
-            apps,
-            render_id: RENDER_ID,
-            commit,
-        })
+        Ok(GeneratedFleet { spec, apps, commit })
     }
 
     pub fn spec(&self) -> &FleetSpec {
@@ -305,7 +299,7 @@ impl GeneratedFleet {
     /// The render row of this fleet's single render.
     pub fn render(&self) -> RenderRow {
         RenderRow {
-            render_id: self.render_id,
+            render_id: RENDER_ID,
             commit: self.commit.clone(),
             platform_commit: self.commit.chars().rev().collect(),
             rendered_at: fleetscope_store::to_datetime(self.spec.now.plus_seconds(-3 * 86_400)),
@@ -347,7 +341,7 @@ impl GeneratedFleet {
                 rows.push(DesiredRow {
                     render_group: group.clone(),
                     app: app.name.clone(),
-                    render_id: self.render_id,
+                    render_id: RENDER_ID,
                     version: version.to_owned(),
                     content_hash: content_hash(&group, &app.name, version),
                     kind: if key.reconciler == "argocd" {
@@ -419,7 +413,7 @@ impl GeneratedFleet {
             label_keys: labels.iter().map(|(k, _)| (*k).to_owned()).collect(),
             label_values: labels.iter().map(|(_, v)| (*v).to_owned()).collect(),
             updated_at: fleetscope_store::to_datetime(now.plus_seconds(-3 * 86_400)),
-            version: self.render_id,
+            version: RENDER_ID,
             removed: 0,
         };
         let roll = rng.unit();
@@ -447,7 +441,7 @@ impl GeneratedFleet {
         let membership = MembershipRow {
             cluster_id: cluster_id.clone(),
             render_group: render_group.clone(),
-            render_id: self.render_id,
+            render_id: RENDER_ID,
             removed: 0,
         };
 

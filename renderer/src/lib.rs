@@ -131,14 +131,7 @@ pub fn render_if_changed(
     platform_dir: &Path,
     output: &Path,
 ) -> Result<Option<RenderOutcome>, RenderError> {
-    let digest = platform_digest(platform_dir).map_err(|err| {
-        RenderError::Invalid(vec![PlatformError {
-            file: platform_dir.display().to_string(),
-            document: 0,
-            field: String::new(),
-            message: format!("cannot read: {err}"),
-        }])
-    })?;
+    let digest = platform_digest(platform_dir).map_err(|err| unreadable(platform_dir, err))?;
     if let Ok(repo) = git2::Repository::open(output) {
         let head = repo
             .find_reference(git::BRANCH)
@@ -152,13 +145,31 @@ pub fn render_if_changed(
             return Ok(None);
         }
     }
-    render(platform_dir, output).map(Some)
+    render_with_digest(platform_dir, output, &digest).map(Some)
 }
 
 /// Renders `platform_dir` into the Git repository at `output` (created if needed). Nothing is
 /// written when the platform repo is invalid; no commit is made when nothing changed.
 pub fn render(platform_dir: &Path, output: &Path) -> Result<RenderOutcome, RenderError> {
-    let digest = platform_digest(platform_dir).unwrap_or_default();
+    let digest = platform_digest(platform_dir).map_err(|err| unreadable(platform_dir, err))?;
+    render_with_digest(platform_dir, output, &digest)
+}
+
+fn unreadable(platform_dir: &Path, err: std::io::Error) -> RenderError {
+    RenderError::Invalid(vec![PlatformError {
+        file: platform_dir.display().to_string(),
+        document: 0,
+        field: String::new(),
+        message: format!("cannot read: {err}"),
+    }])
+}
+
+/// [`render`] with the inputs' digest already computed (it goes into the commit message).
+fn render_with_digest(
+    platform_dir: &Path,
+    output: &Path,
+    digest: &str,
+) -> Result<RenderOutcome, RenderError> {
     let (platform, assigned) = plan(platform_dir)?;
     let (files, hashes) = output::render_files(&platform, &assigned);
     let repo = git::open_or_init(output)?;

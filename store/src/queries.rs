@@ -313,7 +313,10 @@ impl Store {
             },
         )?;
         let mut rollups: BTreeMap<String, GroupRollup> = BTreeMap::new();
-        let entry = |rollups: &mut BTreeMap<String, GroupRollup>, group: &str| {
+        fn entry<'a>(
+            rollups: &'a mut BTreeMap<String, GroupRollup>,
+            group: &str,
+        ) -> &'a mut GroupRollup {
             rollups
                 .entry(group.to_owned())
                 .or_insert_with(|| GroupRollup {
@@ -327,19 +330,18 @@ impl Store {
                     stale_clusters: 0,
                     pairs: BTreeMap::new(),
                 })
-                .clone()
-        };
+        }
         for row in clusters {
-            let mut rollup = entry(&mut rollups, &row.group_path);
+            let rollup = entry(&mut rollups, &row.group_path);
             rollup.clusters = row.clusters;
             rollup.stale_clusters = row.stale_clusters;
-            rollups.insert(row.group_path, rollup);
         }
         for row in pairs {
             let state = DriftState::parse(&row.state).unwrap_or(DriftState::Unknown);
-            let mut rollup = entry(&mut rollups, &row.group_path);
-            *rollup.pairs.entry(state).or_default() += row.pairs;
-            rollups.insert(row.group_path, rollup);
+            *entry(&mut rollups, &row.group_path)
+                .pairs
+                .entry(state)
+                .or_default() += row.pairs;
         }
         Ok(rollups.into_values().collect())
     }

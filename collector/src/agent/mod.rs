@@ -169,12 +169,6 @@ impl Shared {
     }
 }
 
-/// A running agent's handle: its counters.
-#[derive(Debug, Clone)]
-pub struct AgentHandle {
-    pub stats: Arc<AgentStats>,
-}
-
 /// Runs the agent until `events` closes or `shutdown` resolves. Everything gathered is in the
 /// spool before this returns.
 pub async fn run(

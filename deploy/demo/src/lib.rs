@@ -16,6 +16,7 @@ use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_model::{DriftPolicy, Timestamp};
 use fleetscope_store::writer::{BatchWriter, BatchWriterConfig};
 use fleetscope_store::{ObservedRow, Store, StoreConfig};
+use table::thousands;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
@@ -52,10 +53,6 @@ fn now() -> Timestamp {
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0),
     )
-}
-
-fn thousands(n: u64) -> String {
-    table::thousands(n)
 }
 
 /// Runs the demo and prints its report to stdout.
