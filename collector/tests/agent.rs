@@ -10,7 +10,7 @@ use fleetscope_collector::agent::{self, AgentConfig, AgentStats, SourceEvent};
 use fleetscope_collector::central::{Collector, CollectorOptions};
 use fleetscope_model::{ClusterId, ObjectKind, Timestamp};
 use fleetscope_store::writer::BatchWriterConfig;
-use fleetscope_store::{ClusterRow, Store};
+use fleetscope_store::Store;
 use fleetscope_testkit::TestStore;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
@@ -119,18 +119,10 @@ async fn nothing_is_lost_while_the_collector_is_down() {
     let test = TestStore::start().await;
     let store = test.store.clone();
     store
-        .insert_rows(&[ClusterRow {
-            cluster_id: "edge-1".into(),
-            group_path: "ships/north-sea".into(),
-            group_prefixes: vec!["ships".into(), "ships/north-sea".into()],
-            environment: "prod".into(),
-            reconciler: "flux".into(),
-            label_keys: vec![],
-            label_values: vec![],
-            updated_at: 0,
-            version: 1,
-            removed: 0,
-        }])
+        .insert_rows(&[fleetscope_testkit::inventory_row(
+            "edge-1",
+            "ships/north-sea",
+        )])
         .await
         .unwrap();
     let mut server = CollectorServer::start(&store, None).await;

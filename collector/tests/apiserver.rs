@@ -14,7 +14,7 @@ use fleetscope_collector::central::{Collector, CollectorOptions};
 use fleetscope_local_apiserver::LocalApiServer;
 use fleetscope_model::ClusterId;
 use fleetscope_store::writer::BatchWriterConfig;
-use fleetscope_store::{ClusterRow, ObservedRow};
+use fleetscope_store::ObservedRow;
 use fleetscope_testkit::TestStore;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::Api;
@@ -81,18 +81,10 @@ async fn objects_on_a_real_api_server_reach_clickhouse() {
     let test = TestStore::start().await;
     let store = test.store.clone();
     store
-        .insert_rows(&[ClusterRow {
-            cluster_id: "edge-k8s".into(),
-            group_path: "factories/linz".into(),
-            group_prefixes: vec!["factories".into(), "factories/linz".into()],
-            environment: "prod".into(),
-            reconciler: "flux".into(),
-            label_keys: vec![],
-            label_values: vec![],
-            updated_at: 0,
-            version: 1,
-            removed: 0,
-        }])
+        .insert_rows(&[fleetscope_testkit::inventory_row(
+            "edge-k8s",
+            "factories/linz",
+        )])
         .await
         .unwrap();
     let collector = Collector::new(

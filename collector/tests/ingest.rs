@@ -24,18 +24,7 @@ fn now() -> i64 {
 async fn register(store: &Store, ids: &[&str]) {
     let rows: Vec<ClusterRow> = ids
         .iter()
-        .map(|id| ClusterRow {
-            cluster_id: (*id).into(),
-            group_path: "emea/de".into(),
-            group_prefixes: vec!["emea".into(), "emea/de".into()],
-            environment: "prod".into(),
-            reconciler: "flux".into(),
-            label_keys: vec![],
-            label_values: vec![],
-            updated_at: 0,
-            version: 1,
-            removed: 0,
-        })
+        .map(|id| fleetscope_testkit::inventory_row(id, "emea/de"))
         .collect();
     store.insert_rows(&rows).await.unwrap();
 }

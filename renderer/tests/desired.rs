@@ -1,31 +1,18 @@
 //! Desired state into a real ClickHouse: what each cluster should run, with reasons and commit;
 //! later renders write only what changed, and apps taken away are marked removed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use fleetscope_model::Timestamp;
 use fleetscope_renderer::{desired, render};
 use fleetscope_testkit::TestStore;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 #[tokio::test]
 async fn desired_state_lands_in_clickhouse_incrementally() {
     let test = TestStore::start().await;
     let store = &test.store;
     let platform = tempfile::tempdir().unwrap();
-    copy_dir(
+    fleetscope_testkit::copy_dir(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform"),
         platform.path(),
     );

@@ -12,19 +12,6 @@ fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn example_platform_golden_output() {
     let out = tempfile::tempdir().unwrap();
@@ -113,7 +100,7 @@ fn deterministic_incremental_and_no_op() {
     assert_eq!(again.summary, "render: nothing changed");
 
     let platform = tempfile::tempdir().unwrap();
-    copy_dir(&example(), platform.path());
+    fleetscope_testkit::copy_dir(&example(), platform.path());
     let apps = platform.path().join("apps/platform.yaml");
     std::fs::write(
         &apps,
@@ -179,7 +166,7 @@ fn deterministic_incremental_and_no_op() {
 #[test]
 fn every_validation_error_at_once_and_nothing_written() {
     let platform = tempfile::tempdir().unwrap();
-    copy_dir(&example(), platform.path());
+    fleetscope_testkit::copy_dir(&example(), platform.path());
     std::fs::write(
         platform.path().join("broken.yaml"),
         r#"kind: Cluster
@@ -252,7 +239,7 @@ version: "two point oh"
 #[test]
 fn equal_priority_pins_conflict() {
     let platform = tempfile::tempdir().unwrap();
-    copy_dir(&example(), platform.path());
+    fleetscope_testkit::copy_dir(&example(), platform.path());
     std::fs::write(
         platform.path().join("policies/conflict.yaml"),
         "kind: Policy\nname: pin-a\napps: {names: [payments]}\nclusters: {groups: [emea/de]}\nversion: 2.1.0\n---\nkind: Policy\nname: pin-b\napps: {names: [payments]}\nclusters: {groups: [emea]}\nversion: 2.2.0\n",
@@ -290,7 +277,7 @@ fn pushes_to_a_bare_remote() {
 #[test]
 fn explain_says_why_and_why_not() {
     let platform = tempfile::tempdir().unwrap();
-    copy_dir(&example(), platform.path());
+    fleetscope_testkit::copy_dir(&example(), platform.path());
     std::fs::write(
         platform.path().join("apps/kiosk.yaml"),
         "kind: Application\nname: kiosk\nversion: 0.1.0\nnamespace: shop\nreconciler: flux-kustomization\nsource: {type: git, url: \"https://git.example.com/kiosk.git\", path: ./deploy, ref: main}\n---\nkind: Policy\nname: kiosks-in-flagships\napps: {names: [kiosk]}\nclusters: {matchLabels: {tier: flagship}, groups: [amer]}\n",

@@ -55,3 +55,35 @@ pub fn fresh_database_name() -> String {
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// A current inventory row for `cluster_id` in `group_path` (prod, Flux), as tests register
+/// clusters before reporting for them.
+pub fn inventory_row(cluster_id: &str, group_path: &str) -> fleetscope_store::ClusterRow {
+    let group = fleetscope_model::GroupPath::parse(group_path).expect("test group paths are valid");
+    fleetscope_store::ClusterRow {
+        cluster_id: cluster_id.into(),
+        group_path: group_path.into(),
+        group_prefixes: group.prefixes().into_iter().map(String::from).collect(),
+        environment: "prod".into(),
+        reconciler: "flux".into(),
+        label_keys: vec![],
+        label_values: vec![],
+        updated_at: 0,
+        version: 1,
+        removed: 0,
+    }
+}
+
+/// Copies a directory tree (test fixtures into a temporary directory to modify them).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create the target directory");
+    for entry in std::fs::read_dir(from).expect("read the source directory") {
+        let entry = entry.expect("read a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy a file");
+        }
+    }
+}
