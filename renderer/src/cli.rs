@@ -59,6 +59,9 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
     if args.dry_run {
         let (platform, assigned) = crate::plan(&args.platform)?;
         let (files, _) = crate::output::render_files(&platform, &assigned);
+        for warning in crate::warnings(&assigned) {
+            eprintln!("warning: {warning}");
+        }
         println!(
             "valid: {} clusters, {} apps, {} policies → {} render groups, {} files (dry run, nothing written)",
             platform.clusters.len(),
@@ -73,28 +76,60 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
         .output
         .clone()
         .context("--output is required (or --dry-run)")?;
-    let Some(outcome) = crate::render_if_changed(&args.platform, &output)? else {
-        println!("render: nothing changed (the platform repo is byte for byte what the last commit in {} was rendered from)", output.display());
-        return Ok(());
+    let store = match &args.clickhouse_url {
+        Some(url) => {
+            let store = fleetscope_store::Store::connect(&fleetscope_store::StoreConfig::new(
+                url.clone(),
+                args.clickhouse_database.clone(),
+            ))?;
+            store.migrate().await.context("applying the schema")?;
+            Some(store)
+        }
+        None => None,
     };
-    println!("{}", outcome.summary);
-    match &outcome.commit.commit {
-        Some(commit) => println!("commit {commit} in {}", output.display()),
-        None => println!(
-            "no commit: the output already matches (head {})",
-            outcome.commit.head
-        ),
+    let outcome = match crate::render_if_changed(&args.platform, &output)? {
+        Some(outcome) => Some(outcome),
+        None => {
+            // The output is up to date; the desired state may not be, if publishing it failed
+            // last time. Then the render runs again (committing nothing) to publish it.
+            let head = crate::git::head_commit(&crate::git::open_or_init(&output)?);
+            let published = match &store {
+                Some(store) => store
+                    .last_render_commit()
+                    .await
+                    .context("reading the last published render")?,
+                None => None,
+            };
+            if store.is_none() || published == head {
+                println!("render: nothing changed (the platform repo is byte for byte what the last commit in {} was rendered from)", output.display());
+                None
+            } else {
+                println!(
+                    "render: the output is up to date, but its desired state was not published; publishing {}",
+                    head.as_deref().unwrap_or("(no commit)")
+                );
+                Some(crate::render(&args.platform, &output)?)
+            }
+        }
+    };
+    if let Some(outcome) = &outcome {
+        for warning in &outcome.warnings {
+            eprintln!("warning: {warning}");
+        }
+        println!("{}", outcome.summary);
+        match &outcome.commit.commit {
+            Some(commit) => println!("commit {commit} in {}", output.display()),
+            None => println!(
+                "no commit: the output already matches (head {})",
+                outcome.commit.head
+            ),
+        }
     }
-    if let Some(url) = &args.clickhouse_url {
-        let store = fleetscope_store::Store::connect(&fleetscope_store::StoreConfig::new(
-            url.clone(),
-            args.clickhouse_database.clone(),
-        ))?;
-        store.migrate().await.context("applying the schema")?;
+    if let (Some(store), Some(outcome)) = (&store, &outcome) {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
         let published = crate::desired::publish(
-            &store,
-            &outcome,
+            store,
+            outcome,
             now.as_millis() as u64,
             fleetscope_model::Timestamp(now.as_secs() as i64),
         )

@@ -3,6 +3,7 @@
 //! that mix environment pins, regional apps, flagship overlays and canaries, so a fleet gets a
 //! realistic number of render groups. Deterministic for a given size.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -34,6 +35,10 @@ pub fn generate(dir: &Path, clusters: usize, apps: usize) -> std::io::Result<()>
         let _ = write!(text, "kind: Environment\nname: {env}\n---\n");
     }
     std::fs::write(dir.join("environments.yaml"), &text)?;
+    std::fs::write(
+        dir.join("gitops.yaml"),
+        "kind: GitOpsRepository\nurl: https://git.example.com/platform/fleet-gitops.git\n",
+    )?;
 
     text.clear();
     for (region, countries) in REGIONS {
@@ -50,8 +55,8 @@ pub fn generate(dir: &Path, clusters: usize, apps: usize) -> std::io::Result<()>
     }
     std::fs::write(dir.join("groups.yaml"), &text)?;
 
-    // Clusters, one file per region.
-    let mut per_region: Vec<String> = vec![String::new(); REGIONS.len()];
+    // Clusters, one file per country, as a platform team would split them.
+    let mut per_country: BTreeMap<(&str, &str), String> = BTreeMap::new();
     for i in 0..clusters {
         let (region, countries) = REGIONS[i % REGIONS.len()];
         let country = countries[(i / REGIONS.len()) % countries.len()];
@@ -69,12 +74,14 @@ pub fn generate(dir: &Path, clusters: usize, apps: usize) -> std::io::Result<()>
             ""
         };
         let _ = write!(
-            per_region[i % REGIONS.len()],
+            per_country.entry((region, country)).or_default(),
             "kind: Cluster\nid: {country}-{site}-{i:06}\ngroup: {region}/{country}/{site}\nenvironment: {environment}\nreconciler: {reconciler}\nlabels: {{tier: {tier}{canary}}}\nvalues: {{storeNumber: \"{i:06}\"}}\n---\n"
         );
     }
-    for ((region, _), text) in REGIONS.iter().zip(per_region) {
-        std::fs::write(dir.join("clusters").join(format!("{region}.yaml")), text)?;
+    for ((region, country), text) in per_country {
+        let folder = dir.join("clusters").join(region);
+        std::fs::create_dir_all(&folder)?;
+        std::fs::write(folder.join(format!("{country}.yaml")), text)?;
     }
 
     // Apps in team namespaces; every third a Helm chart, every seventh an OCI artifact.

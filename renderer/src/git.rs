@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use git2::{FileMode, ObjectType, Oid, Repository, Signature, TreeBuilder};
+use git2::{FileMode, ObjectType, Oid, Repository, Signature, Tree, TreeBuilder};
 
 use crate::output::Files;
 
@@ -22,22 +22,58 @@ pub struct CommitOutcome {
     pub changed: Vec<String>,
 }
 
+/// The new content of one directory, borrowed from the rendered files.
 #[derive(Default)]
-struct Dir {
-    files: BTreeMap<String, Oid>,
-    dirs: BTreeMap<String, Dir>,
+struct Dir<'a> {
+    files: BTreeMap<&'a str, &'a str>,
+    dirs: BTreeMap<&'a str, Dir<'a>>,
 }
 
-fn write_dir(repo: &Repository, dir: &Dir) -> Result<Oid, git2::Error> {
-    let mut builder: TreeBuilder<'_> = repo.treebuilder(None)?;
-    for (name, oid) in &dir.files {
-        builder.insert(name, *oid, FileMode::Blob.into())?;
+/// Writes `dir` as a tree, starting from the branch's `old` tree at the same place: a file
+/// whose content hashes to the blob already there is neither written nor re-inserted, and a
+/// directory in which nothing changed keeps its old tree as it is. The work therefore follows
+/// what changed, not the size of the output: a folder of 30,000 unchanged entry files costs
+/// 30,000 in-memory hashes and no I/O.
+fn write_dir(repo: &Repository, dir: &Dir<'_>, old: Option<&Tree<'_>>) -> Result<Oid, git2::Error> {
+    let mut builder: TreeBuilder<'_> = repo.treebuilder(old)?;
+    let mut changed = old.is_none();
+    let old_entry = |name: &str| {
+        old.and_then(|t| t.get_name(name))
+            .map(|e| (e.id(), e.kind()))
+    };
+    for (name, content) in &dir.files {
+        let oid = Oid::hash_object(ObjectType::Blob, content.as_bytes())?;
+        if old_entry(name) == Some((oid, Some(ObjectType::Blob))) {
+            continue;
+        }
+        repo.blob(content.as_bytes())?;
+        builder.insert(name, oid, FileMode::Blob.into())?;
+        changed = true;
     }
     for (name, sub) in &dir.dirs {
-        let oid = write_dir(repo, sub)?;
-        builder.insert(name, oid, FileMode::Tree.into())?;
+        let old_sub = match old_entry(name) {
+            Some((oid, Some(ObjectType::Tree))) => Some(repo.find_tree(oid)?),
+            _ => None,
+        };
+        let oid = write_dir(repo, sub, old_sub.as_ref())?;
+        if old_sub.as_ref().map(Tree::id) != Some(oid) {
+            builder.insert(name, oid, FileMode::Tree.into())?;
+            changed = true;
+        }
     }
-    builder.write()
+    if let Some(old) = old {
+        for entry in old.iter() {
+            let name = entry.name().unwrap_or_default();
+            if !dir.files.contains_key(name) && !dir.dirs.contains_key(name) {
+                builder.remove(entry.name_bytes().to_vec())?;
+                changed = true;
+            }
+        }
+    }
+    match old {
+        Some(old) if !changed => Ok(old.id()),
+        _ => builder.write(),
+    }
 }
 
 /// Opens the repository at `path`, or creates it (non-bare, branch `main`).
@@ -59,24 +95,25 @@ pub fn commit_files(
     files: &Files,
     message: impl FnOnce(&[String]) -> String,
 ) -> Result<CommitOutcome, git2::Error> {
+    let started = std::time::Instant::now();
     let mut root = Dir::default();
     for (path, content) in files {
-        let oid = repo.blob(content.as_bytes())?;
         let mut parts: Vec<&str> = path.split('/').collect();
         let file = parts.pop().expect("paths are not empty");
         let mut dir = &mut root;
         for part in parts {
-            dir = dir.dirs.entry(part.to_owned()).or_default();
+            dir = dir.dirs.entry(part).or_default();
         }
-        dir.files.insert(file.to_owned(), oid);
+        dir.files.insert(file, content);
     }
-    let tree_id = write_dir(repo, &root)?;
-    let tree = repo.find_tree(tree_id)?;
     let parent = repo
         .find_reference(BRANCH)
         .ok()
         .and_then(|r| r.peel_to_commit().ok());
     let old_tree = parent.as_ref().map(|c| c.tree()).transpose()?;
+    let tree_id = write_dir(repo, &root, old_tree.as_ref())?;
+    tracing::debug!(elapsed = ?started.elapsed(), "tree written");
+    let tree = repo.find_tree(tree_id)?;
     if old_tree.as_ref().is_some_and(|t| t.id() == tree_id) {
         let head = parent.map(|c| c.id().to_string()).unwrap_or_default();
         return Ok(CommitOutcome {
@@ -105,6 +142,7 @@ pub fn commit_files(
         &tree,
         &parents,
     )?;
+    tracing::debug!(elapsed = ?started.elapsed(), "commit written");
     if !repo.is_bare() {
         repo.set_head(BRANCH)?;
         // Only the changed paths: checking out tens of thousands of unchanged entry files
@@ -123,6 +161,15 @@ pub fn commit_files(
         head: commit.to_string(),
         changed,
     })
+}
+
+/// The branch's commit, if there is one.
+pub fn head_commit(repo: &Repository) -> Option<String> {
+    repo.find_reference(BRANCH)
+        .ok()?
+        .peel_to_commit()
+        .ok()
+        .map(|c| c.id().to_string())
 }
 
 /// Pushes branch `main` to the remote `origin`.

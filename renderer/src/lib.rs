@@ -40,6 +40,47 @@ pub struct RenderOutcome {
     pub hashes: BTreeMap<(String, String), String>,
     pub commit: git::CommitOutcome,
     pub summary: String,
+    /// Things that render but may not do what the author meant (see [`warnings`]).
+    pub warnings: Vec<String>,
+}
+
+fn uses_substitution(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.contains("${"),
+        serde_json::Value::Array(items) => items.iter().any(uses_substitution),
+        serde_json::Value::Object(map) => map.values().any(uses_substitution),
+        _ => false,
+    }
+}
+
+/// Apps whose values use `${VAR}` substitution on Argo CD clusters. Argo CD has no
+/// counterpart of Flux's post-build substitution, so the text would reach the cluster as it
+/// is: the render goes ahead (the objects are valid) but says so, per app.
+pub fn warnings(assigned: &assign::Assigned) -> Vec<String> {
+    let mut clusters_per_group: BTreeMap<&str, usize> = BTreeMap::new();
+    for group in assigned.members.values() {
+        *clusters_per_group.entry(group.as_str()).or_default() += 1;
+    }
+    let mut per_app: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for (name, content) in &assigned.groups {
+        if content.reconciler != fleetscope_model::Reconciler::ArgoCd {
+            continue;
+        }
+        let clusters = clusters_per_group.get(name.as_str()).copied().unwrap_or(0);
+        for a in &content.assignments {
+            if a.values.values().any(uses_substitution) {
+                let entry = per_app.entry(a.app.as_str()).or_default();
+                entry.0 += 1;
+                entry.1 += clusters;
+            }
+        }
+    }
+    per_app
+        .into_iter()
+        .map(|(app, (groups, clusters))| {
+            format!("app {app}: its values use ${{VAR}} substitution, which Argo CD does not perform; {clusters} Argo CD cluster(s) in {groups} render group(s) get the text unchanged")
+        })
+        .collect()
 }
 
 /// Loads, validates and assigns the platform repo at `platform_dir`.
@@ -170,8 +211,11 @@ fn render_with_digest(
     output: &Path,
     digest: &str,
 ) -> Result<RenderOutcome, RenderError> {
+    let started = std::time::Instant::now();
     let (platform, assigned) = plan(platform_dir)?;
+    tracing::debug!(elapsed = ?started.elapsed(), "loaded, validated and assigned");
     let (files, hashes) = output::render_files(&platform, &assigned);
+    tracing::debug!(elapsed = ?started.elapsed(), files = files.len(), "rendered");
     let repo = git::open_or_init(output)?;
     let mut summary = String::new();
     let commit = git::commit_files(&repo, &files, |changed| {
@@ -183,10 +227,13 @@ fn render_with_digest(
             files.len()
         )
     })?;
+    tracing::debug!(elapsed = ?started.elapsed(), changed = commit.changed.len(), "committed");
     if commit.commit.is_none() {
         summary = "render: nothing changed".to_owned();
     }
+    let warnings = warnings(&assigned);
     Ok(RenderOutcome {
+        warnings,
         platform,
         assigned,
         files,

@@ -67,6 +67,8 @@ pub struct Platform {
     pub namespaces: BTreeMap<String, NamespaceEntry>,
     /// In precedence order: lowest priority first, ties by name; later policies win.
     pub policies: Vec<PolicyEntry>,
+    /// The URL Argo CD clusters pull the output from (`kind: GitOpsRepository`).
+    pub gitops_url: Option<String>,
 }
 
 impl Platform {
@@ -117,6 +119,8 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
             true
         }
     };
+    let mut gitops_declared = false;
+    let mut gitops_origin: Option<Origin> = None;
     let mut raw_clusters = Vec::new();
     let mut raw_apps = Vec::new();
     let mut raw_namespaces = Vec::new();
@@ -145,6 +149,31 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
             Document::Application(app) => raw_apps.push((origin, app)),
             Document::Namespace(namespace) => raw_namespaces.push((origin, namespace)),
             Document::Policy(policy) => raw_policies.push((origin, policy)),
+            Document::GitOpsRepository(repo) => {
+                gitops_declared = true;
+                let url = repo.url.as_str();
+                let scheme_ok = ["https://", "http://", "ssh://"]
+                    .iter()
+                    .any(|s| url.len() > s.len() && url.starts_with(s))
+                    || (url.starts_with("git@") && url.contains(':'));
+                if !scheme_ok || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                    errors.push(origin.error(
+                        "url",
+                        format!("{url:?} is not a Git URL (https://, http://, ssh:// or git@host:path, no spaces)"),
+                    ));
+                } else if let Some(first) = &gitops_origin {
+                    errors.push(origin.error(
+                        "kind",
+                        format!(
+                            "only one GitOpsRepository document is allowed; the first is {}#{}",
+                            first.file, first.document
+                        ),
+                    ));
+                } else {
+                    gitops_origin = Some(origin.clone());
+                    platform.gitops_url = Some(url.to_owned());
+                }
+            }
         }
     }
 
@@ -208,6 +237,23 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
                         .flatten(),
                 );
             }
+        }
+    }
+
+    if !gitops_declared {
+        let argo: Vec<&ClusterEntry> = platform
+            .clusters
+            .values()
+            .filter(|c| c.reconciler == Reconciler::ArgoCd)
+            .collect();
+        if let Some(first) = argo.first() {
+            errors.push(first.origin.error(
+                "reconciler",
+                format!(
+                    "{} cluster(s) use Argo CD, which pulls its render group by URL: add a `kind: GitOpsRepository` document with the output repository's url",
+                    argo.len()
+                ),
+            ));
         }
     }
 

@@ -32,6 +32,9 @@ pub const OUTPUT_SOURCE: &str = "fleetscope";
 /// Rendered files, path → content.
 pub type Files = BTreeMap<String, String>;
 
+/// (render group, app) → content hash of the app's object.
+pub type ContentHashes = BTreeMap<(String, String), String>;
+
 fn yaml(documents: &[Value]) -> String {
     documents
         .iter()
@@ -308,35 +311,73 @@ pub fn cluster_entry(
             ));
         }
         Reconciler::ArgoCd => {
+            let repo_url = scalar(
+                platform
+                    .gitops_url
+                    .as_deref()
+                    .expect("validation requires a GitOps repository URL for Argo CD clusters"),
+            );
             out.push_str(&format!(
-                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  labels:\n    {LABEL_MANAGED_BY}: {MANAGED_BY_VALUE}\n  name: fleetscope-render-group\n  namespace: argocd\nspec:\n  destination:\n    namespace: argocd\n    server: https://kubernetes.default.svc\n  project: default\n  source:\n    path: {path}\n    repoURL: {OUTPUT_SOURCE}\n    targetRevision: HEAD\n  syncPolicy:\n    automated:\n      prune: true\n      selfHeal: true\n"
+                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  labels:\n    {LABEL_MANAGED_BY}: {MANAGED_BY_VALUE}\n  name: fleetscope-render-group\n  namespace: argocd\nspec:\n  destination:\n    namespace: argocd\n    server: https://kubernetes.default.svc\n  project: default\n  source:\n    path: {path}\n    repoURL: {repo_url}\n    targetRevision: HEAD\n  syncPolicy:\n    automated:\n      prune: true\n      selfHeal: true\n"
             ));
         }
     }
     out
 }
 
-/// Everything the platform renders to, and each (render group, app)'s content hash.
-pub fn render_files(
-    platform: &Platform,
-    assigned: &Assigned,
-) -> (Files, BTreeMap<(String, String), String>) {
+/// Everything the platform renders to, and each (render group, app)'s content hash. Render
+/// groups are independent, so they are rendered on every available core; the result does not
+/// depend on how the work was split.
+pub fn render_files(platform: &Platform, assigned: &Assigned) -> (Files, ContentHashes) {
+    let groups: Vec<(&String, &GroupContent)> = assigned.groups.iter().collect();
+    let members: Vec<_> = assigned.members.iter().collect();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .max(1);
+    let group_chunk = groups.len().div_ceil(workers).max(1);
+    let member_chunk = members.len().div_ceil(workers).max(1);
+    let parts: Vec<(Files, ContentHashes)> = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for chunk in groups.chunks(group_chunk) {
+            handles.push(scope.spawn(move || {
+                let mut files = Files::new();
+                let mut hashes = BTreeMap::new();
+                for (name, content) in chunk {
+                    let (group_files, group_hashes) = render_group_files(platform, name, content);
+                    files.extend(group_files);
+                    hashes.extend(
+                        group_hashes
+                            .into_iter()
+                            .map(|(app, hash)| (((*name).clone(), app), hash)),
+                    );
+                }
+                (files, hashes)
+            }));
+        }
+        for chunk in members.chunks(member_chunk) {
+            handles.push(scope.spawn(move || {
+                let files: Files = chunk
+                    .iter()
+                    .map(|(cluster, group)| {
+                        (
+                            format!("clusters/{cluster}.yaml"),
+                            cluster_entry(platform, cluster, group),
+                        )
+                    })
+                    .collect();
+                (files, BTreeMap::new())
+            }));
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rendering does not panic"))
+            .collect()
+    });
     let mut files = Files::new();
     let mut hashes = BTreeMap::new();
-    for (name, content) in &assigned.groups {
-        let (group_files, group_hashes) = render_group_files(platform, name, content);
-        files.extend(group_files);
-        hashes.extend(
-            group_hashes
-                .into_iter()
-                .map(|(app, hash)| ((name.clone(), app), hash)),
-        );
-    }
-    for (cluster, group) in &assigned.members {
-        files.insert(
-            format!("clusters/{cluster}.yaml"),
-            cluster_entry(platform, cluster, group),
-        );
+    for (part_files, part_hashes) in parts {
+        files.extend(part_files);
+        hashes.extend(part_hashes);
     }
     (files, hashes)
 }

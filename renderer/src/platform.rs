@@ -148,6 +148,16 @@ pub struct PolicyDoc {
     pub priority: i32,
 }
 
+/// Where the rendered output is served from, as the clusters' reconcilers reach it. Required
+/// when any cluster uses Argo CD: its entry Application pulls its render group from this URL
+/// (Flux clusters use their `GitRepository` named `fleetscope`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitOpsRepositoryDoc {
+    /// `https://`, `http://`, `ssh://` or `git@host:path`.
+    pub url: String,
+}
+
 /// One document of the platform repo.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind")]
@@ -158,6 +168,7 @@ pub enum Document {
     Application(ApplicationDoc),
     Namespace(NamespaceDoc),
     Policy(PolicyDoc),
+    GitOpsRepository(GitOpsRepositoryDoc),
 }
 
 /// Every document of a platform repo, with where it came from, in file and document order.
@@ -225,9 +236,9 @@ pub fn parse_text(file: &str, text: &str) -> (Vec<(Origin, Document)>, Vec<Platf
             .and_then(|k| k.as_str())
             .map(str::to_owned);
         match kind.as_deref() {
-            None => errors.push(origin.error("kind", "missing; one of Environment, Group, Cluster, Application, Namespace, Policy")),
-            Some(kind @ ("Environment" | "Group" | "Cluster" | "Application" | "Namespace" | "Policy")) => {
-                let mut body = value.clone();
+            None => errors.push(origin.error("kind", "missing; one of Environment, Group, Cluster, Application, Namespace, Policy, GitOpsRepository")),
+            Some(kind @ ("Environment" | "Group" | "Cluster" | "Application" | "Namespace" | "Policy" | "GitOpsRepository")) => {
+                let mut body = value;
                 if let Some(map) = body.as_mapping_mut() {
                     map.remove("kind");
                 }
@@ -238,6 +249,7 @@ pub fn parse_text(file: &str, text: &str) -> (Vec<(Origin, Document)>, Vec<Platf
                     "Cluster" => read(body).map(Document::Cluster),
                     "Application" => read(body).map(Document::Application),
                     "Namespace" => read(body).map(Document::Namespace),
+                    "GitOpsRepository" => read(body).map(Document::GitOpsRepository),
                     _ => read(body).map(Document::Policy),
                 };
                 match parsed {
@@ -247,11 +259,34 @@ pub fn parse_text(file: &str, text: &str) -> (Vec<(Origin, Document)>, Vec<Platf
             }
             Some(other) => errors.push(origin.error(
                 "kind",
-                format!("{other:?} is not one of Environment, Group, Cluster, Application, Namespace, Policy"),
+                format!("{other:?} is not one of Environment, Group, Cluster, Application, Namespace, Policy, GitOpsRepository"),
             )),
         }
     }
     (documents, errors)
+}
+
+/// A file's documents and problems.
+type Parsed = (Vec<(Origin, Document)>, Vec<PlatformError>);
+
+fn parse_file(root: &Path, path: &Path) -> Parsed {
+    let relative = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_text(&relative, &text),
+        Err(err) => (
+            Vec::new(),
+            vec![PlatformError {
+                file: relative,
+                document: 0,
+                field: String::new(),
+                message: format!("cannot read: {err}"),
+            }],
+        ),
+    }
 }
 
 /// Reads every `.yaml`/`.yml` file below `root` (hidden files and folders skipped).
@@ -265,27 +300,37 @@ pub fn load(root: &Path) -> Result<PlatformDocs, Vec<PlatformError>> {
             message: format!("cannot read: {err}"),
         }]);
     }
+    // Files are parsed on every available core, then joined in file order, so documents and
+    // errors come out in the same order however the work was split.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut parsed: Vec<(usize, Parsed)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers.min(files.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = files.get(index) else { break };
+                        out.push((index, parse_file(root, path)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("parsing does not panic"))
+            .collect()
+    });
+    parsed.sort_by_key(|(index, _)| *index);
     let mut docs = PlatformDocs::default();
     let mut errors = Vec::new();
-    for path in files {
-        let relative = path
-            .strip_prefix(root)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let (documents, file_errors) = parse_text(&relative, &text);
-                docs.documents.extend(documents);
-                errors.extend(file_errors);
-            }
-            Err(err) => errors.push(PlatformError {
-                file: relative,
-                document: 0,
-                field: String::new(),
-                message: format!("cannot read: {err}"),
-            }),
-        }
+    for (_, (documents, file_errors)) in parsed {
+        docs.documents.extend(documents);
+        errors.extend(file_errors);
     }
     if errors.is_empty() {
         Ok(docs)
@@ -309,8 +354,8 @@ mod tests {
         expect![[r#"
             [
                 "clusters/emea.yaml#2 colour: unknown field `colour`, expected one of `id`, `group`, `environment`, `reconciler`, `labels`, `values`",
-                "clusters/emea.yaml#3 kind: \"Widget\" is not one of Environment, Group, Cluster, Application, Namespace, Policy",
-                "clusters/emea.yaml#4 kind: missing; one of Environment, Group, Cluster, Application, Namespace, Policy",
+                "clusters/emea.yaml#3 kind: \"Widget\" is not one of Environment, Group, Cluster, Application, Namespace, Policy, GitOpsRepository",
+                "clusters/emea.yaml#4 kind: missing; one of Environment, Group, Cluster, Application, Namespace, Policy, GitOpsRepository",
                 "clusters/emea.yaml#5 source: unknown field `extra`, expected `repository` or `chart`",
             ]
         "#]]

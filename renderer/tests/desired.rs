@@ -117,3 +117,53 @@ async fn desired_state_lands_in_clickhouse_incrementally() {
         .count();
     assert_eq!(leftovers, 0);
 }
+
+/// A render whose commit landed but whose desired state did not reach ClickHouse (it was down,
+/// or the flag was forgotten) is published by the next run, though the platform repo did not
+/// change; after that, a run publishes nothing.
+#[tokio::test]
+async fn the_cli_publishes_a_commit_clickhouse_does_not_have_yet() {
+    let test = TestStore::start().await;
+    let platform = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform");
+    let out = tempfile::tempdir().unwrap();
+    let args = |clickhouse: bool| fleetscope_renderer::cli::RenderArgs {
+        platform: platform.clone(),
+        output: Some(out.path().to_owned()),
+        push: false,
+        dry_run: false,
+        clickhouse_url: clickhouse.then(|| test.server.url()),
+        clickhouse_database: test.store.database().to_owned(),
+        command: None,
+    };
+    fleetscope_renderer::cli::run(args(false)).await.unwrap();
+    assert_eq!(test.store.last_render_commit().await.unwrap(), None);
+    let head = fleetscope_renderer::git::head_commit(&git2::Repository::open(out.path()).unwrap());
+    assert!(head.is_some());
+
+    fleetscope_renderer::cli::run(args(true)).await.unwrap();
+    assert_eq!(test.store.last_render_commit().await.unwrap(), head);
+    assert_eq!(
+        test.store
+            .desired_for_cluster("lab-01")
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    let renders = test
+        .store
+        .count_rows::<fleetscope_store::RenderRow>()
+        .await
+        .unwrap();
+    assert_eq!(renders, 1);
+
+    fleetscope_renderer::cli::run(args(true)).await.unwrap();
+    assert_eq!(
+        test.store
+            .count_rows::<fleetscope_store::RenderRow>()
+            .await
+            .unwrap(),
+        1,
+        "up to date everywhere: nothing published again"
+    );
+}

@@ -309,3 +309,123 @@ fn explain_says_why_and_why_not() {
         "cluster \"nowhere\" is not in the platform repo"
     );
 }
+
+#[test]
+fn argo_cd_clusters_need_the_gitops_repository_url() {
+    let platform = tempfile::tempdir().unwrap();
+    fleetscope_testkit::copy_dir(&example(), platform.path());
+    std::fs::remove_file(platform.path().join("gitops.yaml")).unwrap();
+    let missing = fleetscope_renderer::plan(platform.path())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("clusters/emea.yaml#4 reconciler: 2 cluster(s) use Argo CD, which pulls its render group by URL: add a `kind: GitOpsRepository` document with the output repository's url"),
+        "{missing}"
+    );
+    std::fs::write(
+        platform.path().join("gitops.yaml"),
+        "kind: GitOpsRepository\nurl: fleet gitops\n---\nkind: GitOpsRepository\nurl: git@git.example.com:platform/a.git\n---\nkind: GitOpsRepository\nurl: https://git.example.com/b.git\n",
+    )
+    .unwrap();
+    let text = fleetscope_renderer::plan(platform.path())
+        .unwrap_err()
+        .to_string();
+    expect![[r#"
+        the platform repo has 2 problem(s):
+          gitops.yaml#1 url: "fleet gitops" is not a Git URL (https://, http://, ssh:// or git@host:path, no spaces)
+          gitops.yaml#3 kind: only one GitOpsRepository document is allowed; the first is gitops.yaml#2"#]]
+    .assert_eq(&text);
+}
+
+#[test]
+fn substitution_on_argo_cd_clusters_is_reported() {
+    let platform = tempfile::tempdir().unwrap();
+    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let (_, assigned) = fleetscope_renderer::plan(platform.path()).unwrap();
+    expect![[r#"
+        [
+            "app checkout: its values use ${VAR} substitution, which Argo CD does not perform; 2 Argo CD cluster(s) in 1 render group(s) get the text unchanged",
+        ]
+    "#]].assert_debug_eq(&fleetscope_renderer::warnings(&assigned));
+    // Without the variable, nothing to report.
+    let apps = platform.path().join("apps/shop.yaml");
+    let text = std::fs::read_to_string(&apps).unwrap();
+    std::fs::write(
+        &apps,
+        text.replace("store: \"${storeNumber}\"", "store: \"fixed\""),
+    )
+    .unwrap();
+    let (_, assigned) = fleetscope_renderer::plan(platform.path()).unwrap();
+    assert_eq!(
+        fleetscope_renderer::warnings(&assigned),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_render_group_that_disappears_leaves_no_folder_behind() {
+    let platform = tempfile::tempdir().unwrap();
+    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let out = tempfile::tempdir().unwrap();
+    let first = render(platform.path(), out.path()).unwrap();
+    // Without the canary policy, stage clusters share the content of their prod peers: the
+    // canary render group goes away.
+    let policies = platform.path().join("policies/baseline.yaml");
+    let text = std::fs::read_to_string(&policies).unwrap();
+    let canary = text.find("# Stage and canaries").unwrap();
+    let end = text[canary..]
+        .find("\n---\n")
+        .map_or(text.len(), |i| canary + i + 5);
+    std::fs::write(&policies, format!("{}{}", &text[..canary], &text[end..])).unwrap();
+    let second = render(platform.path(), out.path()).unwrap();
+    let gone: Vec<&String> = first
+        .assigned
+        .groups
+        .keys()
+        .filter(|g| !second.assigned.groups.contains_key(*g))
+        .collect();
+    assert!(!gone.is_empty(), "the change removed a render group");
+    for group in gone {
+        assert!(
+            !out.path().join("render-groups").join(group).exists(),
+            "{group}'s folder is removed from the work tree"
+        );
+        let repo = git2::Repository::open(out.path()).unwrap();
+        assert!(
+            git::read_file(&repo, &format!("render-groups/{group}/kustomization.yaml")).is_none(),
+            "{group} is gone from the commit"
+        );
+    }
+    assert!(
+        second.summary.contains("render group(s) removed"),
+        "{}",
+        second.summary
+    );
+    assert!(
+        !second.summary.contains("; 0 render group(s) removed"),
+        "{}",
+        second.summary
+    );
+    let fsck = std::process::Command::new("git")
+        .arg("-C")
+        .arg(out.path())
+        .args(["fsck", "--strict"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    let status = std::process::Command::new("git")
+        .arg("-C")
+        .arg(out.path())
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        status.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+}

@@ -98,6 +98,7 @@ pub fn read_queries(
             "current membership",
             queries::current_members_query(store),
         ),
+        render::<queries::LastRenderRow>("last render", queries::last_render_query(store)),
         render::<ClusterIdRow>("known clusters", queries::known_clusters_query(store)),
         render::<LastSeenRow>(
             "stale clusters",

@@ -545,7 +545,28 @@ FROM render_group_members GROUP BY cluster_id ORDER BY cluster_id",
     )
 }
 
+/// The GitOps commit of the newest render recorded (one row; empty when there is none).
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct LastRenderRow {
+    pub commit: String,
+}
+
+pub fn last_render_query(store: &Store) -> Query {
+    store
+        .client()
+        .query("SELECT argMax(commit, render_id) AS last_commit FROM renders")
+}
+
 impl Store {
+    /// The GitOps commit of the newest render whose desired state was published, if any.
+    pub async fn last_render_commit(&self) -> Result<Option<String>> {
+        let row: LastRenderRow = last_render_query(self)
+            .fetch_one()
+            .await
+            .context(|| "reading the last render".to_owned())?;
+        Ok(Some(row.commit).filter(|c| !c.is_empty()))
+    }
+
     /// What the last renders left as desired state, for writing only what changed.
     pub async fn current_desired(&self) -> Result<Vec<CurrentDesiredRow>> {
         current_desired_query(self)
