@@ -68,14 +68,14 @@ fn main() {
         one.commit
             .changed
             .iter()
-            .all(|p| p.ends_with("/apps/app-004.yaml")),
+            .all(|p| p.ends_with("/apps/app-004.yaml") || p.ends_with("/.fleetscope-render")),
         "{:?}",
         &one.commit.changed[..3.min(one.commit.changed.len())]
     );
 
     println!(
         "render: {clusters} clusters x {apps} apps -> {} render groups; full {:.2} s ({} files: {} app objects + {} cluster entries + group files), \
-no-op {:.2} s (no commit; {:.2} s when the input digest matches), one-app change {:.2} s ({} files changed)",
+no-op {:.2} s (no commit; {:.2} s when the input digest matches), one-app change {:.2} s ({} files changed, {} of {} render groups kept without rendering)",
         full.assigned.groups.len(),
         full_time.as_secs_f64(),
         full.files.len(),
@@ -84,6 +84,8 @@ no-op {:.2} s (no commit; {:.2} s when the input digest matches), one-app change
         noop_time.as_secs_f64(),
         digest_time.as_secs_f64(),
         one_time.as_secs_f64(),
-        one.commit.changed.len()
+        one.commit.changed.len(),
+        one.kept_groups,
+        one.assigned.groups.len()
     );
 }

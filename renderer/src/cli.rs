@@ -41,6 +41,16 @@ pub enum RenderCommand {
     },
 }
 
+/// At most five warnings, then how many more.
+fn print_warnings(warnings: &[String]) {
+    for warning in warnings.iter().take(5) {
+        eprintln!("warning: {warning}");
+    }
+    if warnings.len() > 5 {
+        eprintln!("warning: … and {} more like these", warnings.len() - 5);
+    }
+}
+
 /// Runs `fleetscope render`.
 pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
     if let Some(RenderCommand::Explain { cluster, app }) = &args.command {
@@ -58,10 +68,9 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
     }
     if args.dry_run {
         let (platform, assigned) = crate::plan(&args.platform)?;
-        let (files, _) = crate::output::render_files(&platform, &assigned);
-        for warning in crate::warnings(&assigned) {
-            eprintln!("warning: {warning}");
-        }
+        let (files, _) =
+            crate::output::render_files(&platform, &assigned, &Default::default(), false);
+        print_warnings(&crate::warnings(&assigned));
         println!(
             "valid: {} clusters, {} apps, {} policies → {} render groups, {} files (dry run, nothing written)",
             platform.clusters.len(),
@@ -113,9 +122,7 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
         }
     };
     if let Some(outcome) = &outcome {
-        for warning in &outcome.warnings {
-            eprintln!("warning: {warning}");
-        }
+        print_warnings(&outcome.warnings);
         println!("{}", outcome.summary);
         match &outcome.commit.commit {
             Some(commit) => println!("commit {commit} in {}", output.display()),

@@ -113,7 +113,7 @@ pub fn generate(dir: &Path, clusters: usize, apps: usize) -> std::io::Result<()>
         let scope = if a % 10 == 9 { "regional" } else { "base" };
         let _ = write!(
             text,
-            "kind: Application\nname: app-{a:03}\nversion: 1.{}.{}\nnamespace: {team}\nreconciler: {reconciler}\nsource: {source}\n{depends}labels: {{team: {team}, scope: {scope}}}\nvalues: {{replicas: 2, store: \"${{storeNumber}}\"}}\n---\n",
+            "kind: Application\nname: app-{a:03}\nversion: 1.{}.{}\nnamespace: {team}\nreconciler: {reconciler}\nsource: {source}\n{depends}labels: {{team: {team}, scope: {scope}}}\nvalues: {{replicas: 2}}\n---\n",
             a % 9,
             a % 4
         );
@@ -125,6 +125,8 @@ pub fn generate(dir: &Path, clusters: usize, apps: usize) -> std::io::Result<()>
     for (region, _) in REGIONS {
         let _ = write!(text, "kind: Policy\nname: regional-{region}\napps: {{matchExpressions: [{{key: scope, operator: In, values: [regional]}}]}}\nclusters: {{groups: [{region}]}}\n---\n");
     }
+    // Per-store values by substitution, which only Flux performs, for the apps every store runs.
+    let _ = write!(text, "kind: Policy\nname: store-number\npriority: 1\napps: {{matchExpressions: [{{key: scope, operator: In, values: [base]}}]}}\nclusters: {{matchExpressions: [{{key: fleetscope.io/reconciler, operator: In, values: [flux]}}]}}\nvalues: {{store: \"${{storeNumber}}\"}}\n---\n");
     let _ = write!(text, "kind: Policy\nname: flagship-capacity\npriority: 10\napps: {{matchExpressions: [{{key: team, operator: In, values: [shop, payments]}}]}}\nclusters: {{matchLabels: {{tier: flagship}}}}\nvalues: {{replicas: 6}}\n---\n");
     let _ = write!(text, "kind: Policy\nname: prod-pins\npriority: 5\napps: {{matchExpressions: [{{key: team, operator: In, values: [finance, hr]}}]}}\nclusters: {{matchExpressions: [{{key: fleetscope.io/environment, operator: In, values: [prod]}}]}}\nversion: 1.0.0\n---\n");
     // Country editions: each country runs its own pick of the regional apps' values, and

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use git2::{FileMode, ObjectType, Oid, Repository, Signature, Tree, TreeBuilder};
 
-use crate::output::Files;
+use crate::output::{Files, RenderRecord, RENDER_RECORD};
 
 pub const BRANCH: &str = "refs/heads/main";
 
@@ -27,6 +27,20 @@ pub struct CommitOutcome {
 struct Dir<'a> {
     files: BTreeMap<&'a str, &'a str>,
     dirs: BTreeMap<&'a str, Dir<'a>>,
+    /// Subfolders taken as they are from the previous commit.
+    kept: BTreeMap<&'a str, Oid>,
+}
+
+impl<'a> Dir<'a> {
+    /// The folder that holds `path` (created as needed), and the path's last segment.
+    fn parent_of(&mut self, path: &'a str) -> (&mut Dir<'a>, &'a str) {
+        let (folders, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let mut dir = self;
+        for part in folders.split('/').filter(|p| !p.is_empty()) {
+            dir = dir.dirs.entry(part).or_default();
+        }
+        (dir, name)
+    }
 }
 
 /// Writes `dir` as a tree, starting from the branch's `old` tree at the same place: a file
@@ -34,7 +48,12 @@ struct Dir<'a> {
 /// directory in which nothing changed keeps its old tree as it is. The work therefore follows
 /// what changed, not the size of the output: a folder of 30,000 unchanged entry files costs
 /// 30,000 in-memory hashes and no I/O.
-fn write_dir(repo: &Repository, dir: &Dir<'_>, old: Option<&Tree<'_>>) -> Result<Oid, git2::Error> {
+fn write_dir(
+    repo: &Repository,
+    dir: &Dir<'_>,
+    old: Option<&Tree<'_>>,
+    written: &mut Vec<Oid>,
+) -> Result<Oid, git2::Error> {
     let mut builder: TreeBuilder<'_> = repo.treebuilder(old)?;
     let mut changed = old.is_none();
     let old_entry = |name: &str| {
@@ -47,6 +66,7 @@ fn write_dir(repo: &Repository, dir: &Dir<'_>, old: Option<&Tree<'_>>) -> Result
             continue;
         }
         repo.blob(content.as_bytes())?;
+        written.push(oid);
         builder.insert(name, oid, FileMode::Blob.into())?;
         changed = true;
     }
@@ -55,16 +75,25 @@ fn write_dir(repo: &Repository, dir: &Dir<'_>, old: Option<&Tree<'_>>) -> Result
             Some((oid, Some(ObjectType::Tree))) => Some(repo.find_tree(oid)?),
             _ => None,
         };
-        let oid = write_dir(repo, sub, old_sub.as_ref())?;
+        let oid = write_dir(repo, sub, old_sub.as_ref(), written)?;
         if old_sub.as_ref().map(Tree::id) != Some(oid) {
             builder.insert(name, oid, FileMode::Tree.into())?;
+            changed = true;
+        }
+    }
+    for (name, oid) in &dir.kept {
+        if old_entry(name).map(|(id, _)| id) != Some(*oid) {
+            builder.insert(name, *oid, FileMode::Tree.into())?;
             changed = true;
         }
     }
     if let Some(old) = old {
         for entry in old.iter() {
             let name = entry.name().unwrap_or_default();
-            if !dir.files.contains_key(name) && !dir.dirs.contains_key(name) {
+            if !dir.files.contains_key(name)
+                && !dir.dirs.contains_key(name)
+                && !dir.kept.contains_key(name)
+            {
                 builder.remove(entry.name_bytes().to_vec())?;
                 changed = true;
             }
@@ -72,7 +101,11 @@ fn write_dir(repo: &Repository, dir: &Dir<'_>, old: Option<&Tree<'_>>) -> Result
     }
     match old {
         Some(old) if !changed => Ok(old.id()),
-        _ => builder.write(),
+        _ => {
+            let oid = builder.write()?;
+            written.push(oid);
+            Ok(oid)
+        }
     }
 }
 
@@ -88,41 +121,190 @@ pub fn open_or_init(path: &Path) -> Result<Repository, git2::Error> {
     }
 }
 
-/// Makes `files` the content of branch `main`, committing only when something changed.
-/// `message` gets the changed paths and returns the commit message.
+/// The branch's tree, if there is a commit.
+pub fn head_tree(repo: &Repository) -> Option<Tree<'_>> {
+    repo.find_reference(BRANCH)
+        .ok()?
+        .peel_to_commit()
+        .ok()?
+        .tree()
+        .ok()
+}
+
+/// The id of the tree that holds exactly `files` (path → blob id), computed in memory: the
+/// bytes of each tree object are hashed as Git would store them, nothing is read or written.
+fn tree_id_of(files: &BTreeMap<&str, Oid>) -> Result<Oid, git2::Error> {
+    #[derive(Default)]
+    struct Node<'a> {
+        blobs: BTreeMap<&'a str, Oid>,
+        trees: BTreeMap<&'a str, Node<'a>>,
+    }
+    fn hash(node: &Node<'_>) -> Result<Oid, git2::Error> {
+        // Git orders entries by name, a tree's name compared as if it ended in '/'.
+        let mut entries: Vec<(String, &str, Oid)> = Vec::new();
+        for (name, oid) in &node.blobs {
+            entries.push(((*name).to_owned(), "100644", *oid));
+        }
+        for (name, sub) in &node.trees {
+            entries.push((format!("{name}/"), "40000", hash(sub)?));
+        }
+        entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let mut bytes = Vec::new();
+        for (name, mode, oid) in entries {
+            bytes.extend_from_slice(mode.as_bytes());
+            bytes.push(b' ');
+            bytes.extend_from_slice(name.trim_end_matches('/').as_bytes());
+            bytes.push(0);
+            bytes.extend_from_slice(oid.as_bytes());
+        }
+        Oid::hash_object(ObjectType::Tree, &bytes)
+    }
+    let mut root = Node::default();
+    for (path, oid) in files {
+        let mut parts: Vec<&str> = path.split('/').collect();
+        let name = parts.pop().unwrap_or_default();
+        let mut node = &mut root;
+        for part in parts {
+            node = node.trees.entry(part).or_default();
+        }
+        node.blobs.insert(name, *oid);
+    }
+    hash(&root)
+}
+
+/// The previous commit's folder `path`, if it was rendered from inputs with digest `inputs`
+/// and still holds exactly the files its record lists (checked by computing the tree id those
+/// files make, without reading them): its tree id and the record.
+pub fn reusable_folder(
+    repo: &Repository,
+    head: &Tree<'_>,
+    path: &str,
+    inputs: &str,
+) -> Option<(Oid, RenderRecord)> {
+    let folder = head.get_path(Path::new(path)).ok()?;
+    let record_entry = head.get_path(&Path::new(path).join(RENDER_RECORD)).ok()?;
+    let blob = repo.find_blob(record_entry.id()).ok()?;
+    let record = RenderRecord::parse(std::str::from_utf8(blob.content()).ok()?)?;
+    if record.inputs != inputs {
+        return None;
+    }
+    let mut files: BTreeMap<&str, Oid> = BTreeMap::new();
+    for (file, blob) in &record.files {
+        files.insert(file.as_str(), Oid::from_str(blob).ok()?);
+    }
+    files.insert(RENDER_RECORD, record_entry.id());
+    (tree_id_of(&files).ok()? == folder.id()).then(|| (folder.id(), record))
+}
+
+/// Makes `files` plus the `kept` folders (path → tree id, from the previous commit) the content
+/// of branch `main`, committing only when something changed. `message` gets the changed paths
+/// and returns the commit message.
 pub fn commit_files(
     repo: &Repository,
     files: &Files,
+    kept: &BTreeMap<String, Oid>,
     message: impl FnOnce(&[String]) -> String,
 ) -> Result<CommitOutcome, git2::Error> {
     let started = std::time::Instant::now();
     let mut root = Dir::default();
     for (path, content) in files {
-        let mut parts: Vec<&str> = path.split('/').collect();
-        let file = parts.pop().expect("paths are not empty");
-        let mut dir = &mut root;
-        for part in parts {
-            dir = dir.dirs.entry(part).or_default();
-        }
-        dir.files.insert(file, content);
+        let (dir, name) = root.parent_of(path);
+        dir.files.insert(name, content);
+    }
+    for (path, oid) in kept {
+        let (dir, name) = root.parent_of(path);
+        dir.kept.insert(name, *oid);
     }
     let parent = repo
         .find_reference(BRANCH)
         .ok()
         .and_then(|r| r.peel_to_commit().ok());
     let old_tree = parent.as_ref().map(|c| c.tree()).transpose()?;
-    let tree_id = write_dir(repo, &root, old_tree.as_ref())?;
+    // New objects go to memory first and then into the repository as one pack: a first
+    // render writes tens of thousands of objects, and one file each costs seconds of system
+    // time. The branch moves only after the pack is stored.
+    let odb = repo.odb()?;
+    let mempack = odb.add_new_mempack_backend(1000)?;
+    let mut written = Vec::new();
+    let result = write_and_commit(
+        repo,
+        &root,
+        parent.as_ref(),
+        old_tree.as_ref(),
+        &mut written,
+        message,
+        started,
+    );
+    let stored = result.and_then(|(outcome, commit)| {
+        // Exactly the objects written here (the mempack's own dump would add every object
+        // the commit reaches).
+        if written.is_empty() && commit.is_none() {
+            return Ok((outcome, commit));
+        }
+        let mut builder = repo.packbuilder()?;
+        for oid in written.iter().chain(commit.as_ref()) {
+            builder.insert_object(*oid, None)?;
+        }
+        let mut pack = git2::Buf::new();
+        builder.write_buf(&mut pack)?;
+        tracing::debug!(elapsed = ?started.elapsed(), objects = written.len(), bytes = pack.len(), "pack built");
+        {
+            let mut writer = odb.packwriter()?;
+            std::io::Write::write_all(&mut writer, &pack)
+                .map_err(|err| git2::Error::from_str(&format!("writing a pack: {err}")))?;
+            writer.commit()?;
+        }
+        Ok((outcome, commit))
+    });
+    mempack.reset()?;
+    let (outcome, commit) = stored?;
+    let Some(commit) = commit else {
+        return Ok(outcome);
+    };
+    repo.reference(BRANCH, commit, true, "fleetscope render")?;
+    tracing::debug!(elapsed = ?started.elapsed(), "pack stored, branch moved");
+    if !repo.is_bare() {
+        repo.set_head(BRANCH)?;
+        // Only the changed paths: checking out tens of thousands of unchanged entry files
+        // costs seconds.
+        let mut checkout = git2::build::CheckoutBuilder::new();
+        checkout.force();
+        if parent.is_some() {
+            for path in &outcome.changed {
+                checkout.path(path);
+            }
+        } else {
+            checkout.remove_untracked(true);
+        }
+        repo.checkout_head(Some(&mut checkout))?;
+    }
+    Ok(outcome)
+}
+
+/// Writes the tree and, when it differs from the parent's, the commit object (the branch is
+/// not moved here).
+fn write_and_commit(
+    repo: &Repository,
+    root: &Dir<'_>,
+    parent: Option<&git2::Commit<'_>>,
+    old_tree: Option<&Tree<'_>>,
+    written: &mut Vec<Oid>,
+    message: impl FnOnce(&[String]) -> String,
+    started: std::time::Instant,
+) -> Result<(CommitOutcome, Option<Oid>), git2::Error> {
+    let tree_id = write_dir(repo, root, old_tree, written)?;
     tracing::debug!(elapsed = ?started.elapsed(), "tree written");
     let tree = repo.find_tree(tree_id)?;
-    if old_tree.as_ref().is_some_and(|t| t.id() == tree_id) {
+    if old_tree.is_some_and(|t| t.id() == tree_id) {
         let head = parent.map(|c| c.id().to_string()).unwrap_or_default();
-        return Ok(CommitOutcome {
+        let outcome = CommitOutcome {
             commit: None,
             head,
             changed: vec![],
-        });
+        };
+        return Ok((outcome, None));
     }
-    let diff = repo.diff_tree_to_tree(old_tree.as_ref(), Some(&tree), None)?;
+    let diff = repo.diff_tree_to_tree(old_tree, Some(&tree), None)?;
     let changed: Vec<String> = diff
         .deltas()
         .filter_map(|d| {
@@ -133,9 +315,9 @@ pub fn commit_files(
         })
         .collect();
     let signature = Signature::now("Fleetscope renderer", "renderer@fleetscope.invalid")?;
-    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let parents: Vec<&git2::Commit<'_>> = parent.into_iter().collect();
     let commit = repo.commit(
-        Some(BRANCH),
+        None,
         &signature,
         &signature,
         &message(&changed),
@@ -143,24 +325,12 @@ pub fn commit_files(
         &parents,
     )?;
     tracing::debug!(elapsed = ?started.elapsed(), "commit written");
-    if !repo.is_bare() {
-        repo.set_head(BRANCH)?;
-        // Only the changed paths: checking out tens of thousands of unchanged entry files
-        // costs seconds.
-        let mut checkout = git2::build::CheckoutBuilder::new();
-        checkout.force().remove_untracked(true);
-        if parent.is_some() {
-            for path in &changed {
-                checkout.path(path);
-            }
-        }
-        repo.checkout_head(Some(&mut checkout))?;
-    }
-    Ok(CommitOutcome {
+    let outcome = CommitOutcome {
         commit: Some(commit.to_string()),
         head: commit.to_string(),
         changed,
-    })
+    };
+    Ok((outcome, Some(commit)))
 }
 
 /// The branch's commit, if there is one.

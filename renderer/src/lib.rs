@@ -35,7 +35,11 @@ pub enum RenderError {
 pub struct RenderOutcome {
     pub platform: model::Platform,
     pub assigned: assign::Assigned,
+    /// The files this render wrote; render group folders whose inputs did not change since
+    /// the last commit are kept from it and not in here (see `kept_groups`).
     pub files: output::Files,
+    /// Render groups kept as they were from the previous commit.
+    pub kept_groups: usize,
     /// (render group, app) → content hash.
     pub hashes: BTreeMap<(String, String), String>,
     pub commit: git::CommitOutcome,
@@ -85,9 +89,13 @@ pub fn warnings(assigned: &assign::Assigned) -> Vec<String> {
 
 /// Loads, validates and assigns the platform repo at `platform_dir`.
 pub fn plan(platform_dir: &Path) -> Result<(model::Platform, assign::Assigned), RenderError> {
+    let started = std::time::Instant::now();
     let docs = platform::load(platform_dir).map_err(RenderError::Invalid)?;
+    tracing::debug!(elapsed = ?started.elapsed(), documents = docs.documents.len(), "parsed");
     let platform = model::build(&docs).map_err(RenderError::Invalid)?;
+    tracing::debug!(elapsed = ?started.elapsed(), "validated");
     let assigned = assign::assign(&platform).map_err(RenderError::Invalid)?;
+    tracing::debug!(elapsed = ?started.elapsed(), groups = assigned.groups.len(), "assigned");
     Ok((platform, assigned))
 }
 
@@ -107,7 +115,7 @@ pub fn summarize(changed: &[String], assigned: &assign::Assigned) -> String {
             ["render-groups", group, ..] => {
                 groups.insert((*group).to_owned());
             }
-            ["clusters", _] => entries += 1,
+            ["clusters", _, "entry.yaml"] => entries += 1,
             _ => {}
         }
     }
@@ -214,17 +222,53 @@ fn render_with_digest(
     let started = std::time::Instant::now();
     let (platform, assigned) = plan(platform_dir)?;
     tracing::debug!(elapsed = ?started.elapsed(), "loaded, validated and assigned");
-    let (files, hashes) = output::render_files(&platform, &assigned);
-    tracing::debug!(elapsed = ?started.elapsed(), files = files.len(), "rendered");
     let repo = git::open_or_init(output)?;
+    // Render group folders whose inputs did not change are kept from the last commit as they
+    // are: a one-app change costs the render groups it touches, not all of them.
+    let mut kept = BTreeMap::new();
+    let mut kept_hashes = output::ContentHashes::new();
+    if let Some(head) = git::head_tree(&repo) {
+        for (name, content) in &assigned.groups {
+            let path = format!("render-groups/{name}");
+            let inputs = output::group_inputs_digest(&platform, name, content);
+            if let Some((tree, record)) = git::reusable_folder(&repo, &head, &path, &inputs) {
+                kept_hashes.extend(
+                    record
+                        .hashes
+                        .into_iter()
+                        .map(|(app, hash)| ((name.clone(), app), hash)),
+                );
+                kept.insert(path, tree);
+            }
+        }
+    }
+    tracing::debug!(elapsed = ?started.elapsed(), kept = kept.len(), "render group folders checked");
+    let skip: BTreeSet<String> = kept
+        .keys()
+        .map(|p| p.trim_start_matches("render-groups/").to_owned())
+        .collect();
+    // Likewise the entry files, as one folder: they change only when clusters do.
+    let mut skip_entries = false;
+    if let Some(head) = git::head_tree(&repo) {
+        let inputs = output::entries_inputs_digest(&platform, &assigned);
+        if let Some((tree, _)) = git::reusable_folder(&repo, &head, "clusters", &inputs) {
+            kept.insert("clusters".to_owned(), tree);
+            skip_entries = true;
+        }
+    }
+    tracing::debug!(elapsed = ?started.elapsed(), skip_entries, "entry folder checked");
+    let (files, mut hashes) = output::render_files(&platform, &assigned, &skip, skip_entries);
+    hashes.extend(kept_hashes);
+    tracing::debug!(elapsed = ?started.elapsed(), files = files.len(), kept = kept.len(), "rendered");
     let mut summary = String::new();
-    let commit = git::commit_files(&repo, &files, |changed| {
+    let kept_groups = kept.len() - usize::from(skip_entries);
+    let commit = git::commit_files(&repo, &files, &kept, |changed| {
         summary = summarize(changed, &assigned);
         format!(
-            "{summary}\n\n{} render groups, {} clusters, {} files\n\n{DIGEST_TRAILER}{digest}\n",
+            "{summary}\n\n{} render groups ({} rendered, {kept_groups} unchanged and kept), {} clusters\n\n{DIGEST_TRAILER}{digest}\n",
             assigned.groups.len(),
+            assigned.groups.len() - kept_groups,
             assigned.members.len(),
-            files.len()
         )
     })?;
     tracing::debug!(elapsed = ?started.elapsed(), changed = commit.changed.len(), "committed");
@@ -233,6 +277,7 @@ fn render_with_digest(
     }
     let warnings = warnings(&assigned);
     Ok(RenderOutcome {
+        kept_groups,
         warnings,
         platform,
         assigned,

@@ -8,7 +8,9 @@
 //! render-groups/<rg>/namespaces.yaml      Namespace, ResourceQuota, LimitRange, RoleBinding
 //! render-groups/<rg>/sources.yaml         Flux GitRepository / HelmRepository / OCIRepository
 //! render-groups/<rg>/apps/<app>.yaml      Kustomization, HelmRelease or Application
-//! clusters/<cluster>.yaml                 the cluster's entry: its values and its render group
+//! render-groups/<rg>/.fleetscope-render   what the folder was rendered from (not applied)
+//! clusters/<cluster>/entry.yaml           the cluster's entry: its values and its render group
+//! clusters/.fleetscope-render             what the entries were rendered from (not applied)
 //! ```
 
 use std::collections::BTreeMap;
@@ -26,8 +28,10 @@ use crate::model::Platform;
 
 /// The ConfigMap each cluster's entry creates with its own values, for Flux substitution.
 pub const CLUSTER_VALUES_CONFIGMAP: &str = "fleetscope-cluster-values";
-/// The GitRepository (Flux) or repo URL (Argo CD) the entry files point at: the output repo.
+/// The GitRepository the Flux entry files point at: the output repo, created at bootstrap.
 pub const OUTPUT_SOURCE: &str = "fleetscope";
+/// The file in each render group folder recording what the folder was rendered from.
+pub const RENDER_RECORD: &str = ".fleetscope-render";
 
 /// Rendered files, path → content.
 pub type Files = BTreeMap<String, String>;
@@ -224,6 +228,92 @@ fn source_object(source: &AppSource) -> Value {
     }
 }
 
+/// A digest of everything a render group's files are made of: the renderer's output format,
+/// the group's name and content (apps, versions, values), and of each app its source, kind,
+/// namespace and dependencies, and of each namespace its quota, limits and owners. Equal
+/// digests mean equal files.
+pub fn group_inputs_digest(platform: &Platform, name: &str, content: &GroupContent) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(crate::OUTPUT_FORMAT.as_bytes());
+    hasher.update([0]);
+    hasher.update(name.as_bytes());
+    hasher.update([0]);
+    hasher.update(content.key().as_bytes());
+    let mut namespaces = std::collections::BTreeSet::new();
+    for a in &content.assignments {
+        let app = &platform.apps[&a.app];
+        let deps: Vec<&str> = app.depends_on.iter().map(|d| d.as_str()).collect();
+        let part = json!([a.app.as_str(), app.source, app.kind, app.namespace, deps]);
+        hasher.update([0]);
+        hasher.update(part.to_string().as_bytes());
+        namespaces.insert(app.namespace.as_str());
+    }
+    for namespace in namespaces {
+        let ns = &platform.namespaces[namespace];
+        let part = json!([ns.name, ns.owners, ns.quota, ns.default_limits]);
+        hasher.update([0]);
+        hasher.update(part.to_string().as_bytes());
+    }
+    sha256_text(hasher)
+}
+
+fn sha256_text(hasher: Sha256) -> String {
+    let hex: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
+/// What a render group folder was rendered from, as recorded in its [`RENDER_RECORD`] file:
+/// the inputs' digest, the Git blob id of every other file of the folder, and each app's
+/// content hash. A later render whose inputs digest is equal keeps the folder after checking
+/// that its files are still exactly these (a folder edited by hand is rendered again).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderRecord {
+    pub inputs: String,
+    /// Path inside the folder → Git blob id (hex).
+    pub files: BTreeMap<String, String>,
+    /// App → content hash.
+    pub hashes: BTreeMap<String, String>,
+}
+
+impl RenderRecord {
+    pub fn to_text(&self) -> String {
+        let mut out = String::from(
+            "# Written by the Fleetscope renderer and never applied: what this folder was rendered from.\n",
+        );
+        out.push_str(&format!("inputs {}\n", self.inputs));
+        for (path, blob) in &self.files {
+            out.push_str(&format!("file {path} {blob}\n"));
+        }
+        for (app, hash) in &self.hashes {
+            out.push_str(&format!("hash {app} {hash}\n"));
+        }
+        out
+    }
+
+    /// Reads a record; `None` for anything malformed (the folder is then rendered again).
+    pub fn parse(text: &str) -> Option<RenderRecord> {
+        let mut record = RenderRecord::default();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let mut words = line.split(' ');
+            match (words.next()?, words.next()?, words.next(), words.next()) {
+                ("inputs", digest, None, None) => record.inputs = digest.to_owned(),
+                ("file", path, Some(blob), None) => {
+                    record.files.insert(path.to_owned(), blob.to_owned());
+                }
+                ("hash", app, Some(hash), None) => {
+                    record.hashes.insert(app.to_owned(), hash.to_owned());
+                }
+                _ => return None,
+            }
+        }
+        (!record.inputs.is_empty()).then_some(record)
+    }
+}
+
 /// The files of one render group, and each app's content hash.
 pub fn render_group_files(
     platform: &Platform,
@@ -276,6 +366,19 @@ pub fn render_group_files(
         format!("{dir}/kustomization.yaml"),
         yaml(&[json!({ "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources })]),
     );
+    let record = RenderRecord {
+        inputs: group_inputs_digest(platform, name, content),
+        files: files
+            .iter()
+            .map(|(path, text)| {
+                let blob = git2::Oid::hash_object(git2::ObjectType::Blob, text.as_bytes())
+                    .expect("hashing in memory does not fail");
+                (path[dir.len() + 1..].to_owned(), blob.to_string())
+            })
+            .collect(),
+        hashes: hashes.clone(),
+    };
+    files.insert(format!("{dir}/{RENDER_RECORD}"), record.to_text());
     (files, hashes)
 }
 
@@ -325,12 +428,26 @@ pub fn cluster_entry(
     out
 }
 
-/// Everything the platform renders to, and each (render group, app)'s content hash. Render
+/// Everything the platform renders to, and each (render group, app)'s content hash; render
+/// groups named in `skip` are left out (their folders are kept from the last render). Render
 /// groups are independent, so they are rendered on every available core; the result does not
 /// depend on how the work was split.
-pub fn render_files(platform: &Platform, assigned: &Assigned) -> (Files, ContentHashes) {
-    let groups: Vec<(&String, &GroupContent)> = assigned.groups.iter().collect();
-    let members: Vec<_> = assigned.members.iter().collect();
+pub fn render_files(
+    platform: &Platform,
+    assigned: &Assigned,
+    skip: &std::collections::BTreeSet<String>,
+    skip_entries: bool,
+) -> (Files, ContentHashes) {
+    let groups: Vec<(&String, &GroupContent)> = assigned
+        .groups
+        .iter()
+        .filter(|(name, _)| !skip.contains(*name))
+        .collect();
+    let members: Vec<_> = if skip_entries {
+        Vec::new()
+    } else {
+        assigned.members.iter().collect()
+    };
     let workers = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .max(1);
@@ -359,10 +476,7 @@ pub fn render_files(platform: &Platform, assigned: &Assigned) -> (Files, Content
                 let files: Files = chunk
                     .iter()
                     .map(|(cluster, group)| {
-                        (
-                            format!("clusters/{cluster}.yaml"),
-                            cluster_entry(platform, cluster, group),
-                        )
+                        (entry_path(cluster), cluster_entry(platform, cluster, group))
                     })
                     .collect();
                 (files, BTreeMap::new())
@@ -379,5 +493,57 @@ pub fn render_files(platform: &Platform, assigned: &Assigned) -> (Files, Content
         files.extend(part_files);
         hashes.extend(part_hashes);
     }
+    if !skip_entries {
+        let record = RenderRecord {
+            inputs: entries_inputs_digest(platform, assigned),
+            files: files
+                .range("clusters/".to_owned()..)
+                .take_while(|(path, _)| path.starts_with("clusters/"))
+                .map(|(path, text)| {
+                    let blob = git2::Oid::hash_object(git2::ObjectType::Blob, text.as_bytes())
+                        .expect("hashing in memory does not fail");
+                    (path["clusters/".len()..].to_owned(), blob.to_string())
+                })
+                .collect(),
+            hashes: BTreeMap::new(),
+        };
+        files.insert(format!("clusters/{RENDER_RECORD}"), record.to_text());
+    }
     (files, hashes)
+}
+
+/// Where a cluster's entry file lives: a folder of its own, which its bootstrap object
+/// (Flux Kustomization or Argo CD Application) points at.
+pub fn entry_path(cluster: &fleetscope_model::ClusterId) -> String {
+    format!("clusters/{cluster}/entry.yaml")
+}
+
+/// A digest of everything the entry files are made of: the output format, the GitOps
+/// repository URL, and per cluster its id, render group, reconciler, group, environment and
+/// values.
+pub fn entries_inputs_digest(platform: &Platform, assigned: &Assigned) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(crate::OUTPUT_FORMAT.as_bytes());
+    hasher.update([0]);
+    hasher.update(
+        platform
+            .gitops_url
+            .as_deref()
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    for (cluster, group) in &assigned.members {
+        let entry = &platform.clusters[cluster];
+        let part = json!([
+            cluster.as_str(),
+            group,
+            entry.reconciler.as_str(),
+            entry.group.to_string(),
+            entry.environment.to_string(),
+            entry.values
+        ]);
+        hasher.update([0]);
+        hasher.update(part.to_string().as_bytes());
+    }
+    sha256_text(hasher)
 }

@@ -8,6 +8,17 @@ use std::path::{Path, PathBuf};
 use expect_test::{expect, expect_file};
 use fleetscope_renderer::{git, render, RenderError};
 
+/// The tree id at the head of the repository at `p`.
+fn tree(p: &Path) -> git2::Oid {
+    git2::Repository::open(p)
+        .unwrap()
+        .head()
+        .unwrap()
+        .peel_to_tree()
+        .unwrap()
+        .id()
+}
+
 fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform")
 }
@@ -49,7 +60,7 @@ fn example_platform_golden_output() {
         outcome
             .files
             .keys()
-            .filter(|p| p.starts_with("clusters/"))
+            .filter(|p| p.starts_with("clusters/") && p.ends_with("/entry.yaml"))
             .count(),
         outcome.assigned.members.len()
     );
@@ -61,15 +72,6 @@ fn deterministic_incremental_and_no_op() {
     let first = render(&example(), a.path()).unwrap();
     let second = render(&example(), b.path()).unwrap();
     assert_eq!(first.files, second.files, "byte-identical output");
-    let tree = |p: &Path| {
-        git2::Repository::open(p)
-            .unwrap()
-            .head()
-            .unwrap()
-            .peel_to_tree()
-            .unwrap()
-            .id()
-    };
     assert_eq!(tree(a.path()), tree(b.path()));
 
     assert!(
@@ -116,14 +118,18 @@ fn deterministic_incremental_and_no_op() {
             .commit
             .changed
             .iter()
-            .all(|p| p.ends_with("/apps/metrics-agent.yaml")),
-        "only the changed app's files: {:?}",
+            .all(|p| p.ends_with("/apps/metrics-agent.yaml") || p.ends_with("/.fleetscope-render")),
+        "only the changed app's files (and each folder's record): {:?}",
         changed.commit.changed
     );
     assert_eq!(
         changed.commit.changed.len(),
-        first.assigned.groups.len(),
+        2 * first.assigned.groups.len(),
         "once per render group"
+    );
+    assert_eq!(
+        changed.kept_groups, 0,
+        "metrics-agent runs in every render group"
     );
     assert_eq!(
         changed.assigned.members, first.assigned.members,
@@ -428,4 +434,110 @@ fn a_render_group_that_disappears_leaves_no_folder_behind() {
         "{}",
         String::from_utf8_lossy(&status.stdout)
     );
+}
+
+/// A render group whose inputs did not change is kept from the last commit without being
+/// rendered, unless its folder no longer holds exactly what its record lists.
+#[test]
+fn unaffected_render_groups_are_kept_and_hand_edits_are_undone() {
+    let platform = tempfile::tempdir().unwrap();
+    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let out = tempfile::tempdir().unwrap();
+    let first = render(platform.path(), out.path()).unwrap();
+    assert_eq!(first.kept_groups, 0);
+    let policies = platform.path().join("policies/baseline.yaml");
+    let text = std::fs::read_to_string(&policies).unwrap();
+    std::fs::write(
+        &policies,
+        text.replace("version: 1.5.0-rc.1", "version: 1.5.0-rc.2"),
+    )
+    .unwrap();
+    let second = render(platform.path(), out.path()).unwrap();
+    let canary_groups: std::collections::BTreeSet<&String> = second
+        .assigned
+        .groups
+        .iter()
+        .filter(|(_, c)| {
+            c.assignments
+                .iter()
+                .any(|a| a.version.as_str() == "1.5.0-rc.2")
+        })
+        .map(|(name, _)| name)
+        .collect();
+    assert!(!canary_groups.is_empty());
+    assert_eq!(
+        second.kept_groups,
+        second.assigned.groups.len() - canary_groups.len()
+    );
+    for path in &second.commit.changed {
+        let group = path.split('/').nth(1).unwrap();
+        assert!(
+            canary_groups.contains(&group.to_owned()),
+            "{path} is outside the canary groups"
+        );
+    }
+    // Desired-state hashes cover kept groups too.
+    assert_eq!(second.hashes.len(), first.hashes.len());
+    assert_eq!(
+        second
+            .hashes
+            .iter()
+            .filter(|(k, _)| !canary_groups.contains(&k.0))
+            .collect::<Vec<_>>(),
+        first
+            .hashes
+            .iter()
+            .filter(|(k, _)| !canary_groups.contains(&k.0))
+            .collect::<Vec<_>>(),
+    );
+
+    // Someone edits a kept folder by hand and commits: the next render puts it back.
+    let kept = second
+        .assigned
+        .groups
+        .keys()
+        .find(|g| !canary_groups.contains(g))
+        .unwrap();
+    let file = out
+        .path()
+        .join(format!("render-groups/{kept}/kustomization.yaml"));
+    let rendered = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, "# edited by hand\n").unwrap();
+    let entry = out.path().join("clusters/lab-01/entry.yaml");
+    let entry_rendered = std::fs::read_to_string(&entry).unwrap();
+    std::fs::write(&entry, "# edited by hand\n").unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(out.path())
+            .args([
+                "-c",
+                "user.name=someone",
+                "-c",
+                "user.email=someone@example.com",
+            ])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["commit", "-q", "-am", "hand edit"]);
+    let third = render(platform.path(), out.path()).unwrap();
+    assert!(
+        third.commit.commit.is_some(),
+        "the hand edit is undone by a commit"
+    );
+    assert_eq!(
+        third.commit.changed,
+        vec![
+            "clusters/lab-01/entry.yaml".to_owned(),
+            format!("render-groups/{kept}/kustomization.yaml")
+        ]
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), rendered);
+    assert_eq!(std::fs::read_to_string(&entry).unwrap(), entry_rendered);
+    // And a tree rendered incrementally equals one rendered from scratch.
+    let fresh = tempfile::tempdir().unwrap();
+    render(platform.path(), fresh.path()).unwrap();
+    assert_eq!(tree(out.path()), tree(fresh.path()));
 }
