@@ -99,6 +99,22 @@ pub fn read_queries(
             queries::current_members_query(store),
         ),
         render::<queries::LastRenderRow>("last render", queries::last_render_query(store)),
+        render::<crate::ClusterRow>("inventory rows", queries::inventory_rows_query(store)),
+        render::<DesiredRow>("desired rows", queries::desired_rows_query(store)),
+        render::<ObservedRow>(
+            "observed objects received since",
+            queries::observed_objects_query(store, week_ago),
+        ),
+        render::<queries::ChangeMarkers>("change markers", queries::change_markers_query(store)),
+        render::<HeartbeatRow>(
+            "heartbeats since",
+            queries::heartbeats_since_query(store, week_ago),
+        ),
+        render::<crate::RenderRow>("recent renders", queries::recent_renders_query(store, 10)),
+        render::<DesiredRow>(
+            "desired history of a render group",
+            queries::desired_history_query(store, "rg-1", Some("app"), week_ago, now),
+        ),
         render::<ClusterIdRow>("known clusters", queries::known_clusters_query(store)),
         render::<LastSeenRow>(
             "stale clusters",

@@ -582,3 +582,165 @@ impl Store {
             .context(|| "reading render group membership".to_owned())
     }
 }
+
+// The hub's index: whole current tables, read once at start and then again when they change
+// (desired state, membership and inventory), or incrementally (observed state).
+
+/// The current row of every cluster of the inventory (removed ones included: the reader drops them).
+pub fn inventory_rows_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT ?fields FROM clusters ORDER BY cluster_id, version DESC LIMIT 1 BY cluster_id",
+    )
+}
+
+/// The current desired row of every (render group, app), removed ones included.
+pub fn desired_rows_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT ?fields FROM desired_latest ORDER BY render_group, app, render_id DESC LIMIT 1 BY render_group, app",
+    )
+}
+
+/// Every app object's rows in `observed_latest` (unmerged duplicates included: the reader keeps
+/// the highest `seq` per object), received at or after `since`.
+pub fn observed_objects_query(store: &Store, since: Timestamp) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        let primary_kinds = ObjectKind::ALL
+            .iter()
+            .filter(|kind| kind.is_app_object())
+            .map(|kind| format!("'{}'", kind.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "SELECT ?fields FROM observed_latest WHERE object_kind IN ({primary_kinds}) AND received_at >= toDateTime(?)"
+        )
+    });
+    store.client().query(sql).bind(to_datetime(since))
+}
+
+/// Change markers for the tables the hub reloads whole: the newest render, and the inventory's
+/// newest version and row count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ChangeMarkers {
+    pub last_render: u64,
+    pub inventory_version: u64,
+    pub inventory_rows: u64,
+}
+
+pub fn change_markers_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT (SELECT max(render_id) FROM renders) AS last_render, \
+(SELECT max(version) FROM clusters) AS inventory_version, (SELECT count() FROM clusters) AS inventory_rows",
+    )
+}
+
+/// The newest `limit` renders, newest first.
+pub fn recent_renders_query(store: &Store, limit: u64) -> Query {
+    store
+        .client()
+        .query("SELECT ?fields FROM renders ORDER BY render_id DESC LIMIT 1 BY render_id LIMIT ?")
+        .bind(limit)
+}
+
+/// Desired-state changes of one render group (every app, or one) in a time range, oldest first.
+pub fn desired_history_query(
+    store: &Store,
+    render_group: &str,
+    app: Option<&str>,
+    from: Timestamp,
+    to: Timestamp,
+) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM desired_history WHERE render_group = ? AND (? = '' OR app = ?) \
+AND desired_since >= toDateTime(?) AND desired_since < toDateTime(?) \
+ORDER BY render_id, app LIMIT 1 BY render_group, app, render_id",
+        )
+        .bind(render_group)
+        .bind(app.unwrap_or_default())
+        .bind(app.unwrap_or_default())
+        .bind(to_datetime(from))
+        .bind(to_datetime(to))
+}
+
+impl Store {
+    pub async fn inventory_rows(&self) -> Result<Vec<crate::ClusterRow>> {
+        inventory_rows_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading the cluster inventory".to_owned())
+    }
+
+    pub async fn desired_rows(&self) -> Result<Vec<DesiredRow>> {
+        desired_rows_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading the current desired state".to_owned())
+    }
+
+    /// Streams app-object rows received at or after `since` to `each`.
+    pub async fn observed_objects(
+        &self,
+        since: Timestamp,
+        mut each: impl FnMut(ObservedRow),
+    ) -> Result<u64> {
+        let mut cursor = observed_objects_query(self, since)
+            .fetch::<ObservedRow>()
+            .context(|| "reading observed state".to_owned())?;
+        let mut rows = 0;
+        while let Some(row) = cursor
+            .next()
+            .await
+            .context(|| "reading observed state".to_owned())?
+        {
+            rows += 1;
+            each(row);
+        }
+        Ok(rows)
+    }
+
+    pub async fn change_markers(&self) -> Result<ChangeMarkers> {
+        change_markers_query(self)
+            .fetch_one()
+            .await
+            .context(|| "reading change markers".to_owned())
+    }
+
+    pub async fn recent_renders(&self, limit: u64) -> Result<Vec<crate::RenderRow>> {
+        recent_renders_query(self, limit)
+            .fetch_all()
+            .await
+            .context(|| "reading renders".to_owned())
+    }
+
+    pub async fn desired_history(
+        &self,
+        render_group: &str,
+        app: Option<&str>,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<DesiredRow>> {
+        desired_history_query(self, render_group, app, from, to)
+            .fetch_all()
+            .await
+            .context(|| format!("reading the desired history of {render_group}"))
+    }
+}
+
+/// Heartbeat rows with `seen_at` at or after `since` (the reader keeps the newest per cluster).
+pub fn heartbeats_since_query(store: &Store, since: Timestamp) -> Query {
+    store
+        .client()
+        .query("SELECT ?fields FROM heartbeats WHERE seen_at >= toDateTime(?)")
+        .bind(to_datetime(since))
+}
+
+impl Store {
+    pub async fn heartbeats_since(&self, since: Timestamp) -> Result<Vec<HeartbeatRow>> {
+        heartbeats_since_query(self, since)
+            .fetch_all()
+            .await
+            .context(|| "reading heartbeats".to_owned())
+    }
+}

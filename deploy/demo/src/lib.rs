@@ -203,19 +203,21 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Written {
-    clusters: u64,
-    heartbeats: u64,
-    desired: u64,
-    render_groups: usize,
-    observed: u64,
-    batches: u64,
-    truth: GroundTruth,
+/// What [`write_fleet`] wrote, and the simulator's ground truth for it.
+#[derive(Debug)]
+pub struct Written {
+    pub clusters: u64,
+    pub heartbeats: u64,
+    pub desired: u64,
+    pub render_groups: usize,
+    pub observed: u64,
+    pub batches: u64,
+    pub truth: GroundTruth,
 }
 
 /// Streams the fleet into the store: inventory, membership and heartbeats in chunks, observed
 /// state through the batch writer (the path the collector uses).
-async fn write_fleet(store: &Store, fleet: &GeneratedFleet) -> anyhow::Result<Written> {
+pub async fn write_fleet(store: &Store, fleet: &GeneratedFleet) -> anyhow::Result<Written> {
     let desired = fleet.desired();
     let render_groups = desired
         .iter()

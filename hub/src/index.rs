@@ -1,0 +1,624 @@
+//! The fleet in memory: inventory, render group membership, desired state per render group, the
+//! latest state of every app object, and each cluster's last heartbeat. Loaded whole from the
+//! store at start, then kept current: observed state and heartbeats by what arrived since the
+//! last read (with an overlap, so rows that became visible late are not missed), the small
+//! tables again whenever their change markers move.
+//!
+//! Strings that repeat across the fleet (apps, versions, hashes, messages, names) are stored
+//! once and referred to by number, which keeps 3 million app objects near 50 bytes each.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use fleetscope_model::drift::{classify, DesiredForDrift, DriftInput, ObservedForDrift};
+use fleetscope_model::state::{Health, ObjectKind, SyncStatus};
+use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
+use fleetscope_store::queries::ChangeMarkers;
+use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow, Store};
+
+/// How far back each incremental read of observed state and heartbeats reaches before the
+/// newest row already seen: rows are stamped when received but become visible when their
+/// batch is inserted, up to a few seconds later.
+pub const OVERLAP_SECONDS: i64 = 60;
+
+/// Stored once, referred to by number.
+#[derive(Debug, Default)]
+pub struct Symbols {
+    ids: HashMap<Arc<str>, u32>,
+    texts: Vec<Arc<str>>,
+}
+
+impl Symbols {
+    pub fn intern(&mut self, text: &str) -> u32 {
+        if let Some(id) = self.ids.get(text) {
+            return *id;
+        }
+        let id = u32::try_from(self.texts.len()).expect("fewer than 4 billion distinct strings");
+        let shared: Arc<str> = Arc::from(text);
+        self.texts.push(shared.clone());
+        self.ids.insert(shared, id);
+        id
+    }
+
+    pub fn text(&self, id: u32) -> &str {
+        &self.texts[id as usize]
+    }
+
+    pub fn find(&self, text: &str) -> Option<u32> {
+        self.ids.get(text).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+}
+
+/// The latest report of one app object (Flux Kustomization/HelmRelease, Argo CD Application).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectRec {
+    pub kind: ObjectKind,
+    pub namespace: u32,
+    pub name: u32,
+    pub app: u32,
+    pub version: u32,
+    pub content_hash: u32,
+    pub revision: u32,
+    pub health: Health,
+    pub sync: SyncStatus,
+    pub reason: u32,
+    pub message: u32,
+    pub transitioned_at: u32,
+    pub observed_at: u32,
+    pub seq: u64,
+    pub deleted: bool,
+}
+
+/// What one render group wants for one app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredRec {
+    pub app: u32,
+    pub version: u32,
+    pub content_hash: u32,
+    pub since: u32,
+    pub render_id: u64,
+    pub commit: u32,
+    pub kind: u32,
+    pub namespace: u32,
+    pub reasons: Arc<[String]>,
+}
+
+/// One cluster: its inventory entry (if registered), membership, last heartbeat and objects.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterRec {
+    /// `None` until the cluster is in the inventory; only inventory clusters have pairs.
+    pub info: Option<ClusterInfo>,
+    pub render_group: Option<u32>,
+    pub last_seen: Option<u32>,
+    pub agent_version: Option<u32>,
+    /// Sorted by (kind, namespace, name).
+    pub objects: Vec<ObjectRec>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterInfo {
+    pub group: GroupPath,
+    /// The group's prefixes (shortest first) as symbols, for rollups.
+    pub prefixes: Vec<u32>,
+    pub environment: u32,
+    pub reconciler: u32,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A (cluster, app) pair, classified.
+#[derive(Debug, Clone, Copy)]
+pub struct Pair<'a> {
+    pub app: u32,
+    pub desired: Option<&'a DesiredRec>,
+    pub observed: Option<&'a ObjectRec>,
+    pub state: DriftState,
+}
+
+/// Counts for one group (or the whole fleet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub clusters: u64,
+    pub stale_clusters: u64,
+    /// App instances per drift state, in `DriftState::ALL` order.
+    pub pairs: [u64; 8],
+}
+
+impl Counts {
+    pub fn state(&self, state: DriftState) -> u64 {
+        self.pairs[state_index(state)]
+    }
+}
+
+pub fn state_index(state: DriftState) -> usize {
+    DriftState::ALL
+        .iter()
+        .position(|s| *s == state)
+        .expect("every state is listed")
+}
+
+/// Which clusters and pairs a question is about. Empty fields do not filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Filter {
+    /// Only clusters within every one of these subtrees (a caller's scope and the asked group).
+    pub groups: Vec<GroupPath>,
+    pub environment: Option<String>,
+    /// `key=value` pairs a cluster's labels must all have.
+    pub labels: Vec<(String, String)>,
+    pub app: Option<String>,
+}
+
+/// Everything the hub knows, at one moment.
+#[derive(Debug, Default)]
+pub struct Fleet {
+    pub symbols: Symbols,
+    pub clusters: BTreeMap<String, ClusterRec>,
+    /// Render group symbol → desired apps, sorted by app symbol.
+    pub desired: HashMap<u32, Vec<DesiredRec>>,
+    pub markers: Option<ChangeMarkers>,
+    /// The newest `received_at` of observed rows read so far.
+    pub observed_watermark: u32,
+    /// The newest `seen_at` of heartbeats read so far.
+    pub heartbeat_watermark: u32,
+    /// Moves whenever anything changed; caches key on it.
+    pub generation: u64,
+    pub objects: usize,
+}
+
+impl Fleet {
+    fn cluster_mut(&mut self, id: &str) -> &mut ClusterRec {
+        if !self.clusters.contains_key(id) {
+            self.clusters.insert(id.to_owned(), ClusterRec::default());
+        }
+        self.clusters.get_mut(id).expect("just inserted")
+    }
+
+    /// Replaces the inventory with `rows` (the current row per cluster).
+    pub fn set_inventory(&mut self, rows: Vec<ClusterRow>) {
+        for cluster in self.clusters.values_mut() {
+            cluster.info = None;
+        }
+        for row in rows {
+            if row.removed != 0 {
+                continue;
+            }
+            let Ok(group) = GroupPath::parse(&row.group_path) else {
+                tracing::warn!(cluster = %row.cluster_id, group = %row.group_path, "inventory row with an invalid group path skipped");
+                continue;
+            };
+            let prefixes = group
+                .prefixes()
+                .iter()
+                .map(|p| self.symbols.intern(p.as_str()))
+                .collect();
+            let environment = self.symbols.intern(&row.environment);
+            let reconciler = self.symbols.intern(&row.reconciler);
+            let labels = row.label_keys.into_iter().zip(row.label_values).collect();
+            self.cluster_mut(&row.cluster_id).info = Some(ClusterInfo {
+                group,
+                prefixes,
+                environment,
+                reconciler,
+                labels,
+            });
+        }
+        self.generation += 1;
+    }
+
+    /// Replaces membership with `(cluster, render group, removed)` rows.
+    pub fn set_membership(&mut self, rows: Vec<(String, String, bool)>) {
+        for cluster in self.clusters.values_mut() {
+            cluster.render_group = None;
+        }
+        for (cluster, group, removed) in rows {
+            if removed {
+                continue;
+            }
+            let group = self.symbols.intern(&group);
+            self.cluster_mut(&cluster).render_group = Some(group);
+        }
+        self.generation += 1;
+    }
+
+    /// Replaces desired state with the current row per (render group, app).
+    pub fn set_desired(&mut self, rows: Vec<DesiredRow>) {
+        let mut desired: HashMap<u32, Vec<DesiredRec>> = HashMap::new();
+        for row in rows {
+            if row.removed != 0 {
+                continue;
+            }
+            let group = self.symbols.intern(&row.render_group);
+            let rec = DesiredRec {
+                app: self.symbols.intern(&row.app),
+                version: self.symbols.intern(&row.version),
+                content_hash: self.symbols.intern(&row.content_hash),
+                since: row.desired_since,
+                render_id: row.render_id,
+                commit: self.symbols.intern(&row.commit),
+                kind: self.symbols.intern(&row.kind),
+                namespace: self.symbols.intern(&row.namespace),
+                reasons: row.reasons.into(),
+            };
+            desired.entry(group).or_default().push(rec);
+        }
+        for apps in desired.values_mut() {
+            apps.sort_by_key(|d| d.app);
+        }
+        self.desired = desired;
+        self.generation += 1;
+    }
+
+    /// Takes one observed row: it replaces the object's record when its `seq` is newer.
+    /// Returns whether anything changed.
+    pub fn apply_observed(&mut self, row: &ObservedRow) -> bool {
+        let Some(kind) = ObjectKind::parse(&row.object_kind) else {
+            return false;
+        };
+        self.observed_watermark = self.observed_watermark.max(row.received_at);
+        let s = &mut self.symbols;
+        let rec = ObjectRec {
+            kind,
+            namespace: s.intern(&row.object_namespace),
+            name: s.intern(&row.object_name),
+            app: s.intern(&row.app),
+            version: s.intern(&row.version),
+            content_hash: s.intern(&row.content_hash),
+            revision: s.intern(&row.applied_revision),
+            health: Health::parse(&row.health).unwrap_or(Health::Unknown),
+            sync: SyncStatus::parse(&row.sync).unwrap_or(SyncStatus::Unknown),
+            reason: s.intern(&row.reason),
+            message: s.intern(&row.message),
+            transitioned_at: row.transitioned_at,
+            observed_at: row.observed_at,
+            seq: row.seq,
+            deleted: row.deleted != 0,
+        };
+        let cluster = self.cluster_mut(&row.cluster_id);
+        let key = (rec.kind.as_str(), rec.namespace, rec.name);
+        match cluster
+            .objects
+            .binary_search_by(|o| (o.kind.as_str(), o.namespace, o.name).cmp(&key))
+        {
+            Ok(at) => {
+                if cluster.objects[at].seq >= rec.seq {
+                    return false;
+                }
+                cluster.objects[at] = rec;
+            }
+            Err(at) => {
+                cluster.objects.insert(at, rec);
+                self.objects += 1;
+            }
+        }
+        self.generation += 1;
+        true
+    }
+
+    /// Takes heartbeat rows, keeping the newest per cluster.
+    pub fn apply_heartbeats(&mut self, rows: Vec<HeartbeatRow>) -> bool {
+        let mut changed = false;
+        for row in rows {
+            self.heartbeat_watermark = self.heartbeat_watermark.max(row.seen_at);
+            let agent = self.symbols.intern(&row.agent_version);
+            let cluster = self.cluster_mut(&row.cluster_id);
+            if cluster.last_seen.is_none_or(|seen| seen < row.seen_at) {
+                cluster.last_seen = Some(row.seen_at);
+                cluster.agent_version = Some(agent);
+                changed = true;
+            }
+        }
+        if changed {
+            self.generation += 1;
+        }
+        changed
+    }
+
+    /// Whether a cluster counts as stale at `now`.
+    pub fn is_stale(cluster: &ClusterRec, now: Timestamp, policy: &DriftPolicy) -> bool {
+        match cluster.last_seen {
+            None => true,
+            Some(seen) => Timestamp(i64::from(seen)).age_at(now) > policy.stale_after_seconds,
+        }
+    }
+
+    /// Every (cluster, app) pair of one cluster, classified, sorted by app name. Only clusters
+    /// of the inventory have pairs. Of several live objects stamped with one app, the most
+    /// recently reported counts.
+    pub fn pairs<'a>(
+        &'a self,
+        cluster: &'a ClusterRec,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> Vec<Pair<'a>> {
+        if cluster.info.is_none() {
+            return Vec::new();
+        }
+        let desired: &[DesiredRec] = cluster
+            .render_group
+            .and_then(|g| self.desired.get(&g))
+            .map_or(&[], Vec::as_slice);
+        let mut observed: Vec<&ObjectRec> = Vec::new();
+        for object in &cluster.objects {
+            if object.deleted
+                || !object.kind.is_app_object()
+                || self.symbols.text(object.app).is_empty()
+            {
+                continue;
+            }
+            observed.push(object);
+        }
+        observed.sort_by_key(|o| (o.app, std::cmp::Reverse(o.seq)));
+        observed.dedup_by_key(|o| o.app);
+        let last_seen = cluster.last_seen.map(|s| Timestamp(i64::from(s)));
+        let mut pairs = Vec::with_capacity(desired.len().max(observed.len()));
+        let (mut d, mut o) = (0, 0);
+        while d < desired.len() || o < observed.len() {
+            let (app, want, have) = match (desired.get(d), observed.get(o)) {
+                (Some(x), Some(y)) if x.app == y.app => {
+                    d += 1;
+                    o += 1;
+                    (x.app, Some(x), Some(*y))
+                }
+                (Some(x), Some(y)) if x.app < y.app => {
+                    d += 1;
+                    (x.app, Some(x), None)
+                }
+                (Some(x), None) => {
+                    d += 1;
+                    (x.app, Some(x), None)
+                }
+                (_, Some(y)) => {
+                    o += 1;
+                    (y.app, None, Some(*y))
+                }
+                (None, None) => unreachable!("the loop condition"),
+            };
+            let input = DriftInput {
+                now,
+                last_seen,
+                desired: want.map(|w| DesiredForDrift {
+                    version: self.symbols.text(w.version),
+                    content_hash: self.symbols.text(w.content_hash),
+                    since: Timestamp(i64::from(w.since)),
+                }),
+                observed: have.map(|h| ObservedForDrift {
+                    version: self.symbols.text(h.version),
+                    content_hash: self.symbols.text(h.content_hash),
+                    health: h.health,
+                    sync: h.sync,
+                    transitioned_at: Timestamp(i64::from(h.transitioned_at)),
+                }),
+            };
+            pairs.push(Pair {
+                app,
+                desired: want,
+                observed: have,
+                state: classify(&input, policy),
+            });
+        }
+        pairs.sort_by(|a, b| self.symbols.text(a.app).cmp(self.symbols.text(b.app)));
+        pairs
+    }
+
+    /// Whether a cluster passes the cluster part of `filter` (groups, environment, labels).
+    pub fn cluster_matches(&self, cluster: &ClusterRec, filter: &Filter) -> bool {
+        let Some(info) = &cluster.info else {
+            return false;
+        };
+        filter.groups.iter().all(|g| info.group.is_within(g))
+            && filter
+                .environment
+                .as_deref()
+                .is_none_or(|e| self.symbols.text(info.environment) == e)
+            && filter
+                .labels
+                .iter()
+                .all(|(k, v)| info.labels.get(k).is_some_and(|have| have == v))
+    }
+
+    /// Counts per group at every level (`""` is the whole fleet) for the clusters and pairs
+    /// `filter` selects.
+    pub fn rollup(
+        &self,
+        now: Timestamp,
+        policy: &DriftPolicy,
+        filter: &Filter,
+    ) -> BTreeMap<String, Counts> {
+        let app = filter.app.as_deref().map(|a| self.symbols.find(a));
+        let mut by_prefix: HashMap<u32, Counts> = HashMap::new();
+        let mut fleet = Counts::default();
+        for cluster in self.clusters.values() {
+            if !self.cluster_matches(cluster, filter) {
+                continue;
+            }
+            let info = cluster
+                .info
+                .as_ref()
+                .expect("matched clusters are in the inventory");
+            let stale = Fleet::is_stale(cluster, now, policy);
+            let mut counts = Counts {
+                clusters: 1,
+                stale_clusters: u64::from(stale),
+                pairs: [0; 8],
+            };
+            for pair in self.pairs(cluster, now, policy) {
+                if app.is_some_and(|a| a != Some(pair.app)) {
+                    continue;
+                }
+                counts.pairs[state_index(pair.state)] += 1;
+            }
+            add(&mut fleet, &counts);
+            for prefix in &info.prefixes {
+                add(by_prefix.entry(*prefix).or_default(), &counts);
+            }
+        }
+        let mut out: BTreeMap<String, Counts> = by_prefix
+            .into_iter()
+            .map(|(p, c)| (self.symbols.text(p).to_owned(), c))
+            .collect();
+        out.insert(String::new(), fleet);
+        out
+    }
+}
+
+/// The store's shape of a rollup, for comparing the two computations.
+pub fn as_group_rollups(rollup: &BTreeMap<String, Counts>) -> Vec<fleetscope_store::GroupRollup> {
+    rollup
+        .iter()
+        .map(|(group, counts)| fleetscope_store::GroupRollup {
+            group_path: group.clone(),
+            depth: if group.is_empty() {
+                0
+            } else {
+                group.split('/').count()
+            },
+            clusters: counts.clusters,
+            stale_clusters: counts.stale_clusters,
+            pairs: DriftState::ALL
+                .iter()
+                .filter(|s| counts.state(**s) > 0)
+                .map(|s| (*s, counts.state(*s)))
+                .collect(),
+        })
+        .collect()
+}
+
+fn add(into: &mut Counts, from: &Counts) {
+    into.clusters += from.clusters;
+    into.stale_clusters += from.stale_clusters;
+    for (a, b) in into.pairs.iter_mut().zip(from.pairs) {
+        *a += b;
+    }
+}
+
+/// Reads the whole fleet from the store.
+pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
+    let mut fleet = Fleet::default();
+    reload_tables(store, &mut fleet).await?;
+    let heartbeats = store.heartbeats_since(Timestamp::EPOCH).await?;
+    fleet.apply_heartbeats(heartbeats);
+    store
+        .observed_objects(Timestamp::EPOCH, |row| {
+            fleet.apply_observed(&row);
+        })
+        .await?;
+    Ok(fleet)
+}
+
+/// Reads inventory, membership and desired state again.
+pub async fn reload_tables(store: &Store, fleet: &mut Fleet) -> fleetscope_store::Result<()> {
+    let markers = store.change_markers().await?;
+    let inventory = store.inventory_rows().await?;
+    let members = store.current_members().await?;
+    let desired = store.desired_rows().await?;
+    fleet.set_inventory(inventory);
+    fleet.set_membership(
+        members
+            .into_iter()
+            .map(|m| (m.cluster_id, m.render_group, m.removed != 0))
+            .collect(),
+    );
+    fleet.set_desired(desired);
+    fleet.markers = Some(markers);
+    Ok(())
+}
+
+/// The fleet shared by the request handlers and the refresher.
+#[derive(Debug)]
+pub struct Index {
+    store: Store,
+    fleet: std::sync::RwLock<Fleet>,
+}
+
+/// What one refresh read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refreshed {
+    pub tables_reloaded: bool,
+    pub observed_rows: usize,
+    pub heartbeat_rows: usize,
+    pub generation: u64,
+}
+
+impl Index {
+    /// Loads the whole fleet from `store`.
+    pub async fn load(store: Store) -> fleetscope_store::Result<Index> {
+        let fleet = load(&store).await?;
+        Ok(Index {
+            store,
+            fleet: std::sync::RwLock::new(fleet),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs `f` on the fleet as it is now.
+    pub fn read<T>(&self, f: impl FnOnce(&Fleet) -> T) -> T {
+        f(&self
+            .fleet
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Reads what changed since the last refresh and applies it. Nothing is locked while the
+    /// store is read.
+    pub async fn refresh(&self) -> fleetscope_store::Result<Refreshed> {
+        let (observed_since, heartbeats_since, known_markers) = self.read(|f| {
+            (
+                Timestamp(i64::from(f.observed_watermark) - OVERLAP_SECONDS),
+                Timestamp(i64::from(f.heartbeat_watermark) - OVERLAP_SECONDS),
+                f.markers,
+            )
+        });
+        let markers = self.store.change_markers().await?;
+        let tables = if known_markers != Some(markers) {
+            Some((
+                self.store.inventory_rows().await?,
+                self.store.current_members().await?,
+                self.store.desired_rows().await?,
+            ))
+        } else {
+            None
+        };
+        let mut observed = Vec::new();
+        self.store
+            .observed_objects(observed_since, |row| observed.push(row))
+            .await?;
+        let heartbeats = self.store.heartbeats_since(heartbeats_since).await?;
+        let mut fleet = self
+            .fleet
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut refreshed = Refreshed {
+            tables_reloaded: tables.is_some(),
+            observed_rows: observed.len(),
+            heartbeat_rows: heartbeats.len(),
+            generation: 0,
+        };
+        if let Some((inventory, members, desired)) = tables {
+            fleet.set_inventory(inventory);
+            fleet.set_membership(
+                members
+                    .into_iter()
+                    .map(|m| (m.cluster_id, m.render_group, m.removed != 0))
+                    .collect(),
+            );
+            fleet.set_desired(desired);
+            fleet.markers = Some(markers);
+        }
+        for row in &observed {
+            fleet.apply_observed(row);
+        }
+        fleet.apply_heartbeats(heartbeats);
+        refreshed.generation = fleet.generation;
+        Ok(refreshed)
+    }
+}
