@@ -23,6 +23,23 @@ pub struct LogArgs {
     /// Log filter, in tracing's EnvFilter syntax (for example `info,fleetscope_store=debug`).
     #[arg(long, env = "FLEETSCOPE_LOG", default_value = "warn", global = true)]
     pub log: String,
+    /// Export traces over OTLP/HTTP to this receiver (its base URL; traces go to `/v1/traces`).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", global = true)]
+    pub otlp_endpoint: Option<String>,
+    /// Full URL for traces, used as it is; wins over `--otlp-endpoint`.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", global = true)]
+    pub otlp_traces_endpoint: Option<String>,
+    /// OTLP protocol; only `http/protobuf` is supported.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_PROTOCOL", global = true)]
+    pub otlp_protocol: Option<String>,
+    /// `service.name` of exported traces.
+    #[arg(
+        long,
+        env = "OTEL_SERVICE_NAME",
+        default_value = "fleetscope",
+        global = true
+    )]
+    pub otel_service_name: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -97,15 +114,44 @@ impl ClickHouseArgs {
     }
 }
 
+/// Logs to stderr as `--log` filters them and, when an OTLP endpoint is set, exports spans too.
+/// Runs inside the runtime: the exporter's guard is held by a task that never finishes, so it
+/// is dropped, and the last spans exported, when the runtime shuts down at the end of `main`.
 pub fn init_tracing(args: &LogArgs) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|err| {
         eprintln!("warning: ignoring invalid log filter {:?}: {err}", args.log);
         tracing_subscriber::EnvFilter::new("warn")
     });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let telemetry = fleetscope_hub::telemetry::TelemetryConfig {
+        endpoint: args.otlp_endpoint.clone(),
+        traces_endpoint: args.otlp_traces_endpoint.clone(),
+        protocol: args.otlp_protocol.clone(),
+        service_name: args.otel_service_name.clone(),
+    };
+    let (otlp, guard) = fleetscope_hub::telemetry::init_layer(&telemetry)
+        .unwrap_or_else(|err| {
+            eprintln!("warning: not exporting traces: {err}");
+            None
+        })
+        .unzip();
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        )
+        .with(otlp)
         .init();
+    if let Some(guard) = guard {
+        tokio::spawn(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await
+        });
+    }
 }
 
 pub async fn dispatch(command: Command) -> anyhow::Result<()> {

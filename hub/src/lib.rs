@@ -8,4 +8,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod api;
+pub mod auth;
 pub mod index;
+pub mod metrics;
+pub mod openapi;
+pub mod params;
+pub mod server;
+pub mod telemetry;

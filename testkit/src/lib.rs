@@ -8,6 +8,7 @@
 
 pub mod chdb;
 pub mod grid;
+pub mod otlp;
 pub mod sql_literal;
 
 use std::sync::atomic::{AtomicU32, Ordering};

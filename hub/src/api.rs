@@ -1,0 +1,875 @@
+//! The routes under `/api/v1`. Each handler checks its parameters, narrows the question to the
+//! caller's scope, and answers from the in-memory index (history also reads the store). Every
+//! answer about pairs uses the model's one drift definition through the index.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use fleetscope_model::{DriftState, GroupPath, Timestamp};
+use serde_json::{json, Value};
+
+use crate::auth::Principal;
+use crate::index::{ClusterRec, Counts, Filter, Fleet, Pair};
+use crate::params::{csv, encode_cursor, ApiError, Params};
+use crate::server::AppState;
+
+type Pairs = Query<Vec<(String, String)>>;
+
+/// An answer: JSON, or CSV for tabular reports.
+#[derive(Debug)]
+pub enum Answer {
+    Json(Value),
+    Csv(String),
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        match self {
+            Answer::Json(value) => Json(value).into_response(),
+            Answer::Csv(text) => {
+                ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], text).into_response()
+            }
+        }
+    }
+}
+
+/// The caller's scope joined with the asked group: both must hold.
+fn scoped_filter(principal: &Principal, params: &Params) -> Result<Filter, ApiError> {
+    let mut filter = Filter {
+        groups: principal.scope.iter().cloned().collect(),
+        environment: params.environment()?,
+        labels: params.labels()?,
+        app: params.app()?,
+    };
+    if let Some(group) = params.group()? {
+        filter.groups.push(group);
+    }
+    Ok(filter)
+}
+
+fn time_text(seconds: u32) -> Value {
+    if seconds == 0 {
+        return Value::Null;
+    }
+    jiff::Timestamp::from_second(i64::from(seconds))
+        .map(|t| Value::String(t.to_string()))
+        .unwrap_or(Value::Null)
+}
+
+/// Runs CPU-heavy work on the fleet off the async workers.
+async fn on_fleet<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&Fleet, Timestamp) -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || {
+        let now = state.now();
+        state.index.read(|fleet| f(fleet, now))
+    })
+    .await
+    .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))
+}
+
+fn counts_json(counts: &Counts) -> Value {
+    let pairs: serde_json::Map<String, Value> = DriftState::ALL
+        .iter()
+        .map(|s| (s.as_str().to_owned(), json!(counts.state(*s))))
+        .collect();
+    json!({
+        "clusters": counts.clusters,
+        "reporting_clusters": counts.clusters - counts.stale_clusters,
+        "stale_clusters": counts.stale_clusters,
+        "app_instances": counts.pairs.iter().sum::<u64>(),
+        "app_instances_by_state": pairs,
+    })
+}
+
+/// `GET /api/v1/summary`: the fleet and every group at every level (down to `depth`).
+pub async fn summary(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(
+        pairs,
+        &["group", "environment", "label", "app", "depth", "format"],
+        &["label"],
+    )?;
+    let filter = scoped_filter(&principal, &params)?;
+    let depth = params.number("depth", 0.0, 16.0, 16.0)? as usize;
+    let csv_wanted = params.csv()?;
+    let key = format!("summary|{filter:?}|{depth}");
+    let rollup = state
+        .cached(key, move |fleet, now, policy| {
+            fleet.rollup(now, policy, &filter)
+        })
+        .await?;
+    let scope = principal.scope.clone();
+    let visible = |group: &str| match &scope {
+        None => true,
+        Some(scope) => GroupPath::parse(group).is_ok_and(|g| g.is_within(scope)),
+    };
+    let total = rollup.get("").copied().unwrap_or_default();
+    let rows: Vec<(&String, &Counts)> = rollup
+        .iter()
+        .filter(|(g, _)| !g.is_empty() && visible(g) && g.split('/').count() <= depth)
+        .collect();
+    if csv_wanted {
+        let mut header = vec![
+            "group",
+            "depth",
+            "clusters",
+            "reporting_clusters",
+            "stale_clusters",
+        ];
+        header.extend(DriftState::ALL.iter().map(|s| s.as_str()));
+        let body = csv(
+            &header,
+            std::iter::once((&String::new(), &total))
+                .chain(rows.iter().copied())
+                .map(|(g, c)| {
+                    let mut row = vec![
+                        g.clone(),
+                        if g.is_empty() {
+                            0
+                        } else {
+                            g.split('/').count()
+                        }
+                        .to_string(),
+                        c.clusters.to_string(),
+                        (c.clusters - c.stale_clusters).to_string(),
+                        c.stale_clusters.to_string(),
+                    ];
+                    row.extend(DriftState::ALL.iter().map(|s| c.state(*s).to_string()));
+                    row
+                }),
+        );
+        return Ok(Answer::Csv(body));
+    }
+    Ok(Answer::Json(json!({
+        "generated_at": time_text(fleetscope_store::to_datetime(state.now())),
+        "scope": principal.scope.as_ref().map(GroupPath::as_str),
+        "policy": { "stale_after_seconds": state.policy.stale_after_seconds, "progress_grace_seconds": state.policy.progress_grace_seconds },
+        "total": counts_json(&total),
+        "groups": rows.iter().map(|(g, c)| {
+            let mut v = counts_json(c);
+            v["group"] = json!(g);
+            v["depth"] = json!(g.split('/').count());
+            v
+        }).collect::<Vec<_>>(),
+    })))
+}
+
+fn pair_json(fleet: &Fleet, cluster_id: &str, cluster: &ClusterRec, pair: &Pair<'_>) -> Value {
+    let s = &fleet.symbols;
+    let info = cluster.info.as_ref();
+    let since = match (pair.observed, pair.desired) {
+        (Some(o), _) => o.transitioned_at,
+        (None, Some(d)) => d.since,
+        (None, None) => 0,
+    };
+    json!({
+        "cluster": cluster_id,
+        "group": info.map(|i| i.group.as_str()),
+        "environment": info.map(|i| s.text(i.environment)),
+        "app": s.text(pair.app),
+        "state": pair.state.as_str(),
+        "since": time_text(since),
+        "desired_version": pair.desired.map(|d| s.text(d.version)),
+        "desired_content_hash": pair.desired.map(|d| s.text(d.content_hash)),
+        "desired_since": pair.desired.map(|d| time_text(d.since)),
+        "observed_version": pair.observed.map(|o| s.text(o.version)),
+        "observed_content_hash": pair.observed.map(|o| s.text(o.content_hash)),
+        "revision": pair.observed.map(|o| s.text(o.revision)),
+        "health": pair.observed.map(|o| o.health.as_str()),
+        "sync": pair.observed.map(|o| o.sync.as_str()),
+        "reason": pair.observed.map(|o| s.text(o.reason)),
+        "message": pair.observed.map(|o| s.text(o.message)),
+        "last_seen": cluster.last_seen.map(time_text),
+    })
+}
+
+const DRIFT_COLUMNS: &[&str] = &[
+    "cluster",
+    "group",
+    "environment",
+    "app",
+    "state",
+    "since",
+    "desired_version",
+    "observed_version",
+    "revision",
+    "health",
+    "sync",
+    "reason",
+    "message",
+    "last_seen",
+];
+
+fn csv_row(value: &Value, columns: &[&str]) -> Vec<String> {
+    columns
+        .iter()
+        .map(|c| match &value[*c] {
+            Value::Null => String::new(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// `GET /api/v1/drift`: (cluster, app) pairs in the given states (default: every state but
+/// `in_sync`), by cluster and app, a page at a time.
+pub async fn drift(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(
+        pairs,
+        &[
+            "group",
+            "environment",
+            "label",
+            "app",
+            "state",
+            "limit",
+            "cursor",
+            "format",
+        ],
+        &["label", "state"],
+    )?;
+    let filter = scoped_filter(&principal, &params)?;
+    let mut states = params.states()?;
+    if states.is_empty() {
+        states = DriftState::ALL
+            .iter()
+            .copied()
+            .filter(|s| *s != DriftState::InSync)
+            .collect();
+    }
+    let limit = params.limit()?;
+    let cursor = params.cursor()?;
+    let csv_wanted = params.csv()?;
+    let policy = state.policy;
+    let (items, next) = on_fleet(&state, move |fleet, now| {
+        let mut items = Vec::new();
+        let mut next = None;
+        let after = cursor
+            .as_deref()
+            .map(|c| c.split_once('/').unwrap_or((c, "")));
+        let start = after.map_or(std::ops::Bound::Unbounded, |(cluster, _)| {
+            std::ops::Bound::Included(cluster.to_owned())
+        });
+        'clusters: for (id, cluster) in fleet
+            .clusters
+            .range::<String, _>((start, std::ops::Bound::Unbounded))
+        {
+            if !fleet.cluster_matches(cluster, &filter) {
+                continue;
+            }
+            for pair in fleet.pairs(cluster, now, &policy) {
+                let app = fleet.symbols.text(pair.app);
+                if after.is_some_and(|(c, a)| id == c && app <= a) {
+                    continue;
+                }
+                if filter.app.as_deref().is_some_and(|a| a != app) || !states.contains(&pair.state)
+                {
+                    continue;
+                }
+                if items.len() == limit {
+                    next = Some(encode_cursor(&last_key(&items)));
+                    break 'clusters;
+                }
+                items.push(pair_json(fleet, id, cluster, &pair));
+            }
+        }
+        (items, next)
+    })
+    .await?;
+    if csv_wanted {
+        return Ok(Answer::Csv(csv(
+            DRIFT_COLUMNS,
+            items.iter().map(|v| csv_row(v, DRIFT_COLUMNS)),
+        )));
+    }
+    Ok(Answer::Json(json!({ "items": items, "next_cursor": next })))
+}
+
+/// `cluster/app` of the last item of a page: where the next page starts after.
+fn last_key(items: &[Value]) -> String {
+    let last = items.last().expect("a full page has items");
+    format!(
+        "{}/{}",
+        last["cluster"].as_str().unwrap_or_default(),
+        last["app"].as_str().unwrap_or_default()
+    )
+}
+
+/// `GET /api/v1/clusters/{id}`: one cluster, every app desired and actual, last seen, and
+/// its recent history.
+pub async fn cluster(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(pairs, &["history_hours"], &[])?;
+    let hours = params.number("history_hours", 0.0, 744.0, 24.0)?;
+    fleetscope_model::ClusterId::parse(&id).map_err(|err| ApiError::bad("id", err.to_string()))?;
+    let policy = state.policy;
+    let scope = principal.scope.clone();
+    let lookup = id.clone();
+    let page = on_fleet(&state, move |fleet, now| {
+        let cluster = fleet.clusters.get(&lookup)?;
+        let info = cluster.info.as_ref()?;
+        if scope.as_ref().is_some_and(|s| !info.group.is_within(s)) {
+            return None;
+        }
+        let s = &fleet.symbols;
+        let apps: Vec<Value> = fleet
+            .pairs(cluster, now, &policy)
+            .iter()
+            .map(|p| pair_json(fleet, &lookup, cluster, p))
+            .collect();
+        Some(json!({
+            "cluster": lookup,
+            "group": info.group.as_str(),
+            "environment": s.text(info.environment),
+            "reconciler": s.text(info.reconciler),
+            "labels": info.labels,
+            "render_group": cluster.render_group.map(|g| s.text(g)),
+            "last_seen": cluster.last_seen.map(time_text),
+            "stale": Fleet::is_stale(cluster, now, &policy),
+            "agent_version": cluster.agent_version.map(|a| s.text(a)),
+            "apps": apps,
+        }))
+    })
+    .await?
+    .ok_or_else(|| ApiError::not_found(format!("no cluster {id:?}")))?;
+    let now = state.now();
+    let from = now.plus_seconds(-((hours * 3_600.0) as i64));
+    let history = state
+        .store_call(
+            "observed history",
+            state
+                .index
+                .store()
+                .observed_history(&id, from, now.plus_seconds(1)),
+        )
+        .await?;
+    let mut page = page;
+    page["history"] = history
+        .iter()
+        .rev()
+        .take(200)
+        .map(|r| {
+            json!({
+                "at": time_text(r.observed_at),
+                "kind": r.object_kind, "namespace": r.object_namespace, "name": r.object_name,
+                "app": r.app, "version": r.version, "revision": r.applied_revision,
+                "health": r.health, "sync": r.sync, "reason": r.reason, "message": r.message,
+                "deleted": r.deleted != 0,
+            })
+        })
+        .collect();
+    Ok(Answer::Json(page))
+}
+
+/// `GET /api/v1/apps/{app}/versions`: which versions of an app are desired and run where, per
+/// group at `depth`; with `version`, the clusters running it (a page at a time).
+pub async fn versions(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(app): Path<String>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(
+        pairs,
+        &[
+            "group",
+            "environment",
+            "label",
+            "depth",
+            "version",
+            "limit",
+            "cursor",
+            "format",
+        ],
+        &["label"],
+    )?;
+    let app = fleetscope_model::AppName::parse(&app)
+        .map_err(|err| ApiError::bad("app", err.to_string()))?
+        .as_str()
+        .to_owned();
+    let mut filter = scoped_filter(&principal, &params)?;
+    filter.app = Some(app.clone());
+    let depth = params.number("depth", 1.0, 16.0, 1.0)? as usize;
+    let version = params.get("version").map(str::to_owned);
+    let limit = params.limit()?;
+    let cursor = params.cursor()?;
+    let csv_wanted = params.csv()?;
+    let policy = state.policy;
+    let answer = on_fleet(&state, move |fleet, now| {
+        let s = &fleet.symbols;
+        let Some(app_id) = s.find(&app) else {
+            return json!({ "app": app, "desired": [], "running": [], "clusters": [], "next_cursor": null });
+        };
+        // version → (clusters, group at depth → clusters)
+        let mut running: BTreeMap<&str, (u64, BTreeMap<String, u64>)> = BTreeMap::new();
+        let mut desired: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut on_version = Vec::new();
+        let mut next = None;
+        for (id, cluster) in &fleet.clusters {
+            if !fleet.cluster_matches(cluster, &filter) {
+                continue;
+            }
+            let info = cluster.info.as_ref().expect("matched clusters are in the inventory");
+            for pair in fleet.pairs(cluster, now, &policy) {
+                if pair.app != app_id {
+                    continue;
+                }
+                if let Some(d) = pair.desired {
+                    *desired.entry(s.text(d.version)).or_default() += 1;
+                }
+                if let Some(o) = pair.observed {
+                    let v = s.text(o.version);
+                    let group: String = info.group.segments().take(depth).collect::<Vec<_>>().join("/");
+                    let entry = running.entry(v).or_default();
+                    entry.0 += 1;
+                    *entry.1.entry(group).or_default() += 1;
+                    if version.as_deref() == Some(v)
+                        && cursor.as_deref().is_none_or(|c| id.as_str() > c)
+                    {
+                        if on_version.len() == limit {
+                            next = Some(encode_cursor(on_version.last().map_or("", |v: &Value| v["cluster"].as_str().unwrap_or_default())));
+                        } else if next.is_none() {
+                            on_version.push(pair_json(fleet, id, cluster, &pair));
+                        }
+                    }
+                }
+            }
+        }
+        json!({
+            "app": app,
+            "desired": desired.iter().map(|(v, n)| json!({"version": v, "clusters": n})).collect::<Vec<_>>(),
+            "running": running.iter().map(|(v, (n, groups))| json!({"version": v, "clusters": n, "groups": groups})).collect::<Vec<_>>(),
+            "clusters": on_version,
+            "next_cursor": next,
+        })
+    })
+    .await?;
+    if csv_wanted {
+        let rows: Vec<Vec<String>> = answer["running"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| {
+                let version = r["version"].as_str().unwrap_or_default().to_owned();
+                r["groups"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(move |(g, n)| vec![version.clone(), g.clone(), n.to_string()])
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        return Ok(Answer::Csv(csv(&["version", "group", "clusters"], rows)));
+    }
+    Ok(Answer::Json(answer))
+}
+
+/// `GET /api/v1/stale`: clusters not heard from within the stale threshold (never seen first,
+/// then oldest first).
+pub async fn stale(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(
+        pairs,
+        &["group", "environment", "label", "limit", "format"],
+        &["label"],
+    )?;
+    let filter = scoped_filter(&principal, &params)?;
+    let limit = params.limit()?;
+    let csv_wanted = params.csv()?;
+    let policy = state.policy;
+    let (items, total) = on_fleet(&state, move |fleet, now| {
+        let mut stale: Vec<(u32, &String, &ClusterRec)> = fleet
+            .clusters
+            .iter()
+            .filter(|(_, c)| fleet.cluster_matches(c, &filter) && Fleet::is_stale(c, now, &policy))
+            .map(|(id, c)| (c.last_seen.unwrap_or(0), id, c))
+            .collect();
+        stale.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let total = stale.len();
+        let items: Vec<Value> = stale
+            .into_iter()
+            .take(limit)
+            .map(|(seen, id, c)| {
+                let info = c.info.as_ref().expect("matched clusters are in the inventory");
+                json!({
+                    "cluster": id,
+                    "group": info.group.as_str(),
+                    "environment": fleet.symbols.text(info.environment),
+                    "last_seen": time_text(seen),
+                    "silent_seconds": if seen == 0 { Value::Null } else { json!(now.seconds() - i64::from(seen)) },
+                })
+            })
+            .collect();
+        (items, total)
+    })
+    .await?;
+    if csv_wanted {
+        let columns = [
+            "cluster",
+            "group",
+            "environment",
+            "last_seen",
+            "silent_seconds",
+        ];
+        return Ok(Answer::Csv(csv(
+            &columns,
+            items.iter().map(|v| csv_row(v, &columns)),
+        )));
+    }
+    Ok(Answer::Json(json!({ "total": total, "items": items })))
+}
+
+/// `GET /api/v1/explain`: why an app is (or is not) desired on a cluster.
+pub async fn explain(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(pairs, &["cluster", "app"], &[])?;
+    let cluster_id = params
+        .get("cluster")
+        .ok_or_else(|| ApiError::bad("cluster", "required"))?
+        .to_owned();
+    fleetscope_model::ClusterId::parse(&cluster_id)
+        .map_err(|err| ApiError::bad("cluster", err.to_string()))?;
+    let app = params.app()?;
+    let policy = state.policy;
+    let scope = principal.scope.clone();
+    let lookup = cluster_id.clone();
+    let answer = on_fleet(&state, move |fleet, now| {
+        let cluster = fleet.clusters.get(&lookup)?;
+        let info = cluster.info.as_ref()?;
+        if scope.as_ref().is_some_and(|s| !info.group.is_within(s)) {
+            return None;
+        }
+        let s = &fleet.symbols;
+        let render_group = cluster.render_group.map(|g| s.text(g));
+        let mut apps: Vec<Value> = fleet
+            .pairs(cluster, now, &policy)
+            .iter()
+            .filter(|p| app.as_deref().is_none_or(|a| s.text(p.app) == a))
+            .map(|p| match p.desired {
+                Some(d) => json!({
+                    "app": s.text(p.app),
+                    "desired": true,
+                    "version": s.text(d.version),
+                    "reasons": d.reasons.as_ref(),
+                    "render_group": render_group,
+                    "commit": s.text(d.commit),
+                    "render_id": d.render_id,
+                    "desired_since": time_text(d.since),
+                    "state": p.state.as_str(),
+                }),
+                None => json!({
+                    "app": s.text(p.app),
+                    "desired": false,
+                    "explanation": format!("runs on the cluster, but no policy of render group {} selects it", render_group.unwrap_or("(none)")),
+                    "state": p.state.as_str(),
+                }),
+            })
+            .collect();
+        if let Some(a) = &app {
+            if apps.is_empty() {
+                apps.push(json!({
+                    "app": a,
+                    "desired": false,
+                    "explanation": match render_group {
+                        Some(g) => format!("no policy reaching render group {g} selects {a}, and the cluster does not run it"),
+                        None => "the cluster belongs to no render group yet (not rendered, or registered by the collector only)".to_owned(),
+                    },
+                }));
+            }
+        }
+        Some(json!({ "cluster": lookup, "group": info.group.as_str(), "render_group": render_group, "apps": apps }))
+    })
+    .await?
+    .ok_or_else(|| ApiError::not_found(format!("no cluster {cluster_id:?}")))?;
+    Ok(Answer::Json(answer))
+}
+
+/// `GET /api/v1/environments`: per app, desired and running versions in each environment.
+pub async fn environments(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(pairs, &["group", "label", "app", "format"], &["label"])?;
+    let filter = scoped_filter(&principal, &params)?;
+    let csv_wanted = params.csv()?;
+    let key = format!("environments|{filter:?}");
+    let table = state
+        .cached(key, move |fleet, now, policy| {
+            // app → environment → (desired version → n, running version → n)
+            type Versions = (BTreeMap<String, u64>, BTreeMap<String, u64>);
+            let mut table: BTreeMap<String, BTreeMap<String, Versions>> = BTreeMap::new();
+            let s = &fleet.symbols;
+            for cluster in fleet.clusters.values() {
+                if !fleet.cluster_matches(cluster, &filter) {
+                    continue;
+                }
+                let env = s.text(cluster.info.as_ref().expect("in the inventory").environment);
+                for pair in fleet.pairs(cluster, now, policy) {
+                    let app = s.text(pair.app);
+                    if filter.app.as_deref().is_some_and(|a| a != app) {
+                        continue;
+                    }
+                    let cell = table
+                        .entry(app.to_owned())
+                        .or_default()
+                        .entry(env.to_owned())
+                        .or_default();
+                    if let Some(d) = pair.desired {
+                        *cell.0.entry(s.text(d.version).to_owned()).or_default() += 1;
+                    }
+                    if let Some(o) = pair.observed {
+                        *cell.1.entry(s.text(o.version).to_owned()).or_default() += 1;
+                    }
+                }
+            }
+            table
+        })
+        .await?;
+    if csv_wanted {
+        let mut rows = Vec::new();
+        for (app, envs) in table.iter() {
+            for (env, (desired, running)) in envs {
+                for (v, n) in desired {
+                    rows.push(vec![
+                        app.clone(),
+                        env.clone(),
+                        "desired".into(),
+                        v.clone(),
+                        n.to_string(),
+                    ]);
+                }
+                for (v, n) in running {
+                    rows.push(vec![
+                        app.clone(),
+                        env.clone(),
+                        "running".into(),
+                        v.clone(),
+                        n.to_string(),
+                    ]);
+                }
+            }
+        }
+        return Ok(Answer::Csv(csv(
+            &["app", "environment", "side", "version", "clusters"],
+            rows,
+        )));
+    }
+    let apps: Vec<Value> = table
+        .iter()
+        .map(|(app, envs)| {
+            json!({
+                "app": app,
+                "environments": envs.iter().map(|(env, (d, r))| json!({"environment": env, "desired": d, "running": r})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(Answer::Json(json!({ "apps": apps })))
+}
+
+/// `GET /api/v1/gate`: for an app at a version (or a render commit) within a group, the share
+/// of targeted clusters in sync, and a verdict against `threshold`.
+pub async fn gate(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(
+        pairs,
+        &[
+            "app",
+            "version",
+            "commit",
+            "group",
+            "environment",
+            "label",
+            "threshold",
+        ],
+        &["label"],
+    )?;
+    let filter = scoped_filter(&principal, &params)?;
+    let app = filter
+        .app
+        .clone()
+        .ok_or_else(|| ApiError::bad("app", "required"))?;
+    let version = params.get("version").map(str::to_owned);
+    let commit = params.get("commit").map(str::to_owned);
+    if version.is_none() == commit.is_none() {
+        return Err(ApiError::bad(
+            "version",
+            "give exactly one of version or commit",
+        ));
+    }
+    let threshold = params.number("threshold", 0.0, 1.0, 1.0)?;
+    let policy = state.policy;
+    let (targeted, by_state) = on_fleet(&state, move |fleet, now| {
+        let s = &fleet.symbols;
+        let mut targeted = 0u64;
+        let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for cluster in fleet.clusters.values() {
+            if !fleet.cluster_matches(cluster, &filter) {
+                continue;
+            }
+            for pair in fleet.pairs(cluster, now, &policy) {
+                let Some(d) = pair.desired else { continue };
+                if s.text(pair.app) != app
+                    || version.as_deref().is_some_and(|v| s.text(d.version) != v)
+                    || commit.as_deref().is_some_and(|c| s.text(d.commit) != c)
+                {
+                    continue;
+                }
+                targeted += 1;
+                *by_state.entry(pair.state.as_str()).or_default() += 1;
+            }
+        }
+        (targeted, by_state)
+    })
+    .await?;
+    let in_sync = by_state.get("in_sync").copied().unwrap_or(0);
+    let share = if targeted == 0 {
+        0.0
+    } else {
+        in_sync as f64 / targeted as f64
+    };
+    let pass = targeted > 0 && share >= threshold;
+    Ok(Answer::Json(json!({
+        "app": params.get("app"),
+        "version": params.get("version"),
+        "commit": params.get("commit"),
+        "group": params.get("group"),
+        "targeted_clusters": targeted,
+        "in_sync": in_sync,
+        "by_state": by_state,
+        "share_in_sync": share,
+        "threshold": threshold,
+        "verdict": if pass { "pass" } else { "fail" },
+        "reason": if targeted == 0 { "no cluster in this selection desires that version or commit" } else if pass { "the share in sync reaches the threshold" } else { "the share in sync is below the threshold" },
+    })))
+}
+
+/// `GET /api/v1/history`: observed transitions of a cluster (optionally one app) and the
+/// desired-state changes of its render group, over a time range.
+pub async fn history(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Query(pairs): Pairs,
+) -> Result<Answer, ApiError> {
+    let params = Params::new(
+        pairs,
+        &["cluster", "app", "from", "to", "limit", "format"],
+        &[],
+    )?;
+    let cluster_id = params
+        .get("cluster")
+        .ok_or_else(|| ApiError::bad("cluster", "required"))?
+        .to_owned();
+    fleetscope_model::ClusterId::parse(&cluster_id)
+        .map_err(|err| ApiError::bad("cluster", err.to_string()))?;
+    let app = params.app()?;
+    let limit = params.limit()?;
+    let csv_wanted = params.csv()?;
+    let (from, to) = params.range(state.now(), 86_400)?;
+    let scope = principal.scope.clone();
+    let lookup = cluster_id.clone();
+    let render_group = on_fleet(&state, move |fleet, _| {
+        let cluster = fleet.clusters.get(&lookup)?;
+        let info = cluster.info.as_ref()?;
+        if scope.as_ref().is_some_and(|s| !info.group.is_within(s)) {
+            return None;
+        }
+        Some(
+            cluster
+                .render_group
+                .map(|g| fleet.symbols.text(g).to_owned()),
+        )
+    })
+    .await?
+    .ok_or_else(|| ApiError::not_found(format!("no cluster {cluster_id:?}")))?;
+    let store = state.index.store();
+    let observed = state
+        .store_call(
+            "observed history",
+            store.observed_history(&cluster_id, from, to),
+        )
+        .await?;
+    let desired = match &render_group {
+        Some(group) => {
+            state
+                .store_call(
+                    "desired history",
+                    store.desired_history(group, app.as_deref(), from, to),
+                )
+                .await?
+        }
+        None => Vec::new(),
+    };
+    let mut events: Vec<(u32, Value)> = observed
+        .iter()
+        .filter(|r| app.as_deref().is_none_or(|a| r.app == a))
+        .map(|r| {
+            (
+                r.observed_at,
+                json!({
+                    "at": time_text(r.observed_at), "type": "observed", "app": r.app,
+                    "kind": r.object_kind, "name": r.object_name, "version": r.version,
+                    "revision": r.applied_revision, "health": r.health, "sync": r.sync,
+                    "reason": r.reason, "message": r.message, "deleted": r.deleted != 0,
+                }),
+            )
+        })
+        .chain(desired.iter().map(|d| {
+            (
+                d.desired_since,
+                json!({
+                    "at": time_text(d.desired_since), "type": "desired", "app": d.app,
+                    "version": d.version, "render_group": d.render_group, "commit": d.commit,
+                    "render_id": d.render_id, "reasons": d.reasons, "removed": d.removed != 0,
+                }),
+            )
+        }))
+        .collect();
+    events.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    let truncated = events.len() > limit;
+    let events: Vec<Value> = events.into_iter().take(limit).map(|(_, v)| v).collect();
+    if csv_wanted {
+        let columns = [
+            "at", "type", "app", "version", "revision", "health", "sync", "commit", "message",
+        ];
+        return Ok(Answer::Csv(csv(
+            &columns,
+            events.iter().map(|v| csv_row(v, &columns)),
+        )));
+    }
+    Ok(Answer::Json(json!({
+        "cluster": cluster_id,
+        "render_group": render_group,
+        "from": time_text(fleetscope_store::to_datetime(from)),
+        "to": time_text(fleetscope_store::to_datetime(to)),
+        "events": events,
+        "truncated": truncated,
+    })))
+}

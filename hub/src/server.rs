@@ -1,0 +1,367 @@
+//! `fleetscope hub`: the state handlers share, the router, the refresher, and the command.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use fleetscope_model::{DriftPolicy, Timestamp};
+use fleetscope_store::{Store, StoreConfig};
+
+use crate::auth::Auth;
+use crate::index::{Fleet, Index};
+use crate::metrics::{HubMetrics, MetricsConfig};
+use crate::params::ApiError;
+
+/// How long cached answers live at most; new data invalidates them sooner (the index
+/// generation is part of every key).
+pub const CACHE_TTL: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct HubArgs {
+    /// Address to listen on.
+    #[arg(long, env = "FLEETSCOPE_HUB_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// ClickHouse HTTP endpoint.
+    #[arg(
+        long,
+        env = "FLEETSCOPE_CLICKHOUSE_URL",
+        default_value = "http://127.0.0.1:8123"
+    )]
+    pub clickhouse_url: String,
+    #[arg(
+        long,
+        env = "FLEETSCOPE_CLICKHOUSE_DATABASE",
+        default_value = "fleetscope"
+    )]
+    pub clickhouse_database: String,
+    /// Bearer tokens with roles and scopes (YAML). Required unless --insecure.
+    #[arg(long, env = "FLEETSCOPE_HUB_TOKENS")]
+    pub tokens: Option<PathBuf>,
+    /// Serve without authentication (every caller is an unscoped admin). Local use only.
+    #[arg(long, env = "FLEETSCOPE_HUB_INSECURE")]
+    pub insecure: bool,
+    /// Serve /metrics without a token (for Prometheus inside a trusted network).
+    #[arg(long, env = "FLEETSCOPE_HUB_OPEN_METRICS")]
+    pub open_metrics: bool,
+    /// Seconds without a heartbeat after which a cluster is stale.
+    #[arg(long, env = "FLEETSCOPE_STALE_AFTER", default_value_t = 600)]
+    pub stale_after: i64,
+    /// Seconds a new desired state may take to arrive before it counts as drift.
+    #[arg(long, env = "FLEETSCOPE_GRACE", default_value_t = 900)]
+    pub grace: i64,
+    /// Seconds between reads of new data from ClickHouse.
+    #[arg(long, env = "FLEETSCOPE_HUB_REFRESH", default_value_t = 1.0)]
+    pub refresh_seconds: f64,
+    /// Group levels exported as metric labels (1 = regions, 2 = countries, …).
+    #[arg(long, env = "FLEETSCOPE_HUB_METRICS_DEPTH", default_value_t = 2)]
+    pub metrics_depth: usize,
+    /// At most this many groups and this many apps get series of their own; the rest are
+    /// summed into `_other`.
+    #[arg(long, env = "FLEETSCOPE_HUB_METRICS_MAX_GROUPS", default_value_t = 500)]
+    pub metrics_max_groups: usize,
+    #[arg(long, env = "FLEETSCOPE_HUB_METRICS_MAX_APPS", default_value_t = 200)]
+    pub metrics_max_apps: usize,
+}
+
+/// What every handler shares.
+pub struct AppState {
+    pub index: Arc<Index>,
+    pub policy: DriftPolicy,
+    pub cache: moka::future::Cache<String, Arc<dyn std::any::Any + Send + Sync>>,
+    pub metrics: HubMetrics,
+    /// A fixed clock for tests; `None` reads the system clock.
+    pub fixed_now: Option<Timestamp>,
+    /// When the last refresh succeeded (seconds since the epoch), for readiness.
+    pub last_refresh: AtomicI64,
+    pub refresh_failures: AtomicU64,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    pub fn new(index: Arc<Index>, policy: DriftPolicy, metrics: MetricsConfig) -> AppState {
+        AppState {
+            index,
+            policy,
+            cache: moka::future::Cache::builder()
+                .max_capacity(256)
+                .time_to_live(CACHE_TTL)
+                .build(),
+            metrics: HubMetrics::new(metrics),
+            fixed_now: None,
+            last_refresh: AtomicI64::new(system_now().seconds()),
+            refresh_failures: AtomicU64::new(0),
+        }
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.fixed_now.unwrap_or_else(system_now)
+    }
+
+    /// Computes `f` on the fleet, or takes the answer cached for the same question on the
+    /// same data (the key gets the index generation: new data is a new key).
+    pub async fn cached<T: Send + Sync + 'static>(
+        self: &Arc<Self>,
+        key: String,
+        f: impl FnOnce(&Fleet, Timestamp, &DriftPolicy) -> T + Send + 'static,
+    ) -> Result<Arc<T>, ApiError> {
+        let generation = self.index.read(|fleet| fleet.generation);
+        let key = format!("{generation}|{key}");
+        if let Some(hit) = self.cache.get(&key).await {
+            if let Ok(value) = hit.downcast::<T>() {
+                self.metrics.cache_hit(true);
+                return Ok(value);
+            }
+        }
+        self.metrics.cache_hit(false);
+        let state = self.clone();
+        let value = tokio::task::spawn_blocking(move || {
+            let now = state.now();
+            let started = Instant::now();
+            let value = state.index.read(|fleet| f(fleet, now, &state.policy));
+            state.metrics.computed(started.elapsed());
+            value
+        })
+        .await
+        .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))?;
+        let value = Arc::new(value);
+        self.cache
+            .insert(key, value.clone() as Arc<dyn std::any::Any + Send + Sync>)
+            .await;
+        Ok(value)
+    }
+
+    /// Runs one store read, timed and counted; a failure is a 503.
+    pub async fn store_call<T>(
+        &self,
+        name: &'static str,
+        call: impl Future<Output = fleetscope_store::Result<T>>,
+    ) -> Result<T, ApiError> {
+        let started = Instant::now();
+        let result = call.await;
+        self.metrics.query(name, result.is_ok(), started.elapsed());
+        result.map_err(|err| ApiError::unavailable(format!("ClickHouse: {err}")))
+    }
+}
+
+fn system_now() -> Timestamp {
+    Timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+    )
+}
+
+/// The router: health and readiness open, metrics open when configured, the API behind auth.
+pub fn router(state: Arc<AppState>, auth: Arc<Auth>, open_metrics: bool) -> Router {
+    // The routes come from the OpenAPI table, so the two cannot disagree on what exists.
+    let mut api = Router::new();
+    for route in crate::openapi::ROUTES {
+        api = api.route(route.path, handler(route.path));
+    }
+    let metrics = Router::new().route("/metrics", get(metrics_endpoint));
+    let (api, metrics) = if open_metrics {
+        (
+            api.layer(axum::middleware::from_fn_with_state(
+                auth.clone(),
+                crate::auth::require,
+            )),
+            metrics,
+        )
+    } else {
+        (
+            api.layer(axum::middleware::from_fn_with_state(
+                auth.clone(),
+                crate::auth::require,
+            )),
+            metrics.layer(axum::middleware::from_fn_with_state(
+                auth,
+                crate::auth::require,
+            )),
+        )
+    };
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .merge(api)
+        .merge(metrics)
+        .fallback(|| async { ApiError::not_found("no such route; see /api/v1/openapi.json") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::track_request,
+        ))
+        .with_state(state)
+}
+
+/// The handler of each documented route.
+fn handler(path: &str) -> axum::routing::MethodRouter<Arc<AppState>> {
+    match path {
+        "/api/v1/summary" => get(crate::api::summary),
+        "/api/v1/drift" => get(crate::api::drift),
+        "/api/v1/clusters/{id}" => get(crate::api::cluster),
+        "/api/v1/apps/{app}/versions" => get(crate::api::versions),
+        "/api/v1/stale" => get(crate::api::stale),
+        "/api/v1/explain" => get(crate::api::explain),
+        "/api/v1/environments" => get(crate::api::environments),
+        "/api/v1/gate" => get(crate::api::gate),
+        "/api/v1/history" => get(crate::api::history),
+        "/api/v1/openapi.json" => get(crate::openapi::serve),
+        other => panic!("the OpenAPI table lists {other}, which has no handler"),
+    }
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let age = system_now().seconds() - state.last_refresh.load(Ordering::Relaxed);
+    if age > 30 {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "error": format!("no successful read from ClickHouse for {age} s") })),
+        )
+            .into_response()
+    } else {
+        (StatusCode::OK, "ready\n").into_response()
+    }
+}
+
+async fn metrics_endpoint(
+    State(state): State<Arc<AppState>>,
+    principal: Option<axum::Extension<crate::auth::Principal>>,
+) -> Result<Response, ApiError> {
+    // Fleet-wide numbers: a token scoped to a subtree may not read them.
+    if let Some(axum::Extension(principal)) = &principal {
+        if principal.scope.is_some() {
+            return Err(ApiError {
+                status: StatusCode::FORBIDDEN,
+                message: format!(
+                    "{} is scoped to a group; /metrics covers the whole fleet",
+                    principal.name
+                ),
+                parameter: None,
+            });
+        }
+    }
+    let config = state.metrics.config;
+    let rollup = state
+        .cached("metrics".to_owned(), move |fleet, now, policy| {
+            crate::metrics::FleetSnapshot::take(fleet, now, policy, &config)
+        })
+        .await?;
+    let (generation, objects, symbols) = state
+        .index
+        .read(|f| (f.generation, f.objects, f.symbols.len()));
+    let text = state.metrics.render(&rollup, generation, objects, symbols);
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+/// Reads new data every `interval` until the process ends.
+pub fn spawn_refresher(state: Arc<AppState>, interval: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let started = Instant::now();
+            match state.index.refresh().await {
+                Ok(refreshed) => {
+                    state
+                        .last_refresh
+                        .store(system_now().seconds(), Ordering::Relaxed);
+                    state.metrics.refreshed(started.elapsed(), true);
+                    tracing::debug!(?refreshed, elapsed = ?started.elapsed(), "refreshed");
+                }
+                Err(err) => {
+                    state.refresh_failures.fetch_add(1, Ordering::Relaxed);
+                    state.metrics.refreshed(started.elapsed(), false);
+                    tracing::warn!(%err, "refresh from ClickHouse failed; serving the last data read");
+                }
+            }
+        }
+    })
+}
+
+/// Runs `fleetscope hub`.
+pub async fn run(args: HubArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.stale_after > 0, "--stale-after must be positive");
+    anyhow::ensure!(args.grace >= 0, "--grace must not be negative");
+    anyhow::ensure!(
+        args.refresh_seconds >= 0.1 && args.refresh_seconds <= 300.0,
+        "--refresh-seconds must lie between 0.1 and 300"
+    );
+    anyhow::ensure!(
+        (1..=16).contains(&args.metrics_depth),
+        "--metrics-depth must lie between 1 and 16"
+    );
+    let auth = match (&args.tokens, args.insecure) {
+        (Some(path), false) => Auth::load(path)?,
+        (None, true) => Auth::Insecure,
+        (Some(_), true) => anyhow::bail!("give --tokens or --insecure, not both"),
+        (None, false) => anyhow::bail!(
+            "--tokens FILE is required (bearer tokens with roles and scopes); --insecure serves without authentication for local use"
+        ),
+    };
+    let store = Store::connect(&StoreConfig::new(
+        args.clickhouse_url.clone(),
+        args.clickhouse_database.clone(),
+    ))?;
+    let started = Instant::now();
+    let index = Index::load(store)
+        .await
+        .with_context(|| format!("loading the fleet from {}", args.clickhouse_url))?;
+    let (clusters, objects) = index.read(|f| (f.clusters.len(), f.objects));
+    tracing::info!(clusters, objects, elapsed = ?started.elapsed(), "fleet loaded");
+    let policy = DriftPolicy {
+        stale_after_seconds: args.stale_after,
+        progress_grace_seconds: args.grace,
+    };
+    let state = Arc::new(AppState::new(
+        Arc::new(index),
+        policy,
+        MetricsConfig {
+            depth: args.metrics_depth,
+            max_groups: args.metrics_max_groups,
+            max_apps: args.metrics_max_apps,
+        },
+    ));
+    spawn_refresher(state.clone(), Duration::from_secs_f64(args.refresh_seconds));
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    println!(
+        "fleetscope hub: {clusters} clusters, {objects} app objects loaded in {:.1} s; listening on http://{}{}",
+        started.elapsed().as_secs_f64(),
+        listener.local_addr()?,
+        if auth.is_insecure() { " (insecure: no authentication)" } else { "" }
+    );
+    axum::serve(listener, router(state, Arc::new(auth), args.open_metrics))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
+
+/// Counts per group (a `BTreeMap` re-exported for the metrics module's signature).
+pub type GroupCounts = BTreeMap<String, crate::index::Counts>;
