@@ -1,0 +1,185 @@
+//! `/metrics` at fleet scale: with 30,000 clusters the number of series stays under the bound
+//! the configuration implies, groups beyond it are folded into `_other`, and the fleet row
+//! still adds up. Also: new data in ClickHouse reaches the API through the refresher.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fleetscope_hub::auth::Auth;
+use fleetscope_hub::index::Index;
+use fleetscope_hub::metrics::MetricsConfig;
+use fleetscope_hub::server::{router, spawn_refresher, AppState};
+use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
+use fleetscope_testkit::TestStore;
+
+async fn serve(state: Arc<AppState>) -> String {
+    let app = router(state, Arc::new(Auth::Insecure), true);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+/// Series (sample lines) per metric name.
+fn series(text: &str) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name = line.split(['{', ' ']).next().unwrap().to_owned();
+        *out.entry(name).or_default() += 1;
+    }
+    out
+}
+
+#[tokio::test]
+async fn series_stay_bounded_at_30000_clusters() {
+    let test = TestStore::start().await;
+    let fleet = GeneratedFleet::new(FleetSpec {
+        clusters: 30_000,
+        apps: 3,
+        ..FleetSpec::default()
+    })
+    .unwrap();
+    let spec = fleet.spec().clone();
+    fleetscope_demo::write_fleet(&test.store, &fleet)
+        .await
+        .unwrap();
+    let index = Index::load(test.store.clone()).await.unwrap();
+    // Depth 3 reaches the sites: 3 regions + 15 countries + ~120 sites, more than 40.
+    let config = MetricsConfig {
+        depth: 3,
+        max_groups: 40,
+        max_apps: 2,
+    };
+    let mut state = AppState::new(Arc::new(index), spec.policy, config);
+    state.fixed_now = Some(spec.now);
+    let base = serve(Arc::new(state)).await;
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let per_name = series(&text);
+    let total: usize = per_name.values().sum();
+
+    // The fleet row, 40 groups and `_other`; 8 states each; 2 apps and `_other`.
+    let groups = config.max_groups + 2;
+    assert_eq!(per_name["fleetscope_clusters"], groups, "{per_name:?}");
+    assert_eq!(per_name["fleetscope_app_instances"], groups * 8);
+    assert_eq!(
+        per_name["fleetscope_app_instances_by_app"],
+        (config.max_apps + 1) * 8
+    );
+    assert!(text.contains("fleetscope_clusters{group=\"_other\"}"));
+    assert!(
+        text.contains("fleetscope_clusters{group=\"\"} 30000"),
+        "the fleet row counts every cluster"
+    );
+    // Everything else is the hub's own metrics, a handful of series per route and query.
+    let fleet_series = groups * (3 + 8) + (config.max_apps + 1) * 8;
+    let bound = fleet_series + 300;
+    assert!(
+        total <= bound,
+        "{total} series, bound {bound}: {per_name:?}"
+    );
+
+    // Without the bound the same fleet would export one series set per site.
+    let unbounded = MetricsConfig {
+        depth: 3,
+        max_groups: 10_000,
+        max_apps: 100,
+    };
+    let snapshot = {
+        let index = Index::load(test.store.clone()).await.unwrap();
+        index.read(|f| {
+            fleetscope_hub::metrics::FleetSnapshot::take(f, spec.now, &spec.policy, &unbounded)
+        })
+    };
+    assert!(
+        snapshot.groups.len() > groups,
+        "the bound made a difference: {} groups without it",
+        snapshot.groups.len()
+    );
+}
+
+#[tokio::test]
+async fn new_observed_state_reaches_the_api_through_the_refresher() {
+    let test = TestStore::start().await;
+    let fleet = GeneratedFleet::new(FleetSpec {
+        clusters: 200,
+        apps: 4,
+        ..FleetSpec::default()
+    })
+    .unwrap();
+    let spec = fleet.spec().clone();
+    fleetscope_demo::write_fleet(&test.store, &fleet)
+        .await
+        .unwrap();
+    let index = Index::load(test.store.clone()).await.unwrap();
+    let mut state = AppState::new(Arc::new(index), spec.policy, MetricsConfig::default());
+    state.fixed_now = Some(spec.now);
+    let state = Arc::new(state);
+    spawn_refresher(state.clone(), Duration::from_millis(200));
+    let base = serve(state.clone()).await;
+
+    // Pick a pair that is in sync and make its reconciler report a failure.
+    let page: serde_json::Value =
+        reqwest::get(format!("{base}/api/v1/drift?state=in_sync&limit=1"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let item = &page["items"][0];
+    let (cluster, app) = (
+        item["cluster"].as_str().unwrap(),
+        item["app"].as_str().unwrap(),
+    );
+    let sim = (0..spec.clusters)
+        .map(|i| fleet.cluster(i))
+        .find(|s| s.cluster.cluster_id == cluster)
+        .unwrap();
+    let mut row = sim
+        .observed
+        .iter()
+        .find(|r| {
+            r.app == app
+                && fleetscope_model::state::ObjectKind::parse(&r.object_kind)
+                    .is_some_and(|k| k.is_app_object())
+        })
+        .unwrap()
+        .clone();
+    row.health = "degraded".into();
+    row.message = "injected failure".into();
+    row.seq += 1_000;
+    row.received_at = fleetscope_store::to_datetime(spec.now);
+    let written = Instant::now();
+    test.store.insert_rows(&[row]).await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let page: serde_json::Value = reqwest::get(format!("{base}/api/v1/clusters/{cluster}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let pair = page["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["app"] == app)
+            .unwrap()
+            .clone();
+        if pair["state"] == "failed" {
+            assert_eq!(pair["message"], "injected failure");
+            eprintln!("visible after {:?}", written.elapsed());
+            break;
+        }
+        assert!(Instant::now() < deadline, "not visible within 5 s: {pair}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
