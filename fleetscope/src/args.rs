@@ -55,6 +55,13 @@ pub enum Command {
     Render(fleetscope_renderer::cli::RenderArgs),
     /// Run in an edge cluster: watch Flux and Argo CD objects and report changes to the collector.
     Agent(fleetscope_collector::cli::AgentArgs),
+    /// Serve drift, inventory, history and rollups over HTTP, with Prometheus metrics.
+    Hub {
+        #[command(flatten)]
+        hub: fleetscope_hub::server::HubArgs,
+        #[command(flatten)]
+        clickhouse: ClickHouseArgs,
+    },
     /// Receive agents' reports (and watch reachable clusters) and write them to ClickHouse.
     Collector {
         #[command(flatten)]
@@ -170,6 +177,9 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Demo(args) => fleetscope_demo::run(args).await,
         Command::Render(args) => fleetscope_renderer::cli::run(args).await,
         Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
+        Command::Hub { hub, clickhouse } => {
+            fleetscope_hub::server::run(hub, clickhouse.connect()?).await
+        }
         Command::Collector {
             collector,
             clickhouse,

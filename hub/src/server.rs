@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use fleetscope_model::{DriftPolicy, Timestamp};
-use fleetscope_store::{Store, StoreConfig};
+use fleetscope_store::Store;
 
 use crate::auth::Auth;
 use crate::index::{Fleet, Index};
@@ -31,19 +31,6 @@ pub struct HubArgs {
     /// Address to listen on.
     #[arg(long, env = "FLEETSCOPE_HUB_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// ClickHouse HTTP endpoint.
-    #[arg(
-        long,
-        env = "FLEETSCOPE_CLICKHOUSE_URL",
-        default_value = "http://127.0.0.1:8123"
-    )]
-    pub clickhouse_url: String,
-    #[arg(
-        long,
-        env = "FLEETSCOPE_CLICKHOUSE_DATABASE",
-        default_value = "fleetscope"
-    )]
-    pub clickhouse_database: String,
     /// Bearer tokens with roles and scopes (YAML). Required unless --insecure.
     #[arg(long, env = "FLEETSCOPE_HUB_TOKENS")]
     pub tokens: Option<PathBuf>,
@@ -153,8 +140,11 @@ impl AppState {
         name: &'static str,
         call: impl Future<Output = fleetscope_store::Result<T>>,
     ) -> Result<T, ApiError> {
+        use tracing::Instrument as _;
         let started = Instant::now();
-        let result = call.await;
+        let result = call
+            .instrument(crate::telemetry::query_span(name, "SELECT"))
+            .await;
         self.metrics.query(name, result.is_ok(), started.elapsed());
         result.map_err(|err| ApiError::unavailable(format!("ClickHouse: {err}")))
     }
@@ -206,6 +196,7 @@ pub fn router(state: Arc<AppState>, auth: Arc<Auth>, open_metrics: bool) -> Rout
             state.clone(),
             crate::metrics::track_request,
         ))
+        .layer(axum::middleware::from_fn(crate::telemetry::trace_request))
         .with_state(state)
 }
 
@@ -302,8 +293,8 @@ pub fn spawn_refresher(state: Arc<AppState>, interval: Duration) -> tokio::task:
     })
 }
 
-/// Runs `fleetscope hub`.
-pub async fn run(args: HubArgs) -> anyhow::Result<()> {
+/// Runs `fleetscope hub` on `store`.
+pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
     anyhow::ensure!(args.stale_after > 0, "--stale-after must be positive");
     anyhow::ensure!(args.grace >= 0, "--grace must not be negative");
     anyhow::ensure!(
@@ -322,14 +313,11 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
             "--tokens FILE is required (bearer tokens with roles and scopes); --insecure serves without authentication for local use"
         ),
     };
-    let store = Store::connect(&StoreConfig::new(
-        args.clickhouse_url.clone(),
-        args.clickhouse_database.clone(),
-    ))?;
     let started = Instant::now();
+    let database = store.database().to_owned();
     let index = Index::load(store)
         .await
-        .with_context(|| format!("loading the fleet from {}", args.clickhouse_url))?;
+        .with_context(|| format!("loading the fleet from ClickHouse database {database}"))?;
     let (clusters, objects) = index.read(|f| (f.clusters.len(), f.objects));
     tracing::info!(clusters, objects, elapsed = ?started.elapsed(), "fleet loaded");
     let policy = DriftPolicy {

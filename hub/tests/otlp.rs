@@ -104,3 +104,75 @@ fn a_failed_export_is_reported() {
     });
     assert!(guard.flush().is_err(), "nothing listens on port {port}");
 }
+
+/// The hub's own router: a cluster page is one trace, the request span with its route
+/// pattern and status, and a ClickHouse query span inside it.
+#[tokio::test]
+async fn the_hub_router_exports_request_and_clickhouse_spans() {
+    use std::sync::Arc;
+
+    let receiver = OtlpReceiver::start();
+    let test = fleetscope_testkit::TestStore::start().await;
+    let fleet = fleetscope_loadtest::GeneratedFleet::new(fleetscope_loadtest::FleetSpec {
+        clusters: 50,
+        apps: 3,
+        ..fleetscope_loadtest::FleetSpec::default()
+    })
+    .expect("a valid fleet");
+    fleetscope_demo::write_fleet(&test.store, &fleet)
+        .await
+        .expect("the fleet is written");
+    let cluster = fleet.cluster(0).cluster.cluster_id;
+    let index = fleetscope_hub::index::Index::load(test.store.clone())
+        .await
+        .expect("the index loads");
+    let state = fleetscope_hub::server::AppState::new(
+        Arc::new(index),
+        fleet.spec().policy,
+        fleetscope_hub::metrics::MetricsConfig::default(),
+    );
+    let app = fleetscope_hub::server::router(
+        Arc::new(state),
+        Arc::new(fleetscope_hub::auth::Auth::Insecure),
+        false,
+    );
+
+    let config = TelemetryConfig::new("fleetscope-hub").with_endpoint(receiver.endpoint());
+    let (layer, guard) = telemetry::init_layer(&config)
+        .expect("valid telemetry config")
+        .expect("an endpoint is set");
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let address = listener.local_addr().expect("bound address");
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let response = reqwest::get(format!("http://{address}/api/v1/clusters/{cluster}"))
+        .await
+        .expect("the hub answers");
+    assert_eq!(response.status(), 200);
+    server.abort();
+    guard
+        .flush()
+        .unwrap_or_else(|err| panic!("export failed: {err}\n{}", receiver.log()));
+
+    let spans = receiver.spans();
+    let request = spans
+        .iter()
+        .find(|span| span["name"] == "http.request")
+        .unwrap_or_else(|| panic!("no http.request span: {spans:#?}"));
+    assert_eq!(attribute(request, "http.route"), "/api/v1/clusters/{id}");
+    assert_eq!(
+        attribute(request, "url.path"),
+        format!("/api/v1/clusters/{cluster}")
+    );
+    assert_eq!(attribute(request, "http.response.status_code"), "200");
+    assert_eq!(request["resource"]["service.name"], "fleetscope-hub");
+    let query = spans
+        .iter()
+        .find(|span| span["name"] == "SELECT observed history")
+        .unwrap_or_else(|| panic!("no ClickHouse span: {spans:#?}"));
+    assert_eq!(attribute(query, "db.system"), "clickhouse");
+    assert_eq!(query["trace_id"], request["trace_id"]);
+    assert_eq!(query["parent_span_id"], request["span_id"]);
+}
