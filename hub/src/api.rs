@@ -780,13 +780,15 @@ pub async fn history(
 ) -> Result<Answer, ApiError> {
     let params = Params::new(
         pairs,
-        &["cluster", "app", "from", "to", "limit", "format"],
+        &["cluster", "group", "app", "from", "to", "limit", "format"],
         &[],
     )?;
-    let cluster_id = params
-        .get("cluster")
-        .ok_or_else(|| ApiError::bad("cluster", "required"))?
-        .to_owned();
+    let Some(cluster_id) = params.get("cluster").map(str::to_owned) else {
+        return group_history(&state, &principal, &params).await;
+    };
+    if params.get("group").is_some() {
+        return Err(ApiError::bad("group", "give cluster or group, not both"));
+    }
     fleetscope_model::ClusterId::parse(&cluster_id)
         .map_err(|err| ApiError::bad("cluster", err.to_string()))?;
     let app = params.app()?;
@@ -867,6 +869,91 @@ pub async fn history(
     Ok(Answer::Json(json!({
         "cluster": cluster_id,
         "render_group": render_group,
+        "from": time_text(fleetscope_store::to_datetime(from)),
+        "to": time_text(fleetscope_store::to_datetime(to)),
+        "events": events,
+        "truncated": truncated,
+    })))
+}
+
+const HISTORY_COLUMNS: &[&str] = &[
+    "at", "type", "cluster", "app", "version", "revision", "health", "sync", "commit", "message",
+];
+
+/// History of a group subtree (the caller's scope if none is given) and/or one app: observed
+/// transitions of its clusters and, for unscoped callers, the renders of the period.
+async fn group_history(
+    state: &Arc<AppState>,
+    principal: &Principal,
+    params: &Params,
+) -> Result<Answer, ApiError> {
+    let app = params.app()?;
+    let asked = params.group()?;
+    let limit = params.limit()?;
+    let csv_wanted = params.csv()?;
+    let (from, to) = params.range(state.now(), 86_400)?;
+    // The narrower of scope and asked group; disjoint ones select nothing.
+    let group = match (&principal.scope, &asked) {
+        (None, g) => g.clone(),
+        (Some(scope), None) => Some(scope.clone()),
+        (Some(scope), Some(g)) if g.is_within(scope) => Some(g.clone()),
+        (Some(scope), Some(g)) if scope.is_within(g) => Some(scope.clone()),
+        (Some(_), Some(_)) => {
+            return Ok(Answer::Json(
+                json!({ "group": asked.as_ref().map(GroupPath::as_str), "events": [], "truncated": false }),
+            ));
+        }
+    };
+    let store = state.index.store();
+    let observed = state
+        .store_call(
+            "observed transitions",
+            store.observed_transitions(
+                group.as_ref().map(GroupPath::as_str),
+                app.as_deref(),
+                from,
+                to,
+                limit as u64 + 1,
+            ),
+        )
+        .await?;
+    let renders = if principal.scope.is_none() {
+        state
+            .store_call("renders", store.renders_between(from, to, limit as u64 + 1))
+            .await?
+    } else {
+        Vec::new()
+    };
+    let mut events: Vec<(u32, Value)> = observed
+        .iter()
+        .map(|r| {
+            (r.observed_at, json!({
+                "at": time_text(r.observed_at), "type": "observed", "cluster": r.cluster_id, "app": r.app,
+                "kind": r.object_kind, "name": r.object_name, "version": r.version,
+                "revision": r.applied_revision, "health": r.health, "sync": r.sync,
+                "reason": r.reason, "message": r.message, "deleted": r.deleted != 0,
+            }))
+        })
+        .chain(renders.iter().map(|r| {
+            (r.rendered_at, json!({
+                "at": time_text(r.rendered_at), "type": "render", "commit": r.commit,
+                "render_id": r.render_id, "message": r.summary,
+                "render_groups": r.render_groups, "clusters": r.clusters,
+            }))
+        }))
+        .collect();
+    events.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    let truncated = events.len() > limit;
+    let events: Vec<Value> = events.into_iter().take(limit).map(|(_, v)| v).collect();
+    if csv_wanted {
+        return Ok(Answer::Csv(csv(
+            HISTORY_COLUMNS,
+            events.iter().map(|v| csv_row(v, HISTORY_COLUMNS)),
+        )));
+    }
+    Ok(Answer::Json(json!({
+        "group": group.as_ref().map(GroupPath::as_str),
+        "app": app,
         "from": time_text(fleetscope_store::to_datetime(from)),
         "to": time_text(fleetscope_store::to_datetime(to)),
         "events": events,

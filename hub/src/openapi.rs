@@ -111,8 +111,8 @@ pub const ROUTES: &[RouteDoc] = &[
     },
     RouteDoc {
         path: "/api/v1/history",
-        summary: "Observed transitions of a cluster's app objects and the desired-state changes of its render group over a time range, newest first.",
-        params: &[("cluster", "query", true, "string", "The cluster id."), APP, ("from", "query", false, "string", "Start: seconds since 1970 or RFC 3339 (default a day before `to`)."), ("to", "query", false, "string", "End (default now); the range spans at most 31 days."), LIMIT, FORMAT],
+        summary: "History over a time range, newest first: for a cluster, the transitions of its app objects and the desired-state changes of its render group; otherwise the transitions within a group subtree and/or of one app, with the renders of the period (renders only for unscoped tokens).",
+        params: &[("cluster", "query", false, "string", "One cluster (or give group and/or app)."), GROUP, APP, ("from", "query", false, "string", "Start: seconds since 1970 or RFC 3339 (default a day before `to`)."), ("to", "query", false, "string", "End (default now); the range spans at most 31 days."), LIMIT, FORMAT],
         csv: true,
     },
     RouteDoc {

@@ -537,6 +537,35 @@ async fn a_scoped_token_is_confined_on_every_route() {
                         .0,
                     200
                 );
+                // Without a cluster: the scope's clusters only, and no fleet-wide renders.
+                let range = format!(
+                    "from={}&to={}&limit=1000",
+                    hub.spec.now.seconds() - 30 * 86_400,
+                    hub.spec.now.seconds() + 1
+                );
+                let in_scope: BTreeSet<String> = hub.json(ADMIN, &format!("/api/v1/drift?group={SCOPE}&state=in_sync,failed,out_of_sync,missing,stale,unexpected,progressing,unknown&limit=1000")).await["items"]
+                    .as_array().unwrap().iter().map(|i| i["cluster"].as_str().unwrap().to_owned()).collect();
+                let mine = hub.json(SCOPED, &format!("/api/v1/history?{range}")).await;
+                let events = mine["events"].as_array().unwrap();
+                assert!(!events.is_empty(), "{mine}");
+                for e in events {
+                    assert_eq!(e["type"], "observed", "{e}");
+                    assert!(in_scope.contains(e["cluster"].as_str().unwrap()), "{e}");
+                }
+                let wider = hub.json(ADMIN, &format!("/api/v1/history?{range}")).await;
+                assert!(wider["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|e| !in_scope.contains(e["cluster"].as_str().unwrap_or_default())));
+                let elsewhere = hub
+                    .json(SCOPED, &format!("/api/v1/history?group=amer&{range}"))
+                    .await;
+                assert_eq!(
+                    elsewhere["events"].as_array().unwrap().len(),
+                    0,
+                    "{elsewhere}"
+                );
             }
             "/api/v1/openapi.json" => {
                 assert_eq!(hub.get(Some(SCOPED), "/api/v1/openapi.json").await.0, 200);

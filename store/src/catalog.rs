@@ -111,6 +111,21 @@ pub fn read_queries(
             queries::heartbeats_since_query(store, week_ago),
         ),
         render::<crate::RenderRow>("recent renders", queries::recent_renders_query(store, 10)),
+        render::<ObservedRow>(
+            "observed transitions of a group and app",
+            queries::observed_transitions_query(
+                store,
+                Some("grid"),
+                Some("app"),
+                week_ago,
+                now,
+                100,
+            ),
+        ),
+        render::<crate::RenderRow>(
+            "renders in a range",
+            queries::renders_between_query(store, week_ago, now, 100),
+        ),
         render::<DesiredRow>(
             "desired history of a render group",
             queries::desired_history_query(store, "rg-1", Some("app"), week_ago, now),

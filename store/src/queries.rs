@@ -744,3 +744,71 @@ impl Store {
             .context(|| "reading heartbeats".to_owned())
     }
 }
+
+/// Observed transitions in a time range, newest first, optionally of one app and/or of the
+/// clusters within one group subtree (by the inventory's group prefixes).
+pub fn observed_transitions_query(
+    store: &Store,
+    group: Option<&str>,
+    app: Option<&str>,
+    from: Timestamp,
+    to: Timestamp,
+    limit: u64,
+) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM observed_transitions \
+WHERE observed_at >= toDateTime(?) AND observed_at < toDateTime(?) AND (? = '' OR app = ?) \
+AND (? = '' OR cluster_id IN (SELECT cluster_id FROM clusters WHERE has(group_prefixes, ?))) \
+ORDER BY observed_at DESC, cluster_id, seq DESC LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq LIMIT ?",
+        )
+        .bind(to_datetime(from))
+        .bind(to_datetime(to))
+        .bind(app.unwrap_or_default())
+        .bind(app.unwrap_or_default())
+        .bind(group.unwrap_or_default())
+        .bind(group.unwrap_or_default())
+        .bind(limit)
+}
+
+/// Renders in a time range, newest first.
+pub fn renders_between_query(store: &Store, from: Timestamp, to: Timestamp, limit: u64) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM renders WHERE rendered_at >= toDateTime(?) AND rendered_at < toDateTime(?) \
+ORDER BY render_id DESC LIMIT 1 BY render_id LIMIT ?",
+        )
+        .bind(to_datetime(from))
+        .bind(to_datetime(to))
+        .bind(limit)
+}
+
+impl Store {
+    pub async fn observed_transitions(
+        &self,
+        group: Option<&str>,
+        app: Option<&str>,
+        from: Timestamp,
+        to: Timestamp,
+        limit: u64,
+    ) -> Result<Vec<ObservedRow>> {
+        observed_transitions_query(self, group, app, from, to, limit)
+            .fetch_all()
+            .await
+            .context(|| "reading observed transitions".to_owned())
+    }
+
+    pub async fn renders_between(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+        limit: u64,
+    ) -> Result<Vec<crate::RenderRow>> {
+        renders_between_query(self, from, to, limit)
+            .fetch_all()
+            .await
+            .context(|| "reading renders".to_owned())
+    }
+}
