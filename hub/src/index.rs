@@ -432,31 +432,60 @@ impl Fleet {
         filter: &Filter,
     ) -> BTreeMap<String, Counts> {
         let app = filter.app.as_deref().map(|a| self.symbols.find(a));
+        let clusters: Vec<&ClusterRec> = self
+            .clusters
+            .values()
+            .filter(|c| self.cluster_matches(c, filter))
+            .collect();
+        // Clusters are independent: split them over the cores, then add the parts.
+        let workers = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, 8);
+        let chunk = clusters.len().div_ceil(workers).max(1);
+        let parts: Vec<(HashMap<u32, Counts>, Counts)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = clusters
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut by_prefix: HashMap<u32, Counts> = HashMap::new();
+                        let mut fleet = Counts::default();
+                        for cluster in part {
+                            let info = cluster
+                                .info
+                                .as_ref()
+                                .expect("matched clusters are in the inventory");
+                            let stale = Fleet::is_stale(cluster, now, policy);
+                            let mut counts = Counts {
+                                clusters: 1,
+                                stale_clusters: u64::from(stale),
+                                pairs: [0; 8],
+                            };
+                            for pair in self.pairs(cluster, now, policy) {
+                                if app.is_some_and(|a| a != Some(pair.app)) {
+                                    continue;
+                                }
+                                counts.pairs[state_index(pair.state)] += 1;
+                            }
+                            add(&mut fleet, &counts);
+                            for prefix in &info.prefixes {
+                                add(by_prefix.entry(*prefix).or_default(), &counts);
+                            }
+                        }
+                        (by_prefix, fleet)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("rollup workers do not panic"))
+                .collect()
+        });
         let mut by_prefix: HashMap<u32, Counts> = HashMap::new();
         let mut fleet = Counts::default();
-        for cluster in self.clusters.values() {
-            if !self.cluster_matches(cluster, filter) {
-                continue;
-            }
-            let info = cluster
-                .info
-                .as_ref()
-                .expect("matched clusters are in the inventory");
-            let stale = Fleet::is_stale(cluster, now, policy);
-            let mut counts = Counts {
-                clusters: 1,
-                stale_clusters: u64::from(stale),
-                pairs: [0; 8],
-            };
-            for pair in self.pairs(cluster, now, policy) {
-                if app.is_some_and(|a| a != Some(pair.app)) {
-                    continue;
-                }
-                counts.pairs[state_index(pair.state)] += 1;
-            }
-            add(&mut fleet, &counts);
-            for prefix in &info.prefixes {
-                add(by_prefix.entry(*prefix).or_default(), &counts);
+        for (part, part_fleet) in parts {
+            add(&mut fleet, &part_fleet);
+            for (prefix, counts) in part {
+                add(by_prefix.entry(prefix).or_default(), &counts);
             }
         }
         let mut out: BTreeMap<String, Counts> = by_prefix
