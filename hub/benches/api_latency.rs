@@ -4,6 +4,9 @@
 //! before and after the load and after the requests, and for each main route the latency
 //! (p50, p99, max) of requests the answer cache cannot serve and of repeated identical requests.
 //!
+//! The fleet is written by a child process (this program started again with `--write-fleet`),
+//! so that the memory measured here is the hub's and not what the writing left behind.
+//!
 //! "Uncached": the answer cache is emptied before each request. "Cached": the answer was put in
 //! the cache by one request just before, and the same request is repeated; requests that found
 //! the answer gone (its time to live ended) are counted as misses. Routes that never use the
@@ -23,6 +26,7 @@ use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::{router, AppState};
 use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
+use fleetscope_store::{Store, StoreConfig};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
@@ -226,8 +230,44 @@ fn print_table(rows: &[Measured]) {
     }
 }
 
+/// Makes this program the child that writes the fleet; followed by the ClickHouse URL, the
+/// database, the number of clusters and the number of apps.
+const WRITE_FLEET: &str = "--write-fleet";
+
+fn fleet_of(clusters: usize, apps: usize) -> GeneratedFleet {
+    GeneratedFleet::new(FleetSpec {
+        clusters,
+        apps,
+        ..FleetSpec::default()
+    })
+    .unwrap()
+}
+
+/// The child: writes the fleet and prints the clusters, observed rows and desired rows written.
+async fn write_fleet(args: &[String]) {
+    let [url, database, clusters, apps] = args else {
+        panic!("{WRITE_FLEET} URL DATABASE CLUSTERS APPS, got {args:?}");
+    };
+    let store = Store::connect(&StoreConfig::new(url.clone(), database.clone())).unwrap();
+    let fleet = fleet_of(clusters.parse().unwrap(), apps.parse().unwrap());
+    let written = fleetscope_demo::write_fleet(&store, &fleet).await.unwrap();
+    println!(
+        "{} {} {}",
+        written.clusters, written.observed, written.desired
+    );
+}
+
 fn main() {
-    let test_mode = !std::env::args().any(|a| a == "--bench");
+    let args: Vec<String> = std::env::args().collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    if args.get(1).map(String::as_str) == Some(WRITE_FLEET) {
+        runtime.block_on(write_fleet(&args[2..]));
+        return;
+    }
+    let test_mode = !args.iter().any(|a| a == "--bench");
     let (clusters, apps, uncached_requests, cached_requests) = if test_mode {
         (300, 20, 10, 20)
     } else {
@@ -238,31 +278,39 @@ fn main() {
             200,
         )
     };
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(run(clusters, apps, uncached_requests, cached_requests));
+    runtime.block_on(run(clusters, apps, uncached_requests, cached_requests));
 }
 
 async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requests: usize) {
-    let at_start = resident();
     let started = Instant::now();
     let test = TestStore::start().await;
     let server_time = started.elapsed();
 
-    let fleet = GeneratedFleet::new(FleetSpec {
-        clusters,
-        apps,
-        ..FleetSpec::default()
-    })
-    .unwrap();
+    let fleet = fleet_of(clusters, apps);
     let spec = fleet.spec().clone();
     let started = Instant::now();
-    let written = fleetscope_demo::write_fleet(&test.store, &fleet)
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            WRITE_FLEET.to_owned(),
+            test.server.url(),
+            test.store.database().to_owned(),
+            clusters.to_string(),
+            apps.to_string(),
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
         .await
         .unwrap();
     let write_time = started.elapsed();
+    assert!(child.status.success(), "writing the fleet failed");
+    let counts: Vec<u64> = String::from_utf8(child.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let [written_clusters, written_observed, written_desired] = counts[..] else {
+        panic!("the writer printed {counts:?}");
+    };
 
     let before_load = resident();
     let peak_reset = reset_peak();
@@ -290,7 +338,7 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
     let summary = client.json("/api/v1/summary").await;
     assert_eq!(
         summary["total"]["clusters"].as_u64(),
-        Some(written.clusters),
+        Some(written_clusters),
         "the hub counts every cluster written"
     );
     let region = summary["groups"]
@@ -390,19 +438,18 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
     );
     println!(
         "write fleet: {} observed rows, {} clusters, {} desired rows in {:.1} s ({:.0} observed rows/s)",
-        written.observed,
-        written.clusters,
-        written.desired,
+        written_observed,
+        written_clusters,
+        written_desired,
         write_time.as_secs_f64(),
-        written.observed as f64 / write_time.as_secs_f64()
+        written_observed as f64 / write_time.as_secs_f64()
     );
     println!(
         "index load: {loaded_clusters} clusters, {objects} app objects, {symbols} distinct strings in {:.2} s",
         load_time.as_secs_f64()
     );
     println!(
-        "resident memory: {} at start, {} before load (after writing the fleet), {} after load (+{}, {:.0} bytes per app object), peak {} {}; {} after the requests (peak {})",
-        megabytes(at_start),
+        "resident memory: {} before load, {} after load (+{}, {:.0} bytes per app object), peak {} {}; {} after the requests (peak {})",
         megabytes(before_load),
         megabytes(after_load),
         megabytes(after_load.saturating_sub(before_load)),

@@ -428,10 +428,7 @@ pub async fn versions(
                 continue;
             }
             let info = cluster.info.as_ref().expect("matched clusters are in the inventory");
-            for pair in fleet.pairs(cluster, now, &policy) {
-                if pair.app != app_id {
-                    continue;
-                }
+            if let Some(pair) = fleet.pair(cluster, app_id, now, &policy) {
                 if let Some(d) = pair.desired {
                     *desired.entry(s.text(d.version)).or_default() += 1;
                 }
@@ -734,10 +731,10 @@ pub async fn gate(
             if !fleet.cluster_matches(cluster, &filter) {
                 continue;
             }
-            for pair in fleet.pairs(cluster, now, &policy) {
+            let Some(app_id) = s.find(&app) else { break };
+            if let Some(pair) = fleet.pair(cluster, app_id, now, &policy) {
                 let Some(d) = pair.desired else { continue };
-                if s.text(pair.app) != app
-                    || version.as_deref().is_some_and(|v| s.text(d.version) != v)
+                if version.as_deref().is_some_and(|v| s.text(d.version) != v)
                     || commit.as_deref().is_some_and(|c| s.text(d.commit) != c)
                 {
                     continue;
