@@ -10,6 +10,9 @@ use crate::rows::{DesiredRow, HeartbeatRow, ObservedRow};
 use crate::schema::{MIGRATIONS, MIGRATIONS_TABLE_DDL, SELECT_APPLIED_MIGRATIONS};
 use crate::Store;
 
+/// The app the samples ask about (the one the test grid uses).
+pub const SAMPLE_APP: &str = "checkout";
+
 /// One statement: what it is and its full text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogEntry {
@@ -116,7 +119,7 @@ pub fn read_queries(
             queries::observed_transitions_query(
                 store,
                 Some("grid"),
-                Some("app"),
+                Some(crate::catalog::SAMPLE_APP),
                 week_ago,
                 now,
                 100,
@@ -128,7 +131,7 @@ pub fn read_queries(
         ),
         render::<DesiredRow>(
             "desired history of a render group",
-            queries::desired_history_query(store, "rg-1", Some("app"), week_ago, now),
+            queries::desired_history_query(store, &format!("rg-{cluster_id}"), None, week_ago, now),
         ),
         render::<ClusterIdRow>("known clusters", queries::known_clusters_query(store)),
         render::<LastSeenRow>(

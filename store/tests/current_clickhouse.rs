@@ -104,6 +104,40 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
             "{} returned nothing on the grid; the comparison would prove nothing",
             entry.name
         );
+        // These hand raw rows to a reader that keeps the newest row per key: (key columns,
+        // version column). Versions differ in which superseded rows they still hold (current
+        // ClickHouse collapses at insert, 18.16 at merge); the newest per key must be equal.
+        let newest_per_key = match entry.name.as_str() {
+            "observed objects received since" => Some((4, 15)),
+            "heartbeats since" => Some((1, 1)),
+            _ => None,
+        };
+        if let Some((key_columns, version_column)) = newest_per_key {
+            fn newest(text: &str, key_columns: usize, version_column: usize) -> Vec<String> {
+                let mut best: std::collections::BTreeMap<Vec<&str>, (String, &str)> =
+                    std::collections::BTreeMap::new();
+                for line in text.lines() {
+                    let fields: Vec<&str> = line.split('\t').collect();
+                    let key = fields[..key_columns].to_vec();
+                    let version = fields[version_column];
+                    let keep = best
+                        .get(&key)
+                        .is_none_or(|(_, v)| (v.len(), *v) < (version.len(), version));
+                    if keep {
+                        best.insert(key, (line.to_owned(), version));
+                    }
+                }
+                best.into_values().map(|(line, _)| line).collect()
+            }
+            assert_eq!(
+                newest(server, key_columns, version_column),
+                newest(&current.output, key_columns, version_column),
+                "{} differs between 18.16 and {}",
+                entry.name,
+                run.version
+            );
+            continue;
+        }
         assert_eq!(
             server, &current.output,
             "{} differs between 18.16 and {}",

@@ -252,10 +252,25 @@ pub struct GridRows {
     pub observed: Vec<ObservedRow>,
     /// A few trend snapshots (not derived from the cases; they only feed the trend query).
     pub snapshots: Vec<RollupSnapshotRow>,
+    /// The two renders the desired rows and memberships name (render 2 recorded twice, as an
+    /// unmerged duplicate would be).
+    pub renders: Vec<fleetscope_store::RenderRow>,
 }
 
 pub fn rows(cases: &[GridCase]) -> GridRows {
     let mut rows = GridRows::default();
+    for (render_id, hours_ago) in [(1, 30), (2, 2), (2, 2)] {
+        rows.renders.push(fleetscope_store::RenderRow {
+            render_id,
+            commit: format!("commit-{render_id}"),
+            platform_commit: String::new(),
+            rendered_at: fleetscope_store::to_datetime(ago(hours_ago * 3_600)),
+            summary: format!("render {render_id}"),
+            render_groups: cases.len() as u32,
+            clusters: cases.len() as u32,
+            changed_items: 1,
+        });
+    }
     for (hours_ago, group) in [(2, ""), (1, ""), (2, "grid"), (1, "grid"), (0, "grid")] {
         rows.snapshots.push(RollupSnapshotRow {
             taken_at: fleetscope_store::to_datetime(ago(hours_ago * 3600)),
@@ -477,6 +492,19 @@ fn observed_values(r: &ObservedRow) -> Vec<String> {
     ]
 }
 
+fn render_values(r: &fleetscope_store::RenderRow) -> Vec<String> {
+    vec![
+        r.render_id.literal(),
+        r.commit.literal(),
+        r.platform_commit.literal(),
+        r.rendered_at.literal(),
+        r.summary.literal(),
+        r.render_groups.literal(),
+        r.clusters.literal(),
+        r.changed_items.literal(),
+    ]
+}
+
 fn snapshot_values(r: &RollupSnapshotRow) -> Vec<String> {
     vec![
         r.taken_at.literal(),
@@ -500,6 +528,11 @@ impl GridRows {
     pub fn insert_statements(&self) -> Vec<String> {
         use clickhouse::Row;
         vec![
+            insert_statement(
+                "renders",
+                fleetscope_store::RenderRow::COLUMN_NAMES,
+                &self.renders.iter().map(render_values).collect::<Vec<_>>(),
+            ),
             insert_statement(
                 "clusters",
                 ClusterRow::COLUMN_NAMES,
