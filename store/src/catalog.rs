@@ -119,7 +119,7 @@ pub fn read_queries(
             queries::observed_transitions_query(
                 store,
                 Some("grid"),
-                Some(crate::catalog::SAMPLE_APP),
+                Some(SAMPLE_APP),
                 week_ago,
                 now,
                 100,
