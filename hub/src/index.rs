@@ -357,7 +357,6 @@ impl Fleet {
         }
         observed.sort_by_key(|o| (o.app, std::cmp::Reverse(o.seq)));
         observed.dedup_by_key(|o| o.app);
-        let last_seen = cluster.last_seen.map(|s| Timestamp(i64::from(s)));
         let mut pairs = Vec::with_capacity(desired.len().max(observed.len()));
         let (mut d, mut o) = (0, 0);
         while d < desired.len() || o < observed.len() {
@@ -381,27 +380,11 @@ impl Fleet {
                 }
                 (None, None) => unreachable!("the loop condition"),
             };
-            let input = DriftInput {
-                now,
-                last_seen,
-                desired: want.map(|w| DesiredForDrift {
-                    version: self.symbols.text(w.version),
-                    content_hash: self.symbols.text(w.content_hash),
-                    since: Timestamp(i64::from(w.since)),
-                }),
-                observed: have.map(|h| ObservedForDrift {
-                    version: self.symbols.text(h.version),
-                    content_hash: self.symbols.text(h.content_hash),
-                    health: h.health,
-                    sync: h.sync,
-                    transitioned_at: Timestamp(i64::from(h.transitioned_at)),
-                }),
-            };
             pairs.push(Pair {
                 app,
                 desired: want,
                 observed: have,
-                state: classify(&input, policy),
+                state: self.classify(cluster, want, have, now, policy),
             });
         }
         pairs.sort_by(|a, b| self.symbols.text(a.app).cmp(self.symbols.text(b.app)));
@@ -434,6 +417,23 @@ impl Fleet {
         if desired.is_none() && observed.is_none() {
             return None;
         }
+        Some(Pair {
+            app,
+            desired,
+            observed,
+            state: self.classify(cluster, desired, observed, now, policy),
+        })
+    }
+
+    /// The model's drift classification of one pair of `cluster`.
+    fn classify(
+        &self,
+        cluster: &ClusterRec,
+        desired: Option<&DesiredRec>,
+        observed: Option<&ObjectRec>,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> DriftState {
         let input = DriftInput {
             now,
             last_seen: cluster.last_seen.map(|s| Timestamp(i64::from(s))),
@@ -450,12 +450,7 @@ impl Fleet {
                 transitioned_at: Timestamp(i64::from(h.transitioned_at)),
             }),
         };
-        Some(Pair {
-            app,
-            desired,
-            observed,
-            state: classify(&input, policy),
-        })
+        classify(&input, policy)
     }
 
     /// Whether a cluster passes the cluster part of `filter` (groups, environment, labels).

@@ -15,6 +15,8 @@ use fleetscope_model::{DriftState, GroupPath};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
+mod common;
+
 const ADMIN: &str = "admin-token-0123456789";
 const SCOPED: &str = "emea-de-token-0123456789";
 const SCOPE: &str = "emea/de";
@@ -47,10 +49,7 @@ impl Hub {
             "tokens:\n  - name: admins\n    token: {ADMIN}\n    role: admin\n  - name: team-de\n    token: {SCOPED}\n    role: read\n    scope: {SCOPE}\n"
         ))
         .unwrap();
-        let app = router(Arc::new(state), Arc::new(auth), false);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let base = common::serve(router(Arc::new(state), Arc::new(auth), false)).await;
         Hub {
             store: test.store.clone(),
             _test: test,

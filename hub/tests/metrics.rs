@@ -9,15 +9,11 @@ use fleetscope_hub::auth::Auth;
 use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::{router, spawn_refresher, AppState};
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
-use fleetscope_testkit::TestStore;
+
+mod common;
 
 async fn serve(state: Arc<AppState>) -> String {
-    let app = router(state, Arc::new(Auth::Insecure), true);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    common::serve(router(state, Arc::new(Auth::Insecure), true)).await
 }
 
 /// Series (sample lines) per metric name.
@@ -35,27 +31,15 @@ fn series(text: &str) -> std::collections::BTreeMap<String, usize> {
 
 #[tokio::test]
 async fn series_stay_bounded_at_30000_clusters() {
-    let test = TestStore::start().await;
-    let fleet = GeneratedFleet::new(FleetSpec {
-        clusters: 30_000,
-        apps: 3,
-        ..FleetSpec::default()
-    })
-    .unwrap();
+    let (test, fleet) = common::simulated_fleet(30_000, 3).await;
     let spec = fleet.spec().clone();
-    fleetscope_demo::write_fleet(&test.store, &fleet)
-        .await
-        .unwrap();
-    let index = Index::load(test.store.clone()).await.unwrap();
     // Depth 3 reaches the sites: 3 regions + 15 countries + ~120 sites, more than 40.
     let config = MetricsConfig {
         depth: 3,
         max_groups: 40,
         max_apps: 2,
     };
-    let mut state = AppState::new(Arc::new(index), spec.policy, config);
-    state.fixed_now = Some(spec.now);
-    let base = serve(Arc::new(state)).await;
+    let base = serve(Arc::new(common::hub_state(&test, &fleet, config).await)).await;
     let text = reqwest::get(format!("{base}/metrics"))
         .await
         .unwrap()
@@ -107,21 +91,9 @@ async fn series_stay_bounded_at_30000_clusters() {
 
 #[tokio::test]
 async fn new_observed_state_reaches_the_api_through_the_refresher() {
-    let test = TestStore::start().await;
-    let fleet = GeneratedFleet::new(FleetSpec {
-        clusters: 200,
-        apps: 4,
-        ..FleetSpec::default()
-    })
-    .unwrap();
+    let (test, fleet) = common::simulated_fleet(200, 4).await;
     let spec = fleet.spec().clone();
-    fleetscope_demo::write_fleet(&test.store, &fleet)
-        .await
-        .unwrap();
-    let index = Index::load(test.store.clone()).await.unwrap();
-    let mut state = AppState::new(Arc::new(index), spec.policy, MetricsConfig::default());
-    state.fixed_now = Some(spec.now);
-    let state = Arc::new(state);
+    let state = Arc::new(common::hub_state(&test, &fleet, MetricsConfig::default()).await);
     spawn_refresher(state.clone(), Duration::from_millis(200));
     let base = serve(state.clone()).await;
 
