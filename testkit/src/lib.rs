@@ -10,6 +10,7 @@ pub mod chdb;
 pub mod grid;
 pub mod otlp;
 pub mod sql_literal;
+pub mod prometheus;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
