@@ -57,6 +57,11 @@ struct RouteOnly {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueryOnly {
+    query: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueryLabels {
     query: String,
     outcome: String,
@@ -91,7 +96,7 @@ pub struct HubMetrics {
     requests: Family<RouteLabels, Counter>,
     request_seconds: Family<RouteOnly, Histogram>,
     queries: Family<QueryLabels, Counter>,
-    query_seconds: Family<RouteOnly, Histogram>,
+    query_seconds: Family<QueryOnly, Histogram>,
     cache: Family<OutcomeLabels, Counter>,
     compute_seconds: Histogram,
     refreshes: Family<OutcomeLabels, Counter>,
@@ -137,8 +142,8 @@ impl HubMetrics {
             })
             .inc();
         self.query_seconds
-            .get_or_create(&RouteOnly {
-                route: name.to_owned(),
+            .get_or_create(&QueryOnly {
+                query: name.to_owned(),
             })
             .observe(took.as_secs_f64());
     }

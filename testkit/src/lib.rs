@@ -9,8 +9,8 @@
 pub mod chdb;
 pub mod grid;
 pub mod otlp;
-pub mod sql_literal;
 pub mod prometheus;
+pub mod sql_literal;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -1,0 +1,718 @@
+//! The six dashboards: what each panel asks, how it is drawn, and where its links lead.
+
+use fleetscope_model::Health;
+use serde_json::json;
+
+use crate::grafana::{drill, Builder, Dashboard, Link, Panel, Query, Variable};
+use crate::sql;
+
+pub const OVERVIEW: &str = "fleetscope-overview";
+pub const APP_VERSIONS: &str = "fleetscope-app-versions";
+pub const CLUSTER: &str = "fleetscope-cluster";
+pub const HISTORY: &str = "fleetscope-history";
+pub const ENVIRONMENTS: &str = "fleetscope-environments";
+pub const HEALTH: &str = "fleetscope-health";
+
+fn group_variable() -> Variable {
+    Variable::ClickHouse {
+        name: "group",
+        label: "Group",
+        description: "A group subtree; All is the whole fleet",
+        sql: sql::group_values(),
+        all: true,
+        sort: 1,
+    }
+}
+
+fn environment_variable() -> Variable {
+    Variable::ClickHouse {
+        name: "environment",
+        label: "Environment",
+        description: "Clusters of one environment; All is every environment",
+        sql: sql::environment_values(),
+        all: true,
+        sort: 1,
+    }
+}
+
+fn app_variable(all: bool) -> Variable {
+    Variable::ClickHouse {
+        name: "app",
+        label: "App",
+        description: if all {
+            "One app; All is every app"
+        } else {
+            "The app to look at"
+        },
+        sql: sql::app_values(),
+        all,
+        sort: 1,
+    }
+}
+
+fn to_cluster() -> Link {
+    drill("Cluster detail", CLUSTER, "cluster")
+}
+
+fn to_app() -> Vec<Link> {
+    vec![
+        drill("Versions of this app", APP_VERSIONS, "app"),
+        drill("Deployment history of this app", HISTORY, "app"),
+    ]
+}
+
+fn to_group() -> Vec<Link> {
+    vec![
+        drill("Drill down into this group", OVERVIEW, "group"),
+        drill("Environments of this group", ENVIRONMENTS, "group"),
+        drill("Deployment history of this group", HISTORY, "group"),
+    ]
+}
+
+/// Every dashboard, in the order the files are listed.
+pub fn all() -> Vec<Dashboard> {
+    vec![
+        fleet_overview(),
+        app_versions(),
+        cluster_detail(),
+        deployment_history(),
+        environment_comparison(),
+        fleetscope_health(),
+    ]
+}
+
+pub fn fleet_overview() -> Dashboard {
+    let rollup = sql::group_rollup_names();
+    Builder::new(
+        "fleet-overview",
+        OVERVIEW,
+        "Fleetscope: fleet overview",
+        "Drift of the fleet or one group: rollups per group with drill-down, the trend from rollup snapshots, stale clusters and failing apps",
+    )
+    .variable(Variable::clickhouse_source())
+    .variable(group_variable())
+    .variable(environment_variable())
+    .drift_policy()
+    .row("Selected group (All: the fleet) now")
+    .panel(
+        Panel::stat(
+            "Clusters and app instances",
+            "How many clusters the group has, how many of them report, and how its (cluster, app) pairs divide over the drift states right now. The numbers are the store's drift rollup, the same as the hub's summary. Not filtered by environment.",
+        )
+        .query(Query::table(sql::selected_group_rollup(), &rollup))
+        .state_colors()
+        .size(24, 5),
+    )
+    .row("Groups one level below")
+    .panel(
+        Panel::table(
+            "Rollup per group",
+            "Each group directly below the selected one (the regions, for the fleet): clusters, stale clusters, app instances per drift state and the share in sync. Click a group to drill down into it. Not filtered by environment.",
+        )
+        .query(Query::table(sql::child_group_rollups(), &rollup))
+        .state_colors()
+        .links("group_path", &to_group())
+        .size(24, 9),
+    )
+    .row("Trend (rollup snapshots)")
+    .panel(
+        Panel::timeseries(
+            "App instances per drift state",
+            "How the selected group's drift developed over the time range, from the rollup snapshots stored in ClickHouse (`rollup_snapshots`). Empty where no snapshots were taken, and for groups deeper than the snapshot depth.",
+        )
+        .query(Query::series(sql::drift_trend(), &sql::drift_trend_names()))
+        .state_colors()
+        .stacked()
+        .size(16, 9),
+    )
+    .panel(
+        Panel::timeseries(
+            "Clusters and stale clusters",
+            "How many clusters the selected group had, and how many of them were stale, at each snapshot.",
+        )
+        .query(Query::series(
+            sql::cluster_trend(),
+            &["time", "clusters", "stale_clusters"],
+        ))
+        .field("stale_clusters", "color", json!({"fixedColor": "#8e8e8e", "mode": "fixed"}))
+        .size(8, 9),
+    )
+    .row("Needs attention")
+    .panel(
+        Panel::table(
+            "Stale clusters",
+            "Clusters of the selected group and environment that have not sent a heartbeat within the stale threshold, never seen first, then the longest silent. What such a cluster last reported is not trusted: its apps count as stale.",
+        )
+        .query(Query::table(sql::stale_cluster_list(), &sql::STALE_LIST_COLUMNS))
+        .field_unit("silent_seconds", "s")
+        .links("cluster_id", &[to_cluster()])
+        .size(12, 10),
+    )
+    .panel(
+        Panel::table(
+            "Apps with failed, drifted, missing or unexpected instances",
+            "Apps in the selected group and environment with instances that need someone to act, worst first. Click an app for its versions or its deployment history.",
+        )
+        .query(Query::table(sql::problem_apps(), &sql::problem_app_names()))
+        .state_colors()
+        .links("app", &to_app())
+        .size(12, 10),
+    )
+    .panel(
+        Panel::table(
+            "Failed, out-of-sync and missing instances",
+            "The (cluster, app) pairs behind the numbers above: desired against running version and the reconciler's health and sync. Click a cluster for its detail.",
+        )
+        .query(Query::table(
+            sql::problem_pairs(false),
+            &sql::PROBLEM_PAIR_COLUMNS,
+        ))
+        .state_column("state")
+        .links("cluster_id", &[to_cluster()])
+        .links("app", &to_app())
+        .size(24, 10),
+    )
+    .build()
+}
+
+pub fn app_versions() -> Dashboard {
+    Builder::new(
+        "app-versions",
+        APP_VERSIONS,
+        "Fleetscope: app versions",
+        "Which versions of one app should run and do run, where, and how a rollout of one version progresses",
+    )
+    .variable(Variable::clickhouse_source())
+    .variable(app_variable(false))
+    .variable(group_variable())
+    .variable(environment_variable())
+    .variable(Variable::ClickHouse {
+        name: "version",
+        label: "Version",
+        description: "The version whose rollout to follow",
+        sql: sql::version_values(),
+        all: false,
+        sort: 8,
+    })
+    .drift_policy()
+    .row("$app now")
+    .panel(
+        Panel::stat(
+            "Drift of $app",
+            "How the app's instances in the selected group and environment divide over the drift states right now.",
+        )
+        .query(Query::table(sql::app_states(), &sql::state_count_names()))
+        .state_colors(),
+    )
+    .panel(
+        Panel::barchart(
+            "Version distribution",
+            "Per version: how many clusters should run it (desired) and how many report running it. Two bars of unequal height for one version mean a rollout underway or drift.",
+            "version",
+        )
+        .query(Query::table(
+            sql::version_distribution(),
+            &["version", "desired_clusters", "running_clusters"],
+        ))
+        .size(12, 9),
+    )
+    .panel(
+        Panel::table(
+            "Running versions by group",
+            "Clusters running each version, per group one level below the selected one (regions for the fleet). A group with more than one version is mid-rollout or drifting.",
+        )
+        .query(Query::table(
+            sql::versions_by_group(),
+            &["group_path", "version", "clusters"],
+        ))
+        .matrix("group_path", "version", "clusters")
+        .size(12, 9),
+    )
+    .row("Rollout of $app $version")
+    .panel(
+        Panel::stat(
+            "Rollout status",
+            "Clusters whose desired version is the selected one (targeted), clusters reporting it (running), and targeted clusters in sync, with their share: the rollout gate's numbers.",
+        )
+        .query(Query::table(
+            sql::rollout_status(),
+            &["targeted", "running", "in_sync", "in_sync_share"],
+        ))
+        .field_unit("in_sync_share", "percentunit")
+        .field("in_sync", "color", json!({"fixedColor": "green", "mode": "fixed"}))
+        .size(8, 9),
+    )
+    .panel(
+        Panel::timeseries(
+            "Clusters that reached $version",
+            "Cumulative count of clusters that have reported running the selected version, by when they first reported it (observed transitions). Clusters that reached it before the time range count from its start; a cluster that moved away later still counts.",
+        )
+        .query(Query::series(sql::rollout_progress(), &["time", "clusters"]))
+        .size(16, 9),
+    )
+    .panel(
+        Panel::table(
+            "Instances of $app not in sync",
+            "Failed, out-of-sync and missing instances of the app in the selected group and environment, with desired and running version.",
+        )
+        .query(Query::table(
+            sql::problem_pairs(true),
+            &sql::PROBLEM_PAIR_COLUMNS,
+        ))
+        .state_column("state")
+        .links("cluster_id", &[to_cluster()])
+        .size(24, 9),
+    )
+    .build()
+}
+
+pub fn cluster_detail() -> Dashboard {
+    Builder::new(
+        "cluster-detail",
+        CLUSTER,
+        "Fleetscope: cluster detail",
+        "One cluster: where it sits, when it was last seen, every app desired against running, and its history",
+    )
+    .variable(Variable::clickhouse_source())
+    .variable(group_variable())
+    .variable(environment_variable())
+    .variable(Variable::ClickHouse {
+        name: "cluster",
+        label: "Cluster",
+        description: "A cluster of the selected group and environment",
+        sql: sql::cluster_values(),
+        all: false,
+        sort: 1,
+    })
+    .drift_policy()
+    .time_from("now-24h")
+    .row("$cluster now")
+    .panel(
+        Panel::table(
+            "Cluster",
+            "Where the cluster sits (group, environment, labels), which render group it belongs to, when it last sent a heartbeat and whether that makes it stale.",
+        )
+        .query(Query::table(sql::cluster_info(), &sql::CLUSTER_INFO_COLUMNS))
+        .size(24, 4),
+    )
+    .panel(
+        Panel::stat(
+            "Drift of this cluster's apps",
+            "How the cluster's (cluster, app) pairs divide over the drift states right now.",
+        )
+        .query(Query::table(sql::cluster_states(), &sql::state_count_names()))
+        .state_colors(),
+    )
+    .panel(
+        Panel::table(
+            "Apps: desired against running",
+            "Every app desired on or reported by the cluster: its drift state, the desired and running version, the reconciler's health and sync, since when the desired state holds and when the reconciler last changed status.",
+        )
+        .query(Query::table(sql::cluster_apps(), &sql::CLUSTER_APP_COLUMNS))
+        .state_column("state")
+        .links("app", &to_app())
+        .size(24, 10),
+    )
+    .panel(
+        Panel::table(
+            "Reported objects",
+            "The latest report of every reconciler object on the cluster, sources and unmanaged objects included: revision applied, health, sync, and the reconciler's own reason and message.",
+        )
+        .query(Query::table(sql::cluster_objects(), &sql::OBJECT_COLUMNS))
+        .size(24, 10),
+    )
+    .row("History in the time range")
+    .panel(
+        Panel::table(
+            "Observed transitions",
+            "Every status change the cluster reported in the time range, oldest first.",
+        )
+        .query(Query::table(
+            sql::cluster_history(),
+            &sql::TRANSITION_COLUMNS,
+        ))
+        .size(12, 10),
+    )
+    .panel(
+        Panel::table(
+            "Desired-state changes of its render group",
+            "What renders changed in the desired state of the cluster's current render group in the time range: version, commit and the policies that put each app there.",
+        )
+        .query(Query::table(
+            sql::cluster_desired_history(),
+            &sql::DESIRED_CHANGE_COLUMNS,
+        ))
+        .size(12, 10),
+    )
+    .build()
+}
+
+pub fn deployment_history() -> Dashboard {
+    let mut transitions = vec!["time"];
+    transitions.extend(
+        [Health::Healthy, Health::Progressing, Health::Degraded]
+            .iter()
+            .map(|h| h.as_str()),
+    );
+    transitions.push("other");
+    Builder::new(
+        "deployment-history",
+        HISTORY,
+        "Fleetscope: deployment history",
+        "What changed when, for one app or group: renders and their commits, desired-state changes and the status changes clusters reported",
+    )
+    .variable(Variable::clickhouse_source())
+    .variable(group_variable())
+    .variable(app_variable(true))
+    .panel(
+        Panel::timeseries(
+            "Changes per interval",
+            "Renders, desired-state changes (per render group and app) and observed status changes (by reported health) per interval, for the selected app and group. A render followed by a wave of degraded reports is a bad change.",
+        )
+        .query(Query::series(sql::renders_over_time(), &["time", "renders"]))
+        .query(Query::series(
+            sql::desired_changes_over_time(),
+            &["time", "desired_changes"],
+        ))
+        .query(Query::series(sql::transitions_over_time(), &transitions))
+        .field("degraded", "color", json!({"fixedColor": "red", "mode": "fixed"}))
+        .field("healthy", "color", json!({"fixedColor": "green", "mode": "fixed"}))
+        .bars()
+        .size(24, 9),
+    )
+    .panel(
+        Panel::table(
+            "Renders",
+            "Every render in the time range, newest first: the GitOps commit it wrote, the platform commit it read, and how much it changed. Not filtered by app or group.",
+        )
+        .query(Query::table(sql::renders_in_range(), &sql::RENDER_COLUMNS))
+        .size(12, 9),
+    )
+    .panel(
+        Panel::table(
+            "Desired-state changes",
+            "Desired-state changes of the selected app within render groups with clusters in the selected group, newest render first; removed = 1 when a render took the app away.",
+        )
+        .query(Query::table(
+            sql::desired_changes(),
+            &sql::DESIRED_CHANGE_LIST_COLUMNS,
+        ))
+        .links("app", &to_app())
+        .size(12, 9),
+    )
+    .panel(
+        Panel::table(
+            "Observed transitions",
+            "Status changes clusters of the selected group reported for the selected app, newest first, with the reconciler's reason and message.",
+        )
+        .query(Query::table(
+            sql::group_transitions(),
+            &sql::GROUP_TRANSITION_COLUMNS,
+        ))
+        .links("cluster_id", &[to_cluster()])
+        .links("app", &to_app())
+        .size(24, 10),
+    )
+    .build()
+}
+
+pub fn environment_comparison() -> Dashboard {
+    Builder::new(
+        "environment-comparison",
+        ENVIRONMENTS,
+        "Fleetscope: environment comparison",
+        "Desired and running versions of each app side by side across environments",
+    )
+    .variable(Variable::clickhouse_source())
+    .variable(group_variable())
+    .variable(app_variable(true))
+    .drift_policy()
+    .time_from("now-24h")
+    .panel(
+        Panel::table(
+            "Desired version per environment",
+            "For each app (rows) and environment (columns): the version the renderer wants there. Several versions in one cell mean render groups of that environment differ.",
+        )
+        .query(Query::table(
+            sql::desired_by_environment(),
+            &["app", "environment", "desired"],
+        ))
+        .matrix("app", "environment", "desired")
+        .size(12, 12),
+    )
+    .panel(
+        Panel::table(
+            "Running versions per environment",
+            "For each app and environment: the versions clusters report, each with its number of clusters, most common first.",
+        )
+        .query(Query::table(
+            sql::running_by_environment(),
+            &["app", "environment", "running"],
+        ))
+        .matrix("app", "environment", "running")
+        .size(12, 12),
+    )
+    .panel(
+        Panel::table(
+            "Drift per app and environment",
+            "App instances per drift state for each app and environment, with the share in sync.",
+        )
+        .query(Query::table(
+            sql::states_by_environment(),
+            &sql::states_by_environment_names(),
+        ))
+        .state_colors()
+        .links("app", &to_app())
+        .size(24, 12),
+    )
+    .build()
+}
+
+const RATE: &str = "[$__rate_interval]";
+
+fn quantile(q: &str, metric: &str, by: &str) -> String {
+    format!("histogram_quantile({q}, sum by (le{by}) (rate({metric}_bucket{RATE})))")
+}
+
+pub fn fleetscope_health() -> Dashboard {
+    Builder::new(
+        "fleetscope-health",
+        HEALTH,
+        "Fleetscope: health",
+        "Fleetscope's own metrics from Prometheus: the central collector's ingest and the hub's requests, queries and refreshes",
+    )
+    .variable(Variable::prometheus_source())
+    .time_from("now-6h")
+    .refresh("1m")
+    .row("Central collector")
+    .panel(
+        Panel::timeseries(
+            "Rows ingested",
+            "Observed rows per second that ClickHouse accepted from agents' reports.",
+        )
+        .query(Query::prometheus(
+            format!("sum(rate(fleetscope_collector_rows_ingested_total{RATE}))"),
+            "rows",
+        ))
+        .unit("rowsps")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Reports by outcome",
+            "Reports per second: stored, duplicate (a redelivery, harmless) or rejected.",
+        )
+        .query(Query::prometheus(
+            format!("sum by (outcome) (rate(fleetscope_collector_reports_total{RATE}))"),
+            "{{outcome}}",
+        ))
+        .unit("reqps")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Rejected requests by reason",
+            "Requests refused per second and why: bad or missing tokens, unknown clusters, malformed or oversized reports, backpressure, ClickHouse unavailable.",
+        )
+        .query(Query::prometheus(
+            format!("sum by (reason) (rate(fleetscope_collector_rejects_total{RATE}))"),
+            "{{reason}}",
+        ))
+        .unit("reqps")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Write backlog",
+            "Rows waiting in the collector to be written, per table. A backlog that keeps growing means ClickHouse does not keep up; agents then spool.",
+        )
+        .query(Query::prometheus(
+            "sum by (table) (fleetscope_collector_backlog_rows)",
+            "{{table}}",
+        ))
+        .unit("short")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Batch write time",
+            "Time from a batch's start to ClickHouse's answer, median and 99th percentile per table.",
+        )
+        .query(Query::prometheus(
+            quantile("0.5", "fleetscope_collector_flush_seconds", ", table"),
+            "p50 {{table}}",
+        ))
+        .query(Query::prometheus(
+            quantile("0.99", "fleetscope_collector_flush_seconds", ", table"),
+            "p99 {{table}}",
+        ))
+        .unit("s")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Batches ClickHouse refused, and bytes received",
+            "Insert batches per second that ClickHouse did not accept (retried by the writer), and compressed request bytes received.",
+        )
+        .query(Query::prometheus(
+            format!(
+                "sum by (table) (rate(fleetscope_collector_batches_total{{accepted=\"false\"}}{RATE}))"
+            ),
+            "refused {{table}}",
+        ))
+        .query(Query::prometheus(
+            format!("sum(rate(fleetscope_collector_request_bytes_total{RATE}))"),
+            "bytes received",
+        ))
+        .field_unit("bytes received", "Bps")
+        .size(8, 8),
+    )
+    .row("Hub")
+    .panel(
+        Panel::timeseries(
+            "Requests by route",
+            "HTTP requests per second per route pattern.",
+        )
+        .query(Query::prometheus(
+            format!("sum by (route) (rate(fleetscope_hub_requests_total{RATE}))"),
+            "{{route}}",
+        ))
+        .unit("reqps")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Error responses",
+            "Responses per second with a 5xx status, per route and status. 503 on history routes means ClickHouse did not answer.",
+        )
+        .query(Query::prometheus(
+            format!(
+                "sum by (route, status) (rate(fleetscope_hub_requests_total{{status=~\"5..\"}}{RATE}))"
+            ),
+            "{{route}} {{status}}",
+        ))
+        .unit("reqps")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Request latency (p99)",
+            "99th percentile of request duration per route pattern.",
+        )
+        .query(Query::prometheus(
+            quantile("0.99", "fleetscope_hub_request_seconds", ", route"),
+            "{{route}}",
+        ))
+        .unit("s")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "ClickHouse query latency (p99)",
+            "99th percentile of the hub's ClickHouse reads per query name.",
+        )
+        .query(Query::prometheus(
+            quantile("0.99", "fleetscope_hub_store_query_seconds", ", query"),
+            "{{query}}",
+        ))
+        .unit("s")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "ClickHouse queries and refreshes failing",
+            "Failed ClickHouse reads per second per query, and failed refreshes of the hub's index. While refreshes fail the hub serves the last data it read.",
+        )
+        .query(Query::prometheus(
+            format!(
+                "sum by (query) (rate(fleetscope_hub_store_queries_total{{outcome=\"error\"}}{RATE}))"
+            ),
+            "{{query}}",
+        ))
+        .query(Query::prometheus(
+            format!(
+                "sum(rate(fleetscope_hub_refreshes_total{{outcome=\"error\"}}{RATE}))"
+            ),
+            "refresh",
+        ))
+        .unit("reqps")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Refresh time and cache hits",
+            "99th percentile of one index refresh, and the share of answers served from the cache.",
+        )
+        .query(Query::prometheus(
+            quantile("0.99", "fleetscope_hub_refresh_seconds", ""),
+            "refresh p99",
+        ))
+        .query(Query::prometheus(
+            format!(
+                "sum(rate(fleetscope_hub_cache_lookups_total{{outcome=\"hit\"}}{RATE})) / sum(rate(fleetscope_hub_cache_lookups_total{RATE}))"
+            ),
+            "cache hit share",
+        ))
+        .field_unit("refresh p99", "s")
+        .field_unit("cache hit share", "percentunit")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Index size",
+            "App objects and distinct strings the hub holds in memory, per replica.",
+        )
+        .query(Query::prometheus(
+            "fleetscope_hub_index_objects",
+            "objects {{instance}}",
+        ))
+        .query(Query::prometheus(
+            "fleetscope_hub_index_strings",
+            "strings {{instance}}",
+        ))
+        .unit("short")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Answer computation time (p99)",
+            "99th percentile of computing an answer from the index on a cache miss.",
+        )
+        .query(Query::prometheus(
+            quantile("0.99", "fleetscope_hub_compute_seconds", ""),
+            "compute p99",
+        ))
+        .unit("s")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Fleet: app instances per drift state",
+            "The whole fleet's app instances per drift state as the hub exports them (the highest value over hub replicas, which all count the same fleet).",
+        )
+        .query(Query::prometheus(
+            "max by (state) (fleetscope_app_instances{group=\"\"})",
+            "{{state}}",
+        ))
+        .state_colors()
+        .unit("short")
+        .size(8, 8),
+    )
+    .panel(
+        Panel::timeseries(
+            "Fleet: stale clusters and oldest last seen",
+            "Clusters not heard from within the stale threshold, and the age of the least recently seen cluster.",
+        )
+        .query(Query::prometheus(
+            "max(fleetscope_stale_clusters{group=\"\"})",
+            "stale clusters",
+        ))
+        .query(Query::prometheus(
+            "max(fleetscope_oldest_last_seen_age_seconds{group=\"\"})",
+            "oldest last seen",
+        ))
+        .field_unit("oldest last seen", "s")
+        .size(8, 8),
+    )
+    .build()
+}

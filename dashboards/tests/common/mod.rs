@@ -1,0 +1,417 @@
+//! A realistic data set for the panel queries: a generated fleet of a few hundred clusters with
+//! a rollout underway, given a history (a second render that moved the rollout app to its new
+//! version in stage, the transitions of the clusters that followed) and hourly rollup
+//! snapshots, as rows and as `INSERT` statements for engines the Rust client cannot reach.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use clickhouse::Row;
+use fleetscope_dashboards::expand::{self, Choice, Context, MacroStyle};
+use fleetscope_loadtest::fleet::{GroundTruth, SimCluster};
+use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
+use fleetscope_model::{DriftPolicy, GroupPath, Health, SyncStatus, Timestamp};
+use fleetscope_store::{
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
+};
+use fleetscope_testkit::sql_literal::{insert_statement, Literal};
+use serde_json::Value;
+
+pub const NOW: Timestamp = Timestamp(1_800_000_000);
+pub const DAY: i64 = 86_400;
+/// The dashboards' default drift policy constants are the model's defaults.
+pub const POLICY: DriftPolicy = DriftPolicy {
+    stale_after_seconds: 600,
+    progress_grace_seconds: 900,
+};
+
+#[derive(Debug)]
+pub struct Dataset {
+    pub clusters: Vec<ClusterRow>,
+    pub heartbeats: Vec<HeartbeatRow>,
+    pub members: Vec<MembershipRow>,
+    pub renders: Vec<RenderRow>,
+    pub desired: Vec<DesiredRow>,
+    pub observed: Vec<ObservedRow>,
+    pub snapshots: Vec<RollupSnapshotRow>,
+    pub truth: GroundTruth,
+    /// The app being rolled out, its new version and the one before.
+    pub rollout_app: String,
+    pub rollout_version: String,
+    pub previous_version: String,
+    /// A stage cluster that reports the new version, not stale.
+    pub upgraded_cluster: String,
+    pub upgraded_cluster_group: String,
+}
+
+/// A fleet of `clusters` clusters with `apps` apps, at [`NOW`] with [`POLICY`].
+pub fn dataset(clusters: usize, apps: usize) -> Dataset {
+    let fleet = GeneratedFleet::new(FleetSpec {
+        clusters,
+        apps,
+        seed: 7,
+        now: NOW,
+        policy: POLICY,
+        ..FleetSpec::default()
+    })
+    .expect("a valid fleet");
+    let sims: Vec<SimCluster> = (0..clusters).map(|i| fleet.cluster(i)).collect();
+    let mut truth = GroundTruth::default();
+    for sim in &sims {
+        truth.add(sim);
+    }
+
+    // The rollout: desired moments ago in stage, one version ahead of what dev runs.
+    let mut desired = fleet.desired();
+    let rollout_since = fleetscope_store::to_datetime(NOW.plus_seconds(-180));
+    let rollout = desired
+        .iter()
+        .find(|d| d.desired_since == rollout_since)
+        .expect("the generated fleet has a rollout in stage")
+        .clone();
+    let previous_version = desired
+        .iter()
+        .find(|d| d.app == rollout.app && d.render_group.starts_with("rg-dev-"))
+        .expect("dev renders the rollout app")
+        .version
+        .clone();
+    assert_ne!(previous_version, rollout.version);
+    let first = fleet.render();
+    let second = RenderRow {
+        render_id: first.render_id + 1,
+        commit: "4b1d2c3e5f60718293a4b5c6d7e8f90112233445".into(),
+        platform_commit: "9a8b7c6d5e4f30211203f4e5d6c7b8a990817263".into(),
+        rendered_at: rollout_since,
+        summary: format!("{} {} in stage", rollout.app, rollout.version),
+        render_groups: 6,
+        clusters: clusters as u32,
+        changed_items: 6,
+    };
+    let mut earlier = Vec::new();
+    for row in desired
+        .iter_mut()
+        .filter(|d| d.app == rollout.app && d.desired_since == rollout_since)
+    {
+        let mut before = row.clone();
+        before.version = previous_version.clone();
+        before.content_hash = format!("sha256:before-{}", row.render_group);
+        before.desired_since = first.rendered_at;
+        earlier.push(before);
+        row.render_id = second.render_id;
+        row.commit = second.commit.clone();
+    }
+    desired.extend(earlier);
+
+    // Observed rows move up in sequence to make room for the transitions before them.
+    let mut observed = Vec::new();
+    let mut upgraded = None;
+    for sim in &sims {
+        for row in &sim.observed {
+            let mut row = row.clone();
+            row.seq += 100;
+            if row.app == rollout.app && row.version == rollout.version {
+                let mut before = row.clone();
+                before.seq = 50;
+                before.version = previous_version.clone();
+                before.content_hash = format!("sha256:before-{}", row.cluster_id);
+                before.health = Health::Healthy.as_str().into();
+                before.sync = SyncStatus::Synced.as_str().into();
+                before.reason = "ReconciliationSucceeded".into();
+                before.message = format!("Applied revision: {previous_version}");
+                let at = fleetscope_store::to_datetime(NOW.plus_seconds(-3 * DAY + 900));
+                before.transitioned_at = at;
+                before.observed_at = at;
+                before.received_at = at;
+                observed.push(before);
+                if !sim.stale && upgraded.is_none() {
+                    upgraded = Some((
+                        sim.cluster.cluster_id.clone(),
+                        sim.cluster.group_path.clone(),
+                    ));
+                }
+            }
+            observed.push(row);
+        }
+    }
+    let (upgraded_cluster, upgraded_cluster_group) =
+        upgraded.expect("some cluster reports the new version");
+
+    let snapshots = (0..24)
+        .flat_map(|hour| {
+            let taken_at = NOW.plus_seconds(-hour * 3600);
+            truth
+                .rollups()
+                .into_iter()
+                .filter(|r| r.depth <= 2)
+                .map(move |r| r.snapshot_row(taken_at))
+        })
+        .collect();
+
+    Dataset {
+        clusters: sims.iter().map(|s| s.cluster.clone()).collect(),
+        heartbeats: sims.iter().filter_map(|s| s.heartbeat.clone()).collect(),
+        members: sims.iter().map(|s| s.membership.clone()).collect(),
+        renders: vec![first, second],
+        desired,
+        observed,
+        snapshots,
+        truth,
+        rollout_app: rollout.app,
+        rollout_version: rollout.version,
+        previous_version,
+        upgraded_cluster,
+        upgraded_cluster_group,
+    }
+}
+
+fn cluster_values(r: &ClusterRow) -> Vec<String> {
+    vec![
+        r.cluster_id.literal(),
+        r.group_path.literal(),
+        r.group_prefixes.literal(),
+        r.environment.literal(),
+        r.reconciler.literal(),
+        r.label_keys.literal(),
+        r.label_values.literal(),
+        r.updated_at.literal(),
+        r.version.literal(),
+        r.removed.literal(),
+    ]
+}
+
+fn heartbeat_values(r: &HeartbeatRow) -> Vec<String> {
+    vec![
+        r.cluster_id.literal(),
+        r.seen_at.literal(),
+        r.agent_version.literal(),
+        r.reconciler_names.literal(),
+        r.reconciler_versions.literal(),
+    ]
+}
+
+fn member_values(r: &MembershipRow) -> Vec<String> {
+    vec![
+        r.cluster_id.literal(),
+        r.render_group.literal(),
+        r.render_id.literal(),
+        r.removed.literal(),
+    ]
+}
+
+fn render_values(r: &RenderRow) -> Vec<String> {
+    vec![
+        r.render_id.literal(),
+        r.commit.literal(),
+        r.platform_commit.literal(),
+        r.rendered_at.literal(),
+        r.summary.literal(),
+        r.render_groups.literal(),
+        r.clusters.literal(),
+        r.changed_items.literal(),
+    ]
+}
+
+fn desired_values(r: &DesiredRow) -> Vec<String> {
+    vec![
+        r.render_group.literal(),
+        r.app.literal(),
+        r.render_id.literal(),
+        r.version.literal(),
+        r.content_hash.literal(),
+        r.kind.literal(),
+        r.namespace.literal(),
+        r.reasons.literal(),
+        r.commit.literal(),
+        r.desired_since.literal(),
+        r.removed.literal(),
+    ]
+}
+
+fn observed_values(r: &ObservedRow) -> Vec<String> {
+    vec![
+        r.cluster_id.literal(),
+        r.object_kind.literal(),
+        r.object_namespace.literal(),
+        r.object_name.literal(),
+        r.app.literal(),
+        r.version.literal(),
+        r.content_hash.literal(),
+        r.applied_revision.literal(),
+        r.health.literal(),
+        r.sync.literal(),
+        r.reason.literal(),
+        r.message.literal(),
+        r.transitioned_at.literal(),
+        r.observed_at.literal(),
+        r.received_at.literal(),
+        r.seq.literal(),
+        r.deleted.literal(),
+    ]
+}
+
+fn snapshot_values(r: &RollupSnapshotRow) -> Vec<String> {
+    vec![
+        r.taken_at.literal(),
+        r.group_path.literal(),
+        r.depth.literal(),
+        r.clusters.literal(),
+        r.stale_clusters.literal(),
+        r.in_sync.literal(),
+        r.progressing.literal(),
+        r.failed.literal(),
+        r.out_of_sync.literal(),
+        r.missing.literal(),
+        r.unexpected.literal(),
+        r.stale.literal(),
+        r.unknown.literal(),
+    ]
+}
+
+fn statements<T>(
+    table: &str,
+    columns: &[&str],
+    rows: &[T],
+    values: fn(&T) -> Vec<String>,
+) -> Vec<String> {
+    // Chunks keep each statement well below the servers' query size limits.
+    rows.chunks(2_000)
+        .map(|chunk| {
+            insert_statement(
+                table,
+                columns,
+                &chunk.iter().map(values).collect::<Vec<_>>(),
+            )
+        })
+        .collect()
+}
+
+impl Dataset {
+    pub fn insert_statements(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        out.extend(statements(
+            "renders",
+            RenderRow::COLUMN_NAMES,
+            &self.renders,
+            render_values,
+        ));
+        out.extend(statements(
+            "clusters",
+            ClusterRow::COLUMN_NAMES,
+            &self.clusters,
+            cluster_values,
+        ));
+        out.extend(statements(
+            "heartbeats",
+            HeartbeatRow::COLUMN_NAMES,
+            &self.heartbeats,
+            heartbeat_values,
+        ));
+        out.extend(statements(
+            "render_group_members",
+            MembershipRow::COLUMN_NAMES,
+            &self.members,
+            member_values,
+        ));
+        out.extend(statements(
+            "desired_history",
+            DesiredRow::COLUMN_NAMES,
+            &self.desired,
+            desired_values,
+        ));
+        out.extend(statements(
+            "observed_transitions",
+            ObservedRow::COLUMN_NAMES,
+            &self.observed,
+            observed_values,
+        ));
+        out.extend(statements(
+            "rollup_snapshots",
+            RollupSnapshotRow::COLUMN_NAMES,
+            &self.snapshots,
+            snapshot_values,
+        ));
+        out
+    }
+
+    /// The first level-1 group of the upgraded cluster (its region).
+    pub fn upgraded_region(&self) -> String {
+        GroupPath::parse(&self.upgraded_cluster_group)
+            .expect("a valid group")
+            .prefixes()
+            .into_iter()
+            .next()
+            .expect("a group has prefixes")
+            .to_string()
+    }
+}
+
+/// A dashboard state to expand queries for.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub context: Context,
+}
+
+impl Scenario {
+    /// `choices` for query variables; `All` is taken only where the variable offers it,
+    /// otherwise `fallback` gives the value.
+    pub fn new(
+        name: &'static str,
+        choices: &[(&str, Choice)],
+        fallback: &[(&str, &str)],
+    ) -> Scenario {
+        let mut map = BTreeMap::new();
+        for (variable, choice) in choices {
+            map.insert((*variable).to_owned(), choice.clone());
+        }
+        for (variable, value) in fallback {
+            map.insert(
+                format!("{variable}#fallback"),
+                Choice::Value((*value).to_owned()),
+            );
+        }
+        Scenario {
+            name,
+            context: Context {
+                from: NOW.plus_seconds(-7 * DAY).seconds(),
+                to: NOW.seconds(),
+                interval_seconds: 3_600,
+                choices: map,
+                macros: MacroStyle::Seconds,
+            },
+        }
+    }
+
+    /// The same choices with the time macros as plugin versions 4.0.0 to 4.0.2 wrote them.
+    pub fn with_early_macros(mut self, name: &'static str) -> Scenario {
+        self.name = name;
+        self.context.macros = MacroStyle::Milliseconds;
+        self
+    }
+
+    /// The context for one dashboard: an `All` choice on a variable without an All option
+    /// falls back to its fallback value.
+    pub fn context_for(&self, dashboard: &Value) -> Context {
+        let mut context = self.context.clone();
+        let variables = dashboard["templating"]["list"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for variable in variables {
+            let name = variable["name"].as_str().unwrap_or_default().to_owned();
+            let all = variable["includeAll"] == true;
+            if context.choices.get(&name) == Some(&Choice::All) && !all {
+                if let Some(fallback) = context.choices.get(&format!("{name}#fallback")).cloned() {
+                    context.choices.insert(name, fallback);
+                }
+            }
+        }
+        context
+    }
+
+    pub fn expand(&self, sql: &str, dashboard: &Value) -> String {
+        expand::expand(sql, dashboard, &self.context_for(dashboard))
+            .unwrap_or_else(|err| panic!("{}: {err}", self.name))
+    }
+}
