@@ -4,7 +4,8 @@
 //! from it incrementally, so that whole-fleet rollups and per-cluster pages need no join in
 //! ClickHouse. Classification is the model's one drift definition.
 //!
-//! **Boundary**: the hub reads the store and never writes it; it never talks to a cluster.
+//! **Boundary**: the hub reads the store and writes only rollup snapshots (the dashboards'
+//! trends); it never talks to a cluster.
 
 #![forbid(unsafe_code)]
 

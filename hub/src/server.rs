@@ -58,6 +58,13 @@ pub struct HubArgs {
     pub metrics_max_groups: usize,
     #[arg(long, env = "FLEETSCOPE_HUB_METRICS_MAX_APPS", default_value_t = 200)]
     pub metrics_max_apps: usize,
+    /// Seconds between rollup snapshots written for the dashboards' trends (0: none). Taken at
+    /// multiples of the interval, so replicas write identical rows that ClickHouse collapses.
+    #[arg(long, env = "FLEETSCOPE_HUB_SNAPSHOT_EVERY", default_value_t = 300)]
+    pub snapshot_every: u64,
+    /// Deepest group level the snapshots keep.
+    #[arg(long, env = "FLEETSCOPE_HUB_SNAPSHOT_DEPTH", default_value_t = 3)]
+    pub snapshot_depth: usize,
 }
 
 /// What every handler shares.
@@ -293,6 +300,58 @@ pub fn spawn_refresher(state: Arc<AppState>, interval: Duration) -> tokio::task:
     })
 }
 
+/// Writes the current rollup of every group down to `max_depth` as snapshot rows taken at
+/// `taken_at`, from the index (the same numbers the API serves). Returns the rows written.
+pub async fn take_snapshot(
+    state: &Arc<AppState>,
+    taken_at: Timestamp,
+    max_depth: usize,
+) -> Result<usize, ApiError> {
+    let rows: Vec<fleetscope_store::RollupSnapshotRow> = {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || {
+            let now = state.now();
+            state.index.read(|fleet| {
+                crate::index::as_group_rollups(&fleet.rollup(
+                    now,
+                    &state.policy,
+                    &Default::default(),
+                ))
+                .iter()
+                .filter(|r| r.depth <= max_depth)
+                .map(|r| r.snapshot_row(taken_at))
+                .collect()
+            })
+        })
+        .await
+        .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))?
+    };
+    state
+        .store_call("snapshot insert", state.index.store().insert_rows(&rows))
+        .await?;
+    Ok(rows.len())
+}
+
+/// Takes a snapshot at every multiple of `every` until the process ends.
+pub fn spawn_snapshots(
+    state: Arc<AppState>,
+    every: Duration,
+    max_depth: usize,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let step = every.as_secs().max(1) as i64;
+        loop {
+            let now = system_now().seconds();
+            let next = (now / step + 1) * step;
+            tokio::time::sleep(Duration::from_secs((next - now).max(1) as u64)).await;
+            match take_snapshot(&state, Timestamp(next), max_depth).await {
+                Ok(rows) => tracing::debug!(rows, "rollup snapshot written"),
+                Err(err) => tracing::warn!(error = %err.message, "rollup snapshot not written"),
+            }
+        }
+    })
+}
+
 /// Runs `fleetscope hub` on `store`.
 pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
     anyhow::ensure!(args.stale_after > 0, "--stale-after must be positive");
@@ -334,6 +393,13 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
         },
     ));
     spawn_refresher(state.clone(), Duration::from_secs_f64(args.refresh_seconds));
+    if args.snapshot_every > 0 {
+        spawn_snapshots(
+            state.clone(),
+            Duration::from_secs(args.snapshot_every),
+            args.snapshot_depth,
+        );
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

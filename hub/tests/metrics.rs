@@ -155,3 +155,45 @@ async fn new_observed_state_reaches_the_api_through_the_refresher() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The dashboards' trend panels read rollup snapshots: the hub writes them from its index, so
+/// they hold the numbers the API serves.
+#[tokio::test]
+async fn rollup_snapshots_hold_the_served_numbers() {
+    let (test, fleet) = common::simulated_fleet(300, 4).await;
+    let spec = fleet.spec().clone();
+    let state = Arc::new(common::hub_state(&test, &fleet, MetricsConfig::default()).await);
+    let taken_at = spec.now.plus_seconds(-60);
+    let rows = fleetscope_hub::server::take_snapshot(&state, taken_at, 2)
+        .await
+        .unwrap();
+    let rollup = state.index.read(|f| {
+        f.rollup(
+            spec.now,
+            &spec.policy,
+            &fleetscope_hub::index::Filter::default(),
+        )
+    });
+    let expected = rollup
+        .keys()
+        .filter(|g| g.is_empty() || g.split('/').count() <= 2)
+        .count();
+    assert_eq!(rows, expected);
+    let trend = test
+        .store
+        .rollup_trend("", taken_at.plus_seconds(-1), spec.now)
+        .await
+        .unwrap();
+    assert_eq!(trend.len(), 1, "{trend:?}");
+    let fleet_row = &rollup[""];
+    assert_eq!(trend[0].clusters, fleet_row.clusters);
+    assert_eq!(trend[0].stale_clusters, fleet_row.stale_clusters);
+    assert_eq!(
+        trend[0].failed,
+        fleet_row.state(fleetscope_model::DriftState::Failed)
+    );
+    assert_eq!(
+        trend[0].in_sync,
+        fleet_row.state(fleetscope_model::DriftState::InSync)
+    );
+}
