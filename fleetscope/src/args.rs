@@ -51,6 +51,9 @@ pub enum Command {
     },
     /// Start a private ClickHouse, write a simulated fleet and print its drift rollup.
     Demo(fleetscope_demo::DemoArgs),
+    /// Drive a simulated fleet through the collector into a private ClickHouse and check the
+    /// hub's rollup against the simulator's ground truth.
+    Loadtest(fleetscope_loadtest::run::LoadtestArgs),
     /// Render the platform repo into GitOps output per render group (and explain the result).
     Render(fleetscope_renderer::cli::RenderArgs),
     /// Run in an edge cluster: watch Flux and Argo CD objects and report changes to the collector.
@@ -175,6 +178,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo(args) => fleetscope_demo::run(args).await,
+        Command::Loadtest(args) => fleetscope_loadtest::run::run(args).await.map(|_| ()),
         Command::Render(args) => fleetscope_renderer::cli::run(args).await,
         Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
         Command::Hub { hub, clickhouse } => {

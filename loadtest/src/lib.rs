@@ -6,5 +6,6 @@
 
 pub mod fleet;
 pub mod rng;
+pub mod run;
 
 pub use fleet::{FleetSpec, FleetSpecError, GeneratedFleet};
