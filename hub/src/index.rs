@@ -576,7 +576,8 @@ fn add(into: &mut Counts, from: &Counts) {
 /// Reads the whole fleet from the store.
 pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
     let mut fleet = Fleet::default();
-    reload_tables(store, &mut fleet).await?;
+    let markers = store.change_markers().await?;
+    fleet.set_tables(Tables::read(store, markers).await?);
     let heartbeats = store.heartbeats_since(Timestamp::EPOCH).await?;
     fleet.apply_heartbeats(heartbeats);
     store
@@ -587,22 +588,41 @@ pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
     Ok(fleet)
 }
 
-/// Reads inventory, membership and desired state again.
-pub async fn reload_tables(store: &Store, fleet: &mut Fleet) -> fleetscope_store::Result<()> {
-    let markers = store.change_markers().await?;
-    let inventory = store.inventory_rows().await?;
-    let members = store.current_members().await?;
-    let desired = store.desired_rows().await?;
-    fleet.set_inventory(inventory);
-    fleet.set_membership(
-        members
-            .into_iter()
-            .map(|m| (m.cluster_id, m.render_group, m.removed != 0))
-            .collect(),
-    );
-    fleet.set_desired(desired);
-    fleet.markers = Some(markers);
-    Ok(())
+/// Inventory, membership and desired state as read at one moment, with the markers read
+/// before them (so a change during the read is seen again at the next refresh).
+#[derive(Debug)]
+pub struct Tables {
+    markers: ChangeMarkers,
+    inventory: Vec<ClusterRow>,
+    members: Vec<fleetscope_store::queries::CurrentMemberRow>,
+    desired: Vec<DesiredRow>,
+}
+
+impl Tables {
+    pub async fn read(store: &Store, markers: ChangeMarkers) -> fleetscope_store::Result<Tables> {
+        Ok(Tables {
+            markers,
+            inventory: store.inventory_rows().await?,
+            members: store.current_members().await?,
+            desired: store.desired_rows().await?,
+        })
+    }
+}
+
+impl Fleet {
+    /// Replaces inventory, membership and desired state.
+    pub fn set_tables(&mut self, tables: Tables) {
+        self.set_inventory(tables.inventory);
+        self.set_membership(
+            tables
+                .members
+                .into_iter()
+                .map(|m| (m.cluster_id, m.render_group, m.removed != 0))
+                .collect(),
+        );
+        self.set_desired(tables.desired);
+        self.markers = Some(tables.markers);
+    }
 }
 
 /// The fleet shared by the request handlers and the refresher.
@@ -655,11 +675,7 @@ impl Index {
         });
         let markers = self.store.change_markers().await?;
         let tables = if known_markers != Some(markers) {
-            Some((
-                self.store.inventory_rows().await?,
-                self.store.current_members().await?,
-                self.store.desired_rows().await?,
-            ))
+            Some(Tables::read(&self.store, markers).await?)
         } else {
             None
         };
@@ -678,16 +694,8 @@ impl Index {
             heartbeat_rows: heartbeats.len(),
             generation: 0,
         };
-        if let Some((inventory, members, desired)) = tables {
-            fleet.set_inventory(inventory);
-            fleet.set_membership(
-                members
-                    .into_iter()
-                    .map(|m| (m.cluster_id, m.render_group, m.removed != 0))
-                    .collect(),
-            );
-            fleet.set_desired(desired);
-            fleet.markers = Some(markers);
+        if let Some(tables) = tables {
+            fleet.set_tables(tables);
         }
         for row in &observed {
             fleet.apply_observed(row);

@@ -1,6 +1,5 @@
 //! `fleetscope hub`: the state handlers share, the router, the refresher, and the command.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -416,6 +415,3 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
         .await?;
     Ok(())
 }
-
-/// Counts per group (a `BTreeMap` re-exported for the metrics module's signature).
-pub type GroupCounts = BTreeMap<String, crate::index::Counts>;

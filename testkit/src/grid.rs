@@ -12,7 +12,7 @@ use fleetscope_store::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RollupSnapshotRow,
 };
 
-use crate::sql_literal::{insert_statement, Literal};
+use crate::sql_literal::table_inserts;
 
 /// The moment every grid case is classified at.
 pub const NOW: Timestamp = Timestamp(1_800_000_000);
@@ -420,161 +420,17 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
     rows
 }
 
-fn cluster_values(r: &ClusterRow) -> Vec<String> {
-    vec![
-        r.cluster_id.literal(),
-        r.group_path.literal(),
-        r.group_prefixes.literal(),
-        r.environment.literal(),
-        r.reconciler.literal(),
-        r.label_keys.literal(),
-        r.label_values.literal(),
-        r.updated_at.literal(),
-        r.version.literal(),
-        r.removed.literal(),
-    ]
-}
-
-fn heartbeat_values(r: &HeartbeatRow) -> Vec<String> {
-    vec![
-        r.cluster_id.literal(),
-        r.seen_at.literal(),
-        r.agent_version.literal(),
-        r.reconciler_names.literal(),
-        r.reconciler_versions.literal(),
-    ]
-}
-
-fn member_values(r: &MembershipRow) -> Vec<String> {
-    vec![
-        r.cluster_id.literal(),
-        r.render_group.literal(),
-        r.render_id.literal(),
-        r.removed.literal(),
-    ]
-}
-
-fn desired_values(r: &DesiredRow) -> Vec<String> {
-    vec![
-        r.render_group.literal(),
-        r.app.literal(),
-        r.render_id.literal(),
-        r.version.literal(),
-        r.content_hash.literal(),
-        r.kind.literal(),
-        r.namespace.literal(),
-        r.reasons.literal(),
-        r.commit.literal(),
-        r.desired_since.literal(),
-        r.removed.literal(),
-    ]
-}
-
-fn observed_values(r: &ObservedRow) -> Vec<String> {
-    vec![
-        r.cluster_id.literal(),
-        r.object_kind.literal(),
-        r.object_namespace.literal(),
-        r.object_name.literal(),
-        r.app.literal(),
-        r.version.literal(),
-        r.content_hash.literal(),
-        r.applied_revision.literal(),
-        r.health.literal(),
-        r.sync.literal(),
-        r.reason.literal(),
-        r.message.literal(),
-        r.transitioned_at.literal(),
-        r.observed_at.literal(),
-        r.received_at.literal(),
-        r.seq.literal(),
-        r.deleted.literal(),
-    ]
-}
-
-fn render_values(r: &fleetscope_store::RenderRow) -> Vec<String> {
-    vec![
-        r.render_id.literal(),
-        r.commit.literal(),
-        r.platform_commit.literal(),
-        r.rendered_at.literal(),
-        r.summary.literal(),
-        r.render_groups.literal(),
-        r.clusters.literal(),
-        r.changed_items.literal(),
-    ]
-}
-
-fn snapshot_values(r: &RollupSnapshotRow) -> Vec<String> {
-    vec![
-        r.taken_at.literal(),
-        r.group_path.literal(),
-        r.depth.literal(),
-        r.clusters.literal(),
-        r.stale_clusters.literal(),
-        r.in_sync.literal(),
-        r.progressing.literal(),
-        r.failed.literal(),
-        r.out_of_sync.literal(),
-        r.missing.literal(),
-        r.unexpected.literal(),
-        r.stale.literal(),
-        r.unknown.literal(),
-    ]
-}
-
 impl GridRows {
     /// The same rows as `INSERT … VALUES` statements, for engines reached without the Rust client.
     pub fn insert_statements(&self) -> Vec<String> {
-        use clickhouse::Row;
-        vec![
-            insert_statement(
-                "renders",
-                fleetscope_store::RenderRow::COLUMN_NAMES,
-                &self.renders.iter().map(render_values).collect::<Vec<_>>(),
-            ),
-            insert_statement(
-                "clusters",
-                ClusterRow::COLUMN_NAMES,
-                &self.clusters.iter().map(cluster_values).collect::<Vec<_>>(),
-            ),
-            insert_statement(
-                "heartbeats",
-                HeartbeatRow::COLUMN_NAMES,
-                &self
-                    .heartbeats
-                    .iter()
-                    .map(heartbeat_values)
-                    .collect::<Vec<_>>(),
-            ),
-            insert_statement(
-                "render_group_members",
-                MembershipRow::COLUMN_NAMES,
-                &self.members.iter().map(member_values).collect::<Vec<_>>(),
-            ),
-            insert_statement(
-                "desired_history",
-                DesiredRow::COLUMN_NAMES,
-                &self.desired.iter().map(desired_values).collect::<Vec<_>>(),
-            ),
-            insert_statement(
-                "observed_transitions",
-                ObservedRow::COLUMN_NAMES,
-                &self
-                    .observed
-                    .iter()
-                    .map(observed_values)
-                    .collect::<Vec<_>>(),
-            ),
-            insert_statement(
-                "rollup_snapshots",
-                RollupSnapshotRow::COLUMN_NAMES,
-                &self
-                    .snapshots
-                    .iter()
-                    .map(snapshot_values)
-                    .collect::<Vec<_>>(),
-            ),
-        ]
+        let mut out = Vec::new();
+        out.extend(table_inserts("renders", &self.renders));
+        out.extend(table_inserts("clusters", &self.clusters));
+        out.extend(table_inserts("heartbeats", &self.heartbeats));
+        out.extend(table_inserts("render_group_members", &self.members));
+        out.extend(table_inserts("desired_history", &self.desired));
+        out.extend(table_inserts("observed_transitions", &self.observed));
+        out.extend(table_inserts("rollup_snapshots", &self.snapshots));
+        out
     }
 }

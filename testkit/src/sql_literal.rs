@@ -64,3 +64,150 @@ pub fn insert_statement(table: &str, columns: &[&str], rows: &[Vec<String>]) -> 
         values.join(", ")
     )
 }
+
+/// A store row written as SQL values, in the order of its table's columns.
+pub trait SqlRow: clickhouse::Row {
+    fn values(&self) -> Vec<String>;
+}
+
+/// `INSERT … VALUES` statements for `rows` into `table`, a few thousand rows each so that every
+/// statement stays well below the servers' query size limits.
+pub fn table_inserts<T: SqlRow>(table: &str, rows: &[T]) -> Vec<String> {
+    rows.chunks(2_000)
+        .map(|chunk| {
+            insert_statement(
+                table,
+                T::COLUMN_NAMES,
+                &chunk.iter().map(SqlRow::values).collect::<Vec<_>>(),
+            )
+        })
+        .collect()
+}
+
+use fleetscope_store::{
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
+};
+
+impl SqlRow for ClusterRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.cluster_id.literal(),
+            r.group_path.literal(),
+            r.group_prefixes.literal(),
+            r.environment.literal(),
+            r.reconciler.literal(),
+            r.label_keys.literal(),
+            r.label_values.literal(),
+            r.updated_at.literal(),
+            r.version.literal(),
+            r.removed.literal(),
+        ]
+    }
+}
+
+impl SqlRow for HeartbeatRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.cluster_id.literal(),
+            r.seen_at.literal(),
+            r.agent_version.literal(),
+            r.reconciler_names.literal(),
+            r.reconciler_versions.literal(),
+        ]
+    }
+}
+
+impl SqlRow for MembershipRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.cluster_id.literal(),
+            r.render_group.literal(),
+            r.render_id.literal(),
+            r.removed.literal(),
+        ]
+    }
+}
+
+impl SqlRow for DesiredRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.render_group.literal(),
+            r.app.literal(),
+            r.render_id.literal(),
+            r.version.literal(),
+            r.content_hash.literal(),
+            r.kind.literal(),
+            r.namespace.literal(),
+            r.reasons.literal(),
+            r.commit.literal(),
+            r.desired_since.literal(),
+            r.removed.literal(),
+        ]
+    }
+}
+
+impl SqlRow for ObservedRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.cluster_id.literal(),
+            r.object_kind.literal(),
+            r.object_namespace.literal(),
+            r.object_name.literal(),
+            r.app.literal(),
+            r.version.literal(),
+            r.content_hash.literal(),
+            r.applied_revision.literal(),
+            r.health.literal(),
+            r.sync.literal(),
+            r.reason.literal(),
+            r.message.literal(),
+            r.transitioned_at.literal(),
+            r.observed_at.literal(),
+            r.received_at.literal(),
+            r.seq.literal(),
+            r.deleted.literal(),
+        ]
+    }
+}
+
+impl SqlRow for RenderRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.render_id.literal(),
+            r.commit.literal(),
+            r.platform_commit.literal(),
+            r.rendered_at.literal(),
+            r.summary.literal(),
+            r.render_groups.literal(),
+            r.clusters.literal(),
+            r.changed_items.literal(),
+        ]
+    }
+}
+
+impl SqlRow for RollupSnapshotRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.taken_at.literal(),
+            r.group_path.literal(),
+            r.depth.literal(),
+            r.clusters.literal(),
+            r.stale_clusters.literal(),
+            r.in_sync.literal(),
+            r.progressing.literal(),
+            r.failed.literal(),
+            r.out_of_sync.literal(),
+            r.missing.literal(),
+            r.unexpected.literal(),
+            r.stale.literal(),
+            r.unknown.literal(),
+        ]
+    }
+}

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use clickhouse::Row;
 use fleetscope_dashboards::expand::{self, Choice, Context, MacroStyle};
 use fleetscope_loadtest::fleet::{GroundTruth, SimCluster};
 use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
@@ -15,7 +14,7 @@ use fleetscope_model::{DriftPolicy, GroupPath, Health, SyncStatus, Timestamp};
 use fleetscope_store::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
 };
-use fleetscope_testkit::sql_literal::{insert_statement, Literal};
+use fleetscope_testkit::sql_literal::table_inserts;
 use serde_json::Value;
 
 pub const NOW: Timestamp = Timestamp(1_800_000_000);
@@ -165,172 +164,16 @@ pub fn dataset(clusters: usize, apps: usize) -> Dataset {
     }
 }
 
-fn cluster_values(r: &ClusterRow) -> Vec<String> {
-    vec![
-        r.cluster_id.literal(),
-        r.group_path.literal(),
-        r.group_prefixes.literal(),
-        r.environment.literal(),
-        r.reconciler.literal(),
-        r.label_keys.literal(),
-        r.label_values.literal(),
-        r.updated_at.literal(),
-        r.version.literal(),
-        r.removed.literal(),
-    ]
-}
-
-fn heartbeat_values(r: &HeartbeatRow) -> Vec<String> {
-    vec![
-        r.cluster_id.literal(),
-        r.seen_at.literal(),
-        r.agent_version.literal(),
-        r.reconciler_names.literal(),
-        r.reconciler_versions.literal(),
-    ]
-}
-
-fn member_values(r: &MembershipRow) -> Vec<String> {
-    vec![
-        r.cluster_id.literal(),
-        r.render_group.literal(),
-        r.render_id.literal(),
-        r.removed.literal(),
-    ]
-}
-
-fn render_values(r: &RenderRow) -> Vec<String> {
-    vec![
-        r.render_id.literal(),
-        r.commit.literal(),
-        r.platform_commit.literal(),
-        r.rendered_at.literal(),
-        r.summary.literal(),
-        r.render_groups.literal(),
-        r.clusters.literal(),
-        r.changed_items.literal(),
-    ]
-}
-
-fn desired_values(r: &DesiredRow) -> Vec<String> {
-    vec![
-        r.render_group.literal(),
-        r.app.literal(),
-        r.render_id.literal(),
-        r.version.literal(),
-        r.content_hash.literal(),
-        r.kind.literal(),
-        r.namespace.literal(),
-        r.reasons.literal(),
-        r.commit.literal(),
-        r.desired_since.literal(),
-        r.removed.literal(),
-    ]
-}
-
-fn observed_values(r: &ObservedRow) -> Vec<String> {
-    vec![
-        r.cluster_id.literal(),
-        r.object_kind.literal(),
-        r.object_namespace.literal(),
-        r.object_name.literal(),
-        r.app.literal(),
-        r.version.literal(),
-        r.content_hash.literal(),
-        r.applied_revision.literal(),
-        r.health.literal(),
-        r.sync.literal(),
-        r.reason.literal(),
-        r.message.literal(),
-        r.transitioned_at.literal(),
-        r.observed_at.literal(),
-        r.received_at.literal(),
-        r.seq.literal(),
-        r.deleted.literal(),
-    ]
-}
-
-fn snapshot_values(r: &RollupSnapshotRow) -> Vec<String> {
-    vec![
-        r.taken_at.literal(),
-        r.group_path.literal(),
-        r.depth.literal(),
-        r.clusters.literal(),
-        r.stale_clusters.literal(),
-        r.in_sync.literal(),
-        r.progressing.literal(),
-        r.failed.literal(),
-        r.out_of_sync.literal(),
-        r.missing.literal(),
-        r.unexpected.literal(),
-        r.stale.literal(),
-        r.unknown.literal(),
-    ]
-}
-
-fn statements<T>(
-    table: &str,
-    columns: &[&str],
-    rows: &[T],
-    values: fn(&T) -> Vec<String>,
-) -> Vec<String> {
-    // Chunks keep each statement well below the servers' query size limits.
-    rows.chunks(2_000)
-        .map(|chunk| {
-            insert_statement(
-                table,
-                columns,
-                &chunk.iter().map(values).collect::<Vec<_>>(),
-            )
-        })
-        .collect()
-}
-
 impl Dataset {
     pub fn insert_statements(&self) -> Vec<String> {
         let mut out = Vec::new();
-        out.extend(statements(
-            "renders",
-            RenderRow::COLUMN_NAMES,
-            &self.renders,
-            render_values,
-        ));
-        out.extend(statements(
-            "clusters",
-            ClusterRow::COLUMN_NAMES,
-            &self.clusters,
-            cluster_values,
-        ));
-        out.extend(statements(
-            "heartbeats",
-            HeartbeatRow::COLUMN_NAMES,
-            &self.heartbeats,
-            heartbeat_values,
-        ));
-        out.extend(statements(
-            "render_group_members",
-            MembershipRow::COLUMN_NAMES,
-            &self.members,
-            member_values,
-        ));
-        out.extend(statements(
-            "desired_history",
-            DesiredRow::COLUMN_NAMES,
-            &self.desired,
-            desired_values,
-        ));
-        out.extend(statements(
-            "observed_transitions",
-            ObservedRow::COLUMN_NAMES,
-            &self.observed,
-            observed_values,
-        ));
-        out.extend(statements(
-            "rollup_snapshots",
-            RollupSnapshotRow::COLUMN_NAMES,
-            &self.snapshots,
-            snapshot_values,
-        ));
+        out.extend(table_inserts("renders", &self.renders));
+        out.extend(table_inserts("clusters", &self.clusters));
+        out.extend(table_inserts("heartbeats", &self.heartbeats));
+        out.extend(table_inserts("render_group_members", &self.members));
+        out.extend(table_inserts("desired_history", &self.desired));
+        out.extend(table_inserts("observed_transitions", &self.observed));
+        out.extend(table_inserts("rollup_snapshots", &self.snapshots));
         out
     }
 
