@@ -4,8 +4,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod agents;
 pub mod fleet;
+pub mod hubcheck;
+pub mod plot;
+pub mod procs;
+pub mod readers;
+pub mod report;
 pub mod rng;
 pub mod run;
+pub mod scenario;
+pub mod sim;
 
 pub use fleet::{FleetSpec, FleetSpecError, GeneratedFleet};

@@ -1,34 +1,26 @@
-//! `fleetscope loadtest`: a simulated fleet driven through the real agent-to-collector protocol
-//! into a private ClickHouse, then the hub's rollup checked against the simulator's ground truth.
-//!
-//! Desired state, inventory and membership are written through the store, as the renderer
-//! would. Every cluster that reported recently (its simulated heartbeat is within the stale
-//! threshold) sends one gzip snapshot report over HTTP to an in-process collector, which stores
-//! its observed rows and records its heartbeat at the collector's clock. Clusters that are stale
-//! or were never seen cannot be delivered that way, because the collector stamps every heartbeat
-//! with its own clock and would make them fresh; their heartbeats and observed rows are written
-//! through the store with the simulator's timestamps instead. The ground truth therefore holds
-//! exactly: a fresh cluster's heartbeat moves from a few seconds before the fleet's `now` to a
-//! moment after it, which is still fresh, and nothing else changes.
+//! `fleetscope loadtest`: a fleet rendered by the real renderer from a generated platform repo,
+//! simulated agents (one token, one report sequence and one outbox each) delivering through the
+//! real collector into a private ClickHouse, the real hub reading it, both as child processes;
+//! scenarios run on top, and after each the hub's rollups and inventories must equal the
+//! simulator's ground truth.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use fleetscope_collector::central::auth::AgentAuth;
-use fleetscope_collector::central::{Collector, CollectorOptions};
-use fleetscope_collector::protocol::{Change, Report, ReportKind};
-use fleetscope_hub::index::{as_group_rollups, Filter, Index};
 use fleetscope_local_clickhouse::LocalClickHouse;
-use fleetscope_model::Timestamp;
-use fleetscope_store::{GroupRollup, HeartbeatRow, ObservedRow, Store, StoreConfig};
-use serde::{Deserialize, Serialize};
+use fleetscope_model::DriftPolicy;
+use fleetscope_store::{Store, StoreConfig};
 
-use crate::fleet::{GroundTruth, SimCluster};
-use crate::{FleetSpec, GeneratedFleet};
+use crate::agents::{wall_clock, Agents};
+use crate::hubcheck::HubClient;
+use crate::procs::{self, Sampler};
+use crate::report::{self, LoadtestReport, RenderNumbers};
+use crate::rng::SplitMix64;
+use crate::scenario::{Ctx, Knobs, PhaseReport, Prober, Scenario};
+use crate::sim::SimFleet;
 
 /// Options of `fleetscope loadtest`.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,286 +28,139 @@ pub struct LoadtestArgs {
     /// Simulated clusters.
     #[arg(long, default_value_t = 30_000)]
     pub clusters: usize,
-    /// Apps per cluster.
+    /// Apps in the generated platform repo (most clusters run nearly all of them).
     #[arg(long, default_value_t = 100)]
     pub apps: usize,
-    /// Simulated agents sending at the same time.
+    /// Scenarios after the initial connection, in order (repeat or comma-separate).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Steady, Scenario::Rollout, Scenario::Flap, Scenario::Dark, Scenario::Storm])]
+    pub scenarios: Vec<Scenario>,
+    /// Simulated agents' requests in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// Seed of the simulated fleet.
+    /// Concurrent readers of the hub's API while the scenarios run.
+    #[arg(long, default_value_t = 4)]
+    pub readers: usize,
+    /// Seed of the simulated fleet and its events.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Directory for `report.json` and `report.md`.
+    /// Directory for the report (JSON, Markdown, PNG plots) and the services' logs.
     #[arg(long, default_value = "loadtest-report")]
     pub out: PathBuf,
+    /// Seconds between an idle agent's heartbeats.
+    #[arg(long, default_value_t = 30)]
+    pub heartbeat_seconds: u64,
+    /// Seconds without a heartbeat after which the hub calls a cluster stale (the dark
+    /// scenario waits this long and 15 s more).
+    #[arg(long, default_value_t = 120)]
+    pub stale_after: i64,
+    /// Length of the steady phase.
+    #[arg(long, default_value_t = 120)]
+    pub steady_seconds: u64,
+    /// Share of app instances changing status per minute in the steady phase.
+    #[arg(long, default_value_t = 0.01)]
+    pub change_rate: f64,
+    /// App whose new version the rollout scenario renders and rolls out (default app-001).
+    #[arg(long)]
+    pub rollout_app: Option<String>,
+    #[arg(long, default_value_t = 3)]
+    pub waves: usize,
+    /// Seconds per rollout wave (half progressing, half settled).
+    #[arg(long, default_value_t = 20)]
+    pub wave_seconds: u64,
+    /// Share of a wave's clusters on which the new version fails.
+    #[arg(long, default_value_t = 0.05)]
+    pub failure_rate: f64,
+    /// Share of clusters flapping in the flap scenario.
+    #[arg(long, default_value_t = 0.02)]
+    pub flap_share: f64,
+    #[arg(long, default_value_t = 60)]
+    pub flap_seconds: u64,
+    #[arg(long, default_value_t = 5)]
+    pub flap_period_seconds: u64,
+    /// Share of clusters going dark in the dark scenario.
+    #[arg(long, default_value_t = 0.05)]
+    pub dark_share: f64,
+    /// At most this many freshness samples per phase.
+    #[arg(long, default_value_t = 100)]
+    pub freshness_samples: usize,
+    /// The fleetscope binary the collector and hub are started from (default: this one).
+    #[arg(long)]
+    pub fleetscope_binary: Option<PathBuf>,
 }
 
-/// The numbers of one load test run, as written to `report.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoadtestReport {
-    pub clusters: usize,
-    pub apps: usize,
-    pub concurrency: usize,
-    /// Observed rows in ClickHouse after ingest (all clusters).
-    pub rows: u64,
-    /// Observed rows delivered through the collector over HTTP.
-    pub rows_via_collector: u64,
-    /// Reports (one per fresh cluster) delivered through the collector.
-    pub reports_via_collector: u64,
-    /// Stale and never-seen clusters, written through the store.
-    pub clusters_written_directly: u64,
-    /// Wall time from the first POST to the last acknowledgement.
-    pub ingest_seconds: f64,
-    /// `rows_via_collector / ingest_seconds`.
-    pub rows_per_second: f64,
-    /// Time from the first attempt of a POST until its 2xx answer (retries after 429 or 503
-    /// included).
-    pub ack_p50_ms: f64,
-    pub ack_p99_ms: f64,
-    /// Answers of 429 or 503 that were retried.
-    pub retries: u64,
-    pub hub_load_seconds: f64,
-    pub groups: usize,
-    pub correctness_passed: bool,
-    /// The first group whose rollup differs from the ground truth, if any.
-    pub first_mismatch: Option<String>,
-}
-
-fn wall_clock() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
-    )
-}
-
-fn non_empty(value: &str) -> Option<String> {
-    (!value.is_empty()).then(|| value.to_owned())
-}
-
-/// The wire form of one simulated observed row.
-fn change(row: &ObservedRow) -> Change {
-    Change {
-        change_seq: row.seq,
-        kind: row.object_kind.clone(),
-        namespace: row.object_namespace.clone(),
-        name: row.object_name.clone(),
-        app: non_empty(&row.app),
-        version: non_empty(&row.version),
-        content_hash: non_empty(&row.content_hash),
-        applied_revision: row.applied_revision.clone(),
-        health: row.health.clone(),
-        sync: row.sync.clone(),
-        reason: row.reason.clone(),
-        message: row.message.clone(),
-        transitioned_at: (row.transitioned_at != 0).then_some(i64::from(row.transitioned_at)),
-        observed_at: i64::from(row.observed_at),
-        deleted: row.deleted != 0,
-    }
-}
-
-/// One snapshot report carrying a cluster's observed rows; the collector records the heartbeat
-/// from it.
-fn snapshot(sim: &SimCluster, heartbeat: &HeartbeatRow, sent_at: Timestamp) -> Report {
-    Report {
-        cluster: sim.cluster.cluster_id.clone(),
-        agent_version: heartbeat.agent_version.clone(),
-        seq: 1,
-        sent_at: sent_at.seconds(),
-        kind: ReportKind::Snapshot,
-        reconcilers: heartbeat
-            .reconciler_names
-            .iter()
-            .cloned()
-            .zip(heartbeat.reconciler_versions.iter().cloned())
-            .collect(),
-        change_seq_high: sim.observed.iter().map(|r| r.seq).max().unwrap_or(0),
-        changes: sim.observed.iter().map(change).collect(),
-    }
-}
-
-fn percentile_ms(sorted: &[Duration], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let at = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[at.min(sorted.len() - 1)].as_secs_f64() * 1_000.0
-}
-
-/// The first group (by group path) whose rollup differs, or a differing group count.
-fn first_mismatch(hub: &[GroupRollup], truth: &[GroupRollup]) -> Option<String> {
-    for (h, t) in hub.iter().zip(truth) {
-        if h != t {
-            return Some(if h.group_path == t.group_path {
-                format!("group {}: hub {h:?}, ground truth {t:?}", h.group_path)
-            } else {
-                format!(
-                    "group {} in the hub where the ground truth has {}",
-                    h.group_path, t.group_path
-                )
-            });
-        }
-    }
-    if hub.len() != truth.len() {
-        let extra = hub
-            .get(truth.len())
-            .or_else(|| truth.get(hub.len()))
-            .map(|g| g.group_path.clone())
-            .unwrap_or_default();
-        return Some(format!(
-            "the hub has {} groups, the ground truth {} (first unmatched: {extra})",
-            hub.len(),
-            truth.len()
-        ));
-    }
-    None
-}
-
-/// What the setup phase prepared: the ground truth and the report bodies to send.
-struct Prepared {
-    truth: GroundTruth,
-    bodies: Vec<Vec<u8>>,
-    rows_via_collector: u64,
-    clusters_written_directly: u64,
-    observed_total: u64,
-}
-
-/// Writes desired state, inventory and membership through the store, and stale and never-seen
-/// clusters' heartbeats and observed rows; encodes one report per fresh cluster.
-async fn prepare(store: &Store, fleet: &GeneratedFleet) -> anyhow::Result<Prepared> {
-    let spec = fleet.spec();
-    store.insert_rows(&[fleet.render()]).await?;
-    store.insert_rows(&fleet.desired()).await?;
-    let fresh_since = spec
-        .now
-        .plus_seconds(-spec.policy.stale_after_seconds)
-        .seconds();
-    let mut prepared = Prepared {
-        truth: GroundTruth::default(),
-        bodies: Vec::new(),
-        rows_via_collector: 0,
-        clusters_written_directly: 0,
-        observed_total: 0,
-    };
-    const CHUNK: usize = 1_000;
-    for start in (0..spec.clusters).step_by(CHUNK) {
-        let sims: Vec<SimCluster> = (start..(start + CHUNK).min(spec.clusters))
-            .map(|i| fleet.cluster(i))
-            .collect();
-        let clusters: Vec<_> = sims.iter().map(|s| s.cluster.clone()).collect();
-        let members: Vec<_> = sims.iter().map(|s| s.membership.clone()).collect();
-        store.insert_rows(&clusters).await?;
-        store.insert_rows(&members).await?;
-        let mut direct_heartbeats = Vec::new();
-        let mut direct_observed = Vec::new();
-        for sim in &sims {
-            prepared.truth.add(sim);
-            prepared.observed_total += sim.observed.len() as u64;
-            match &sim.heartbeat {
-                Some(hb) if i64::from(hb.seen_at) >= fresh_since => {
-                    prepared.rows_via_collector += sim.observed.len() as u64;
-                    prepared.bodies.push(snapshot(sim, hb, spec.now).encode());
-                }
-                heartbeat => {
-                    prepared.clusters_written_directly += 1;
-                    direct_heartbeats.extend(heartbeat.clone());
-                    direct_observed.extend(sim.observed.iter().cloned());
-                }
-            }
-        }
-        if !direct_heartbeats.is_empty() {
-            store.insert_rows(&direct_heartbeats).await?;
-        }
-        if !direct_observed.is_empty() {
-            store.insert_rows(&direct_observed).await?;
-        }
-    }
-    Ok(prepared)
-}
-
-/// Latencies of every acknowledged POST, and the number of retried answers.
-async fn send_all(
-    url: String,
-    bodies: Arc<Vec<Vec<u8>>>,
-    concurrency: usize,
-) -> anyhow::Result<(Vec<Duration>, u64)> {
-    let http = reqwest::Client::new();
-    let next = Arc::new(AtomicUsize::new(0));
-    let latencies = Arc::new(Mutex::new(Vec::with_capacity(bodies.len())));
-    let retries = Arc::new(AtomicUsize::new(0));
-    let mut workers = Vec::new();
-    for _ in 0..concurrency.max(1) {
-        let (http, url, bodies, next, latencies, retries) = (
-            http.clone(),
-            url.clone(),
-            bodies.clone(),
-            next.clone(),
-            latencies.clone(),
-            retries.clone(),
+impl LoadtestArgs {
+    fn validate(&self) -> anyhow::Result<()> {
+        let share = |name: &str, v: f64| {
+            anyhow::ensure!(
+                (0.0..=1.0).contains(&v),
+                "--{name} must be between 0 and 1, got {v}"
+            );
+            Ok(())
+        };
+        anyhow::ensure!(self.clusters > 0, "--clusters must be positive");
+        anyhow::ensure!(
+            (1..=999).contains(&self.apps),
+            "--apps must be between 1 and 999"
         );
-        workers.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(body) = bodies.get(i) else {
-                    return anyhow::Ok(());
-                };
-                let first_attempt = Instant::now();
-                loop {
-                    let response = http
-                        .post(&url)
-                        .header("content-encoding", "gzip")
-                        .body(body.clone())
-                        .send()
-                        .await
-                        .context("POST to the collector failed")?;
-                    let status = response.status();
-                    if status.is_success() {
-                        latencies
-                            .lock()
-                            .expect("latency list lock")
-                            .push(first_attempt.elapsed());
-                        break;
-                    }
-                    if status.as_u16() == 429 || status.as_u16() == 503 {
-                        retries.fetch_add(1, Ordering::Relaxed);
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        continue;
-                    }
-                    let text = response.text().await.unwrap_or_default();
-                    anyhow::bail!("the collector answered report {i} with {status}: {text}");
-                }
-            }
-        }));
+        anyhow::ensure!(self.concurrency > 0, "--concurrency must be positive");
+        anyhow::ensure!(
+            self.heartbeat_seconds > 0,
+            "--heartbeat-seconds must be positive"
+        );
+        anyhow::ensure!(
+            self.stale_after > 2 * self.heartbeat_seconds as i64,
+            "--stale-after ({}) must exceed two heartbeat intervals ({} s), or delivering clusters would look stale",
+            self.stale_after,
+            2 * self.heartbeat_seconds
+        );
+        anyhow::ensure!(self.waves > 0, "--waves must be positive");
+        share("change-rate", self.change_rate)?;
+        share("failure-rate", self.failure_rate)?;
+        share("flap-share", self.flap_share)?;
+        share("dark-share", self.dark_share)?;
+        Ok(())
     }
-    for worker in workers {
-        worker.await??;
-    }
-    let latencies = std::mem::take(&mut *latencies.lock().expect("latency list lock"));
-    Ok((latencies, retries.load(Ordering::Relaxed) as u64))
 }
 
-/// Runs the load test and writes `report.json` and `report.md` into `args.out`. Returns an
-/// error (after writing the reports) when the hub's rollup differs from the ground truth.
+const READ_TOKEN: &str = "loadtest-reader-token-0001";
+
+/// Runs the load test and writes the report into `args.out`. Fails (after writing the
+/// report) when a ground-truth check failed or the collector refused a report.
 pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
-    anyhow::ensure!(
-        args.concurrency > 0,
-        "--concurrency must be positive, got 0"
-    );
-    let spec = FleetSpec {
-        clusters: args.clusters,
-        apps: args.apps,
-        seed: args.seed,
-        now: wall_clock(),
-        ..FleetSpec::default()
-    };
-    let fleet = GeneratedFleet::new(spec).context("invalid load test fleet")?;
+    args.validate()?;
+    let exe = procs::fleetscope_exe(args.fleetscope_binary.clone())?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let work = tempfile::tempdir().context("creating a work directory")?;
     println!(
-        "loadtest: {} clusters × {} apps, {} concurrent agents",
-        args.clusters, args.apps, args.concurrency
+        "loadtest: {} clusters × {} apps; scenarios: connect, {}",
+        args.clusters,
+        args.apps,
+        args.scenarios
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let started = Instant::now();
+
+    // The desired state, from the real renderer.
+    let platform_dir = work.path().join("platform");
+    let gitops_dir = work.path().join("gitops");
+    fleetscope_renderer::generate::generate(&platform_dir, args.clusters, args.apps)?;
+    let t = Instant::now();
+    let (p, g) = (platform_dir.clone(), gitops_dir.clone());
+    let outcome =
+        tokio::task::spawn_blocking(move || fleetscope_renderer::render(&p, &g)).await??;
+    let render_seconds = t.elapsed().as_secs_f64();
+    println!(
+        "  render: {} clusters in {} render groups, {} files, in {render_seconds:.1} s",
+        outcome.assigned.members.len(),
+        outcome.assigned.groups.len(),
+        outcome.files.len()
     );
 
-    let started = Instant::now();
+    let t = Instant::now();
     let server = tokio::task::spawn_blocking(LocalClickHouse::start)
         .await?
         .context("could not start a private ClickHouse server")?;
@@ -323,174 +168,346 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     store.migrate().await?;
     println!(
         "  clickhouse: started and migrated in {:.1} s",
-        started.elapsed().as_secs_f64()
+        t.elapsed().as_secs_f64()
     );
 
-    let result = drive(&args, &fleet, &store).await;
+    // The desired state has been in place for a day: older versions count as drift.
+    let now = wall_clock();
+    let published_at = now.plus_seconds(-86_400);
+    let t = Instant::now();
+    fleetscope_renderer::desired::publish(
+        &store,
+        &outcome,
+        published_at.seconds() as u64 * 1_000,
+        published_at,
+    )
+    .await?;
+    let publish_seconds = t.elapsed().as_secs_f64();
+    let policy = DriftPolicy {
+        stale_after_seconds: args.stale_after,
+        ..DriftPolicy::default()
+    };
+    let fleet = SimFleet::from_render(&outcome, args.seed, published_at, now, policy)?;
+    let render = RenderNumbers {
+        render_groups: outcome.assigned.groups.len() as u64,
+        files: outcome.files.len() as u64,
+        render_seconds,
+        publish_seconds,
+    };
+    drop(outcome);
+
+    let result = drive(
+        &args,
+        &exe,
+        fleet,
+        &store,
+        &server,
+        &platform_dir,
+        &gitops_dir,
+        render,
+        started,
+    )
+    .await;
     drop(store);
     tokio::task::spawn_blocking(move || server.stop()).await?;
-    let report = result?;
-
-    write_reports(&args.out, &report)?;
+    let (report, plots) = result?;
+    report::write(&args.out, &report, &plots)?;
     println!(
-        "  report: {} and {}",
+        "  report: {} (and report.md, plots) in {:.0} s",
         args.out.join("report.json").display(),
-        args.out.join("report.md").display()
-    );
-    match &report.first_mismatch {
-        None => Ok(report),
-        Some(mismatch) => {
-            anyhow::bail!("the hub's rollup differs from the simulator's ground truth: {mismatch}")
-        }
-    }
-}
-
-async fn drive(
-    args: &LoadtestArgs,
-    fleet: &GeneratedFleet,
-    store: &Store,
-) -> anyhow::Result<LoadtestReport> {
-    let spec = fleet.spec();
-    let started = Instant::now();
-    let prepared = prepare(store, fleet).await?;
-    println!(
-        "  setup: desired state, inventory, membership and {} stale or never-seen clusters written, {} reports encoded, in {:.1} s",
-        prepared.clusters_written_directly,
-        prepared.bodies.len(),
         started.elapsed().as_secs_f64()
     );
-
-    let collector = Collector::new(
-        store.clone(),
-        CollectorOptions {
-            auth: AgentAuth::Insecure,
-            ..CollectorOptions::default()
-        },
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}/api/v1/ingest", listener.local_addr()?);
-    let router = collector.router();
-    let serving = tokio::spawn(async move { axum::serve(listener, router).await });
-
-    let reports = prepared.bodies.len() as u64;
-    let bodies = Arc::new(prepared.bodies);
-    let started = Instant::now();
-    let sent = send_all(url, bodies, args.concurrency).await;
-    let ingest_seconds = started.elapsed().as_secs_f64();
-    serving.abort();
-    let (mut latencies, retries) = sent?;
-    latencies.sort();
-    let rows = store.count_rows::<ObservedRow>().await?;
-    let rows_per_second = prepared.rows_via_collector as f64 / ingest_seconds.max(1e-9);
-    let (p50, p99) = (
-        percentile_ms(&latencies, 0.50),
-        percentile_ms(&latencies, 0.99),
-    );
-    println!(
-        "  ingest: {} rows in {} reports in {ingest_seconds:.1} s, {rows_per_second:.0} rows/s, ack p50 {p50:.1} ms, p99 {p99:.1} ms, {retries} retries",
-        prepared.rows_via_collector, reports
-    );
+    if let Some(failed) = report.phases.iter().find(|p| !p.check_passed) {
+        anyhow::bail!(
+            "the hub differs from the simulator's ground truth after {}: {}",
+            failed.name,
+            failed.check_mismatch.as_deref().unwrap_or("(no detail)")
+        );
+    }
     anyhow::ensure!(
-        rows == prepared.observed_total,
-        "ClickHouse holds {rows} observed rows, the fleet has {}",
-        prepared.observed_total
+        report.refused.is_empty(),
+        "the collector refused reports: {}",
+        report.refused.join("; ")
     );
-
-    let started = Instant::now();
-    let index = Index::load(store.clone()).await?;
-    let hub_load_seconds = started.elapsed().as_secs_f64();
-    let sort = |mut v: Vec<GroupRollup>| {
-        v.sort_by(|a, b| a.group_path.cmp(&b.group_path));
-        v
-    };
-    let hub = sort(
-        index.read(|f| as_group_rollups(&f.rollup(spec.now, &spec.policy, &Filter::default()))),
-    );
-    let truth = sort(prepared.truth.rollups());
-    let mismatch = first_mismatch(&hub, &truth);
-    println!(
-        "  hub: loaded in {hub_load_seconds:.1} s; rollup of {} groups {}",
-        hub.len(),
-        if mismatch.is_none() {
-            "matches the ground truth"
-        } else {
-            "DIFFERS from the ground truth"
-        }
-    );
-
-    Ok(LoadtestReport {
-        clusters: args.clusters,
-        apps: args.apps,
-        concurrency: args.concurrency,
-        rows,
-        rows_via_collector: prepared.rows_via_collector,
-        reports_via_collector: reports,
-        clusters_written_directly: prepared.clusters_written_directly,
-        ingest_seconds,
-        rows_per_second,
-        ack_p50_ms: p50,
-        ack_p99_ms: p99,
-        retries,
-        hub_load_seconds,
-        groups: hub.len(),
-        correctness_passed: mismatch.is_none(),
-        first_mismatch: mismatch,
-    })
+    Ok(report)
 }
 
-fn write_reports(dir: &Path, report: &LoadtestReport) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let json = serde_json::to_string_pretty(report)?;
-    std::fs::write(dir.join("report.json"), json + "\n")?;
-    let mut rows: BTreeMap<usize, (&str, String)> = BTreeMap::new();
-    for (i, (name, value)) in [
-        ("clusters", report.clusters.to_string()),
-        ("apps per cluster", report.apps.to_string()),
-        ("concurrent agents", report.concurrency.to_string()),
-        ("observed rows in ClickHouse", report.rows.to_string()),
-        (
-            "rows through the collector",
-            report.rows_via_collector.to_string(),
-        ),
-        (
-            "reports through the collector",
-            report.reports_via_collector.to_string(),
-        ),
-        (
-            "stale or never-seen clusters written directly",
-            report.clusters_written_directly.to_string(),
-        ),
-        ("ingest seconds", format!("{:.2}", report.ingest_seconds)),
-        ("rows/s", format!("{:.0}", report.rows_per_second)),
-        ("ack p50 ms", format!("{:.1}", report.ack_p50_ms)),
-        ("ack p99 ms", format!("{:.1}", report.ack_p99_ms)),
-        ("retried answers", report.retries.to_string()),
-        (
-            "hub load seconds",
-            format!("{:.2}", report.hub_load_seconds),
-        ),
-        ("groups", report.groups.to_string()),
-        (
-            "correctness",
-            if report.correctness_passed {
-                "pass".to_owned()
-            } else {
-                format!(
-                    "FAIL: {}",
-                    report.first_mismatch.as_deref().unwrap_or_default()
-                )
-            },
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        rows.insert(i, (name, value));
+fn write_token_files(
+    dir: &std::path::Path,
+    fleet: &SimFleet,
+) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let mut agents = String::from("agents:\n");
+    for c in &fleet.clusters {
+        agents.push_str(&format!("  - cluster: {}\n    token: {}\n", c.id, c.token));
     }
-    let mut md = String::from("# Load test report\n\n| measure | value |\n|---|---|\n");
-    for (name, value) in rows.values() {
-        md.push_str(&format!("| {name} | {value} |\n"));
+    let agent_tokens = dir.join("agent-tokens.yaml");
+    std::fs::write(&agent_tokens, agents)?;
+    let hub_tokens = dir.join("hub-tokens.yaml");
+    std::fs::write(
+        &hub_tokens,
+        format!("tokens:\n  - name: loadtest-readers\n    token: {READ_TOKEN}\n    role: read\n"),
+    )?;
+    Ok((agent_tokens, hub_tokens))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    args: &LoadtestArgs,
+    exe: &std::path::Path,
+    fleet: SimFleet,
+    store: &Store,
+    server: &LocalClickHouse,
+    platform_dir: &std::path::Path,
+    gitops_dir: &std::path::Path,
+    render: RenderNumbers,
+    started: Instant,
+) -> anyhow::Result<(LoadtestReport, report::PlotData)> {
+    let (agent_tokens, hub_tokens) =
+        write_token_files(platform_dir.parent().unwrap_or(platform_dir), &fleet)?;
+    let ch = [
+        "--clickhouse-url".to_owned(),
+        server.url(),
+        "--clickhouse-compression".into(),
+        "false".into(),
+    ];
+    let mut collector_args = vec![
+        "collector".to_owned(),
+        "--agent-tokens".into(),
+        agent_tokens.display().to_string(),
+    ];
+    collector_args.extend(ch.iter().cloned());
+    let mut collector = procs::start("collector", exe, &collector_args, &args.out).await?;
+    let mut hub_args = vec![
+        "hub".to_owned(),
+        "--tokens".into(),
+        hub_tokens.display().to_string(),
+        "--stale-after".into(),
+        args.stale_after.to_string(),
+    ];
+    hub_args.extend(ch.iter().cloned());
+    let mut hub = procs::start("hub", exe, &hub_args, &args.out).await?;
+    println!(
+        "  services: collector {} (pid {}), hub {} (pid {})",
+        collector.url,
+        collector.pid(),
+        hub.url,
+        hub.pid()
+    );
+
+    let mut watched = vec![
+        ("collector".to_owned(), collector.pid()),
+        ("hub".to_owned(), hub.pid()),
+        ("loadtest".to_owned(), std::process::id()),
+    ];
+    if let Some(pid) = server.pid() {
+        watched.push(("clickhouse".to_owned(), pid));
     }
-    std::fs::write(dir.join("report.md"), md)?;
-    Ok(())
+    let sampler = Sampler::start(watched, started);
+
+    let cluster_ids: Arc<Vec<String>> =
+        Arc::new(fleet.clusters.iter().map(|c| c.id.clone()).collect());
+    let app_names: Arc<Vec<String>> = Arc::new(fleet.apps.clone());
+    let mut regions: Vec<String> = fleet
+        .clusters
+        .iter()
+        .map(|c| c.group.split('/').next().unwrap_or_default().to_owned())
+        .collect();
+    regions.sort();
+    regions.dedup();
+    let live = fleet.clusters.iter().filter(|c| !c.never_seen).count() as u64;
+    let instances: u64 = fleet.clusters.iter().map(|c| c.wants.len() as u64).sum();
+    let seed = fleet.seed();
+
+    let agents = Agents::new(
+        fleet,
+        &collector.url,
+        Duration::from_secs(args.heartbeat_seconds),
+        started,
+    )?;
+    let workers = agents.spawn_workers(args.concurrency);
+    let hub_client = HubClient {
+        url: hub.url.clone(),
+        token: READ_TOKEN.to_owned(),
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()?,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let prober = Prober::new();
+    let probing = prober.spawn(hub_client.clone(), started, stop.clone());
+    let ctx = Ctx {
+        agents: agents.clone(),
+        hub: hub_client.clone(),
+        store: store.clone(),
+        prober: prober.clone(),
+        knobs: Knobs {
+            steady_seconds: args.steady_seconds,
+            change_rate: args.change_rate,
+            rollout_app: args.rollout_app.clone(),
+            waves: args.waves,
+            wave_seconds: args.wave_seconds,
+            failure_rate: args.failure_rate,
+            flap_share: args.flap_share,
+            flap_seconds: args.flap_seconds,
+            flap_period_seconds: args.flap_period_seconds,
+            dark_share: args.dark_share,
+            stale_after: args.stale_after,
+            check_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(1_800),
+            freshness_samples: args.freshness_samples,
+        },
+        started,
+        platform_dir: platform_dir.to_path_buf(),
+        gitops_dir: gitops_dir.to_path_buf(),
+        revision_counter: AtomicU64::new(1),
+        rollout: Mutex::new(None),
+        steady: Mutex::new(None),
+    };
+    let mut rng = SplitMix64::for_item(seed, 0x5ce7_a210);
+    let mut phases: Vec<PhaseReport> = Vec::new();
+
+    // Connect: every delivering cluster sends its first snapshot, all at once.
+    let phase_start = Instant::now();
+    let mut notes = Vec::new();
+    let (reports, rows, connect_seconds) = ctx.storm(&mut notes).await?;
+    println!("  connect: {}", notes.last().cloned().unwrap_or_default());
+    let readers_stop = Arc::new(AtomicBool::new(false));
+    let check = ctx.check().await;
+    phases.push(phase_report(
+        "connect",
+        started,
+        phase_start,
+        reports,
+        notes,
+        &check,
+    ));
+    print_check(&check);
+    let connect = (reports, rows, connect_seconds);
+
+    // Readers from here on: every later phase runs under concurrent readers.
+    let (timings, reader_tasks) = crate::readers::spawn(
+        args.readers,
+        hub_client.clone(),
+        cluster_ids,
+        app_names,
+        Arc::new(regions),
+        seed,
+        readers_stop.clone(),
+    );
+
+    let mut storm_numbers = None;
+    for scenario in &args.scenarios {
+        collector.check_alive()?;
+        hub.check_alive()?;
+        let phase_start = Instant::now();
+        let mut notes = Vec::new();
+        let (changes, mut check) = match scenario {
+            Scenario::Steady => (ctx.steady(&mut rng, &mut notes).await?, None),
+            Scenario::Rollout => (ctx.rollout(&mut rng, &mut notes).await?, None),
+            Scenario::Flap => (ctx.flap(&mut rng, &mut notes).await?, None),
+            Scenario::Dark => {
+                let (changes, while_dark) = ctx.dark(&mut rng, &mut notes).await?;
+                (changes, (!while_dark.passed).then_some(while_dark))
+            }
+            Scenario::Storm => {
+                let numbers = ctx.storm(&mut notes).await?;
+                storm_numbers = Some(numbers);
+                (numbers.1, None)
+            }
+        };
+        let outcome = match check.take() {
+            Some(failed) => failed,
+            None => ctx.check().await,
+        };
+        for note in &notes {
+            println!("  {}: {note}", scenario.name());
+        }
+        print_check(&outcome);
+        phases.push(phase_report(
+            scenario.name(),
+            started,
+            phase_start,
+            changes,
+            notes,
+            &outcome,
+        ));
+    }
+
+    // Let the freshness probes finish (or time out).
+    let until = Instant::now() + Duration::from_secs(65);
+    while prober.pending() > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    readers_stop.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    for task in reader_tasks {
+        let _ = task.await;
+    }
+    let _ = probing.await;
+    agents.stop();
+    for worker in workers {
+        let _ = worker.await;
+    }
+    let tables: Vec<report::TableSize> = Vec::new();
+    let samples = sampler.samples.lock().expect("samples lock").clone();
+    drop(sampler);
+    let tally = std::mem::take(&mut *agents.tally.lock().expect("tally lock"));
+    let freshness = prober.seen.lock().expect("seen lock").clone();
+    let timings = std::mem::take(&mut *timings.lock().expect("timings lock"));
+    let steady = ctx.steady.lock().expect("steady lock").clone();
+    let rollout = ctx.rollout.lock().expect("rollout lock").clone();
+    Ok(report::build(report::Inputs {
+        args,
+        live_clusters: live,
+        app_instances: instances,
+        render,
+        connect,
+        storm: storm_numbers,
+        phases,
+        tally,
+        freshness,
+        not_seen: prober.not_seen.load(Ordering::Relaxed),
+        superseded: prober.superseded.load(Ordering::Relaxed),
+        timings,
+        samples,
+        tables,
+        steady,
+        rollout,
+        seconds: started.elapsed().as_secs_f64(),
+    }))
+}
+
+fn print_check(check: &crate::hubcheck::CheckOutcome) {
+    if check.passed {
+        println!(
+            "  check: the hub agrees with the ground truth ({:.1} s, {} attempt(s))",
+            check.seconds, check.attempts
+        );
+    } else {
+        println!(
+            "  check: FAILED after {:.1} s: {}",
+            check.seconds,
+            check.mismatch.as_deref().unwrap_or_default()
+        );
+    }
+}
+
+fn phase_report(
+    name: &str,
+    run_started: Instant,
+    phase_started: Instant,
+    changes: u64,
+    notes: Vec<String>,
+    check: &crate::hubcheck::CheckOutcome,
+) -> PhaseReport {
+    PhaseReport {
+        name: name.to_owned(),
+        started_s: phase_started.duration_since(run_started).as_secs_f64(),
+        seconds: phase_started.elapsed().as_secs_f64(),
+        changes,
+        notes,
+        check_passed: check.passed,
+        check_seconds: check.seconds,
+        check_mismatch: check.mismatch.clone(),
+    }
 }

@@ -36,18 +36,28 @@ impl Sender {
         token: Option<String>,
         timeout: Duration,
     ) -> Result<Sender, String> {
-        let base = collector_url.trim_end_matches('/');
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(format!(
-                "collector url {collector_url:?} must start with http:// or https://"
-            ));
-        }
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .pool_idle_timeout(Duration::from_secs(300))
             .build()
             .map_err(|err| format!("building the http client: {err}"))?;
+        Sender::with_client(client, collector_url, token)
+    }
+
+    /// A sender on an existing client, so many senders (the load test's simulated agents)
+    /// share one connection pool.
+    pub fn with_client(
+        client: reqwest::Client,
+        collector_url: &str,
+        token: Option<String>,
+    ) -> Result<Sender, String> {
+        let base = collector_url.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(format!(
+                "collector url {collector_url:?} must start with http:// or https://"
+            ));
+        }
         Ok(Sender {
             client,
             ingest_url: format!("{base}/api/v1/ingest"),

@@ -1,0 +1,162 @@
+//! `fleetscope loadtest` as a user runs it, on a small fleet with every scenario and short
+//! phases: the real renderer, collector (child process, per-cluster tokens) and hub (child
+//! process, read token), every ground-truth check passing, and a complete report.
+
+use std::process::Command;
+
+use fleetscope_loadtest::report::LoadtestReport;
+
+#[test]
+fn small_fleet_through_every_scenario_matches_the_ground_truth() {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args([
+            "loadtest",
+            "--clusters",
+            "500",
+            "--apps",
+            "12",
+            "--scenarios",
+            "steady,rollout,flap,dark,storm",
+            "--concurrency",
+            "16",
+            "--readers",
+            "2",
+            "--heartbeat-seconds",
+            "5",
+            "--stale-after",
+            "15",
+            "--steady-seconds",
+            "10",
+            "--change-rate",
+            "0.05",
+            "--wave-seconds",
+            "2",
+            "--failure-rate",
+            "0.2",
+            "--flap-seconds",
+            "6",
+            "--flap-period-seconds",
+            "2",
+            "--dark-share",
+            "0.1",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("run fleetscope loadtest");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "loadtest failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+
+    let json = std::fs::read_to_string(out.path().join("report.json")).unwrap();
+    let report: LoadtestReport = serde_json::from_str(&json).unwrap();
+    assert!(report.correctness_passed);
+    let phases: Vec<&str> = report.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        phases,
+        ["connect", "steady", "rollout", "flap", "dark", "storm"]
+    );
+    assert!(
+        report.phases.iter().all(|p| p.check_passed),
+        "{:?}",
+        report.phases
+    );
+
+    // Nearly every cluster delivers (about 1% never report); every snapshot row arrived.
+    assert_eq!(report.clusters, 500);
+    assert!(report.delivering_clusters > 450 && report.delivering_clusters < 500);
+    assert!(report.connect.rows > report.delivering_clusters * 5);
+    assert_eq!(
+        report.storm.as_ref().unwrap().reports,
+        report.delivering_clusters
+    );
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+
+    // The rollout went through the renderer and the hub's gate saw it progress.
+    let rollout = report.rollout.as_ref().unwrap();
+    assert_eq!(rollout.app, "app-001");
+    assert!(rollout.changed_pairs > 0);
+    assert_eq!(rollout.waves.len(), 3);
+    let shares: Vec<f64> = rollout.waves.iter().map(|w| w.gate_share_in_sync).collect();
+    assert!(shares.windows(2).all(|w| w[0] <= w[1]), "{shares:?}");
+    assert!(*shares.last().unwrap() > 0.5, "{shares:?}");
+
+    // Measurements are there and plausible.
+    assert!(report.freshness.samples > 0);
+    assert_eq!(report.freshness.not_seen_within_60_s, 0);
+    let steady = report.steady.as_ref().unwrap();
+    assert!(steady.heartbeats_per_second > 0.0 && steady.deltas_per_second > 0.0);
+    assert!(steady.idle_wire_bytes_per_cluster_per_minute > 0.0);
+    for route in ["summary", "cluster page", "app versions", "drift page"] {
+        let l = report
+            .hub_latency
+            .iter()
+            .find(|r| r.route == route)
+            .unwrap();
+        assert!(l.requests > 0 && l.errors == 0, "{l:?}");
+    }
+    for process in ["collector", "hub", "clickhouse"] {
+        let p = report
+            .processes
+            .iter()
+            .find(|p| p.process == process)
+            .unwrap();
+        assert!(p.samples > 0 && p.rss_mb_max > 1.0, "{p:?}");
+    }
+    assert!(report
+        .clickhouse_tables
+        .iter()
+        .any(|t| t.table == "observed_transitions" && t.rows > 0 && t.bytes_on_disk > 0));
+    assert!(!report.targets.is_empty());
+
+    for file in [
+        "report.md",
+        "throughput.png",
+        "freshness.png",
+        "ack_latency.png",
+        "hub_latency.png",
+        "cpu.png",
+        "memory.png",
+        "collector.log",
+        "hub.log",
+    ] {
+        assert!(out.path().join(file).exists(), "{file} missing");
+    }
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(md.contains("## Against the design targets"));
+}
+
+#[test]
+fn bad_options_are_refused_with_the_option_named() {
+    let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args(["loadtest", "--clusters", "10", "--failure-rate", "1.5"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--failure-rate must be between 0 and 1"),
+        "{stderr}"
+    );
+
+    let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args([
+            "loadtest",
+            "--heartbeat-seconds",
+            "30",
+            "--stale-after",
+            "40",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--stale-after (40) must exceed"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,273 @@
+//! What the hub says, read over its HTTP API, and the comparison with the simulator's ground
+//! truth: the summary's rollup of every group and every app's version inventory.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use fleetscope_model::DriftState;
+use serde_json::Value;
+
+use crate::sim::{AppTruth, GroupTruth, StateCounts};
+
+/// A client of the hub's API with a read token.
+#[derive(Debug, Clone)]
+pub struct HubClient {
+    pub url: String,
+    pub token: String,
+    pub http: reqwest::Client,
+}
+
+impl HubClient {
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("GET {path}"))?;
+        let status = response.status();
+        let text = response.text().await?;
+        anyhow::ensure!(status.is_success(), "GET {path}: {status}: {text}");
+        serde_json::from_str(&text).with_context(|| format!("GET {path}: not JSON"))
+    }
+
+    /// Group path ("" for the fleet) → numbers, from `/api/v1/summary`.
+    pub async fn rollups(&self) -> anyhow::Result<BTreeMap<String, GroupTruth>> {
+        let summary = self.get("/api/v1/summary").await?;
+        let mut out = BTreeMap::new();
+        out.insert(String::new(), group_numbers(&summary["total"])?);
+        for g in summary["groups"]
+            .as_array()
+            .context("summary without groups")?
+        {
+            let path = g["group"].as_str().context("group without a path")?;
+            out.insert(path.to_owned(), group_numbers(g)?);
+        }
+        Ok(out)
+    }
+
+    /// One app's inventory from `/api/v1/apps/{app}/versions` (running versions by region).
+    pub async fn inventory(&self, app: &str) -> anyhow::Result<AppTruth> {
+        let answer = self.get(&format!("/api/v1/apps/{app}/versions")).await?;
+        let mut truth = AppTruth::default();
+        for d in answer["desired"].as_array().context("no desired list")? {
+            truth.desired.insert(
+                d["version"].as_str().unwrap_or_default().to_owned(),
+                d["clusters"].as_u64().unwrap_or_default(),
+            );
+        }
+        for r in answer["running"].as_array().context("no running list")? {
+            let groups = r["groups"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(g, n)| (g.clone(), n.as_u64().unwrap_or_default()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            truth.running.insert(
+                r["version"].as_str().unwrap_or_default().to_owned(),
+                (r["clusters"].as_u64().unwrap_or_default(), groups),
+            );
+        }
+        Ok(truth)
+    }
+}
+
+fn group_numbers(value: &Value) -> anyhow::Result<GroupTruth> {
+    let mut pairs = StateCounts::new();
+    for state in DriftState::ALL {
+        let n = value["app_instances_by_state"][state.as_str()]
+            .as_u64()
+            .with_context(|| format!("no count of {}", state.as_str()))?;
+        if n > 0 {
+            pairs.insert(*state, n);
+        }
+    }
+    Ok(GroupTruth {
+        clusters: value["clusters"].as_u64().context("no clusters")?,
+        stale_clusters: value["stale_clusters"]
+            .as_u64()
+            .context("no stale_clusters")?,
+        pairs,
+    })
+}
+
+fn without_zeros(truth: &GroupTruth) -> GroupTruth {
+    GroupTruth {
+        pairs: truth
+            .pairs
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(s, n)| (*s, *n))
+            .collect(),
+        ..truth.clone()
+    }
+}
+
+/// The first difference between the hub's rollups and the ground truth, if any.
+pub fn first_rollup_mismatch(
+    hub: &BTreeMap<String, GroupTruth>,
+    truth: &BTreeMap<String, GroupTruth>,
+) -> Option<String> {
+    for (group, expected) in truth {
+        let name = if group.is_empty() { "the fleet" } else { group };
+        match hub.get(group) {
+            None => return Some(format!("{name}: missing in the hub's summary")),
+            Some(got) if without_zeros(got) != without_zeros(expected) => {
+                return Some(format!(
+                    "{name}: hub {} clusters, {} stale, pairs {:?}; ground truth {} clusters, {} stale, pairs {:?}",
+                    got.clusters,
+                    got.stale_clusters,
+                    named(&got.pairs),
+                    expected.clusters,
+                    expected.stale_clusters,
+                    named(&expected.pairs)
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    hub.keys()
+        .find(|g| !truth.contains_key(*g))
+        .map(|g| format!("group {g} is in the hub's summary but not in the fleet"))
+}
+
+fn named(counts: &StateCounts) -> BTreeMap<&'static str, u64> {
+    counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(s, n)| (s.as_str(), *n))
+        .collect()
+}
+
+/// The first difference between an app's inventory in the hub and in the ground truth.
+pub fn inventory_mismatch(app: &str, hub: &AppTruth, truth: &AppTruth) -> Option<String> {
+    (hub != truth).then(|| {
+        format!(
+            "app {app}: hub desired {:?} running {:?}; ground truth desired {:?} running {:?}",
+            hub.desired, hub.running, truth.desired, truth.running
+        )
+    })
+}
+
+/// How a check ended.
+#[derive(Debug, Clone)]
+pub struct CheckOutcome {
+    pub passed: bool,
+    /// From the start of the check until the hub agreed (or the timeout).
+    pub seconds: f64,
+    pub attempts: u32,
+    pub mismatch: Option<String>,
+}
+
+/// Compares until the hub agrees with `truth()` or `timeout` passes; the truth is recomputed
+/// on every attempt (it depends on the time).
+pub async fn converge<F, Fut>(timeout: Duration, mut attempt: F) -> CheckOutcome
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<String>>>,
+{
+    let started = Instant::now();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mismatch = match attempt().await {
+            Ok(None) => {
+                return CheckOutcome {
+                    passed: true,
+                    seconds: started.elapsed().as_secs_f64(),
+                    attempts,
+                    mismatch: None,
+                }
+            }
+            Ok(Some(mismatch)) => mismatch,
+            Err(err) => format!("{err:#}"),
+        };
+        if started.elapsed() >= timeout {
+            return CheckOutcome {
+                passed: false,
+                seconds: started.elapsed().as_secs_f64(),
+                attempts,
+                mismatch: Some(mismatch),
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(clusters: u64, stale: u64, in_sync: u64, failed: u64) -> GroupTruth {
+        GroupTruth {
+            clusters,
+            stale_clusters: stale,
+            pairs: [(DriftState::InSync, in_sync), (DriftState::Failed, failed)].into(),
+        }
+    }
+
+    #[test]
+    fn equal_rollups_match_and_every_kind_of_difference_is_named() {
+        let truth: BTreeMap<String, GroupTruth> = [
+            (String::new(), group(3, 1, 20, 1)),
+            ("emea".to_owned(), group(3, 1, 20, 1)),
+        ]
+        .into();
+        let mut hub = truth.clone();
+        hub.get_mut("emea")
+            .unwrap()
+            .pairs
+            .insert(DriftState::Missing, 0);
+        assert_eq!(
+            first_rollup_mismatch(&hub, &truth),
+            None,
+            "zero counts are no difference"
+        );
+
+        let mut hub = truth.clone();
+        hub.get_mut("emea").unwrap().stale_clusters = 0;
+        let m = first_rollup_mismatch(&hub, &truth).unwrap();
+        assert!(m.starts_with("emea: hub 3 clusters, 0 stale"), "{m}");
+
+        let mut hub = truth.clone();
+        hub.remove("");
+        assert_eq!(
+            first_rollup_mismatch(&hub, &truth).unwrap(),
+            "the fleet: missing in the hub's summary"
+        );
+
+        let mut hub = truth.clone();
+        hub.insert("apac".into(), group(1, 0, 1, 0));
+        assert!(first_rollup_mismatch(&hub, &truth)
+            .unwrap()
+            .contains("apac is in the hub's summary but not in the fleet"));
+    }
+
+    #[tokio::test]
+    async fn converge_retries_until_the_hub_agrees_and_reports_the_last_mismatch() {
+        let mut left = 2;
+        let outcome = converge(Duration::from_secs(10), || {
+            left -= 1;
+            let answer = if left > 0 {
+                Some("not yet".to_owned())
+            } else {
+                None
+            };
+            async move { Ok(answer) }
+        })
+        .await;
+        assert!(outcome.passed);
+        assert_eq!(outcome.attempts, 2);
+
+        let outcome = converge(Duration::from_millis(0), || async {
+            Ok(Some("never".to_owned()))
+        })
+        .await;
+        assert!(!outcome.passed);
+        assert_eq!(outcome.mismatch.as_deref(), Some("never"));
+    }
+}

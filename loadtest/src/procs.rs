@@ -1,0 +1,205 @@
+//! The collector and the hub as child processes of the `fleetscope` binary, the way they run in
+//! production, so their CPU time and resident memory can be measured apart from the simulator;
+//! and a sampler of both (and ClickHouse) from `/proc`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+/// A running child process; killed when dropped.
+#[derive(Debug)]
+pub struct Service {
+    pub name: &'static str,
+    pub url: String,
+    child: std::process::Child,
+}
+
+impl Service {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Fails when the process has exited.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            anyhow::bail!(
+                "the {} exited ({status}); see {}.log in the report directory",
+                self.name,
+                self.name
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Starts `exe args… --listen 127.0.0.1:<free port>` with its output in `<log_dir>/<name>.log`
+/// and waits until `/readyz` answers 200.
+pub async fn start(
+    name: &'static str,
+    exe: &Path,
+    args: &[String],
+    log_dir: &Path,
+) -> anyhow::Result<Service> {
+    let port = free_port()?;
+    let log = std::fs::File::create(log_dir.join(format!("{name}.log")))
+        .with_context(|| format!("creating {name}.log in {}", log_dir.display()))?;
+    let child = Command::new(exe)
+        .args(args)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .env("FLEETSCOPE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {} {name}", exe.display()))?;
+    let mut service = Service {
+        name,
+        url: format!("http://127.0.0.1:{port}"),
+        child,
+    };
+    let http = reqwest::Client::new();
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        service.check_alive()?;
+        if let Ok(response) = http.get(format!("{}/readyz", service.url)).send().await {
+            if response.status().is_success() {
+                return Ok(service);
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < until,
+            "the {name} did not become ready within 120 s; see {name}.log"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One sample of one process.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProcSample {
+    pub process: String,
+    /// Seconds since the run started.
+    pub at_s: f64,
+    /// CPU used since the previous sample, in cores (1.0 = one core busy).
+    pub cpu_cores: f64,
+    pub rss_mb: f64,
+}
+
+/// Kernel clock ticks per second in `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// CPU ticks (user + system) and resident bytes of a process, from `/proc`.
+pub fn read_proc(pid: u32) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces: fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3 of the man page, utime 14 and stime 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some((utime + stime, rss_kb * 1024))
+}
+
+/// Samples the named processes every second until dropped.
+#[derive(Debug)]
+pub struct Sampler {
+    pub samples: Arc<Mutex<Vec<ProcSample>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Sampler {
+    pub fn start(processes: Vec<(String, u32)>, started: Instant) -> Sampler {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let out = samples.clone();
+        let task = tokio::spawn(async move {
+            let mut last: Vec<Option<(u64, Instant)>> = vec![None; processes.len()];
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                for (i, (name, pid)) in processes.iter().enumerate() {
+                    let Some((ticks, rss)) = read_proc(*pid) else {
+                        continue;
+                    };
+                    let now = Instant::now();
+                    if let Some((before, at)) = last[i] {
+                        let seconds = now.duration_since(at).as_secs_f64().max(1e-3);
+                        out.lock().expect("samples lock").push(ProcSample {
+                            process: name.clone(),
+                            at_s: now.duration_since(started).as_secs_f64(),
+                            cpu_cores: ticks.saturating_sub(before) as f64
+                                / TICKS_PER_SECOND
+                                / seconds,
+                            rss_mb: rss as f64 / 1_048_576.0,
+                        });
+                    }
+                    last[i] = Some((ticks, now));
+                }
+            }
+        });
+        Sampler { samples, task }
+    }
+}
+
+/// The `fleetscope` binary to start the collector and hub from: `exe` if given, else this
+/// process's own executable when it is `fleetscope`.
+pub fn fleetscope_exe(exe: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(exe) = exe {
+        return Ok(exe);
+    }
+    let me = std::env::current_exe().context("finding this program's path")?;
+    anyhow::ensure!(
+        me.file_stem().is_some_and(|s| s == "fleetscope"),
+        "the load test starts the collector and hub from the fleetscope binary; run it as `fleetscope loadtest` or pass --fleetscope-binary"
+    );
+    Ok(me)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let (ticks, rss) = read_proc(std::process::id()).unwrap();
+        let busy = Instant::now();
+        let mut x = 0u64;
+        while busy.elapsed() < Duration::from_millis(300) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        std::hint::black_box(x);
+        let (after, _) = read_proc(std::process::id()).unwrap();
+        assert!(after > ticks, "300 ms of work shows up as CPU ticks");
+        assert!(rss > 1_000_000, "a running test uses more than 1 MB: {rss}");
+    }
+}

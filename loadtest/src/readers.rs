@@ -1,0 +1,150 @@
+//! Concurrent readers of the hub's API, as dashboards and CD pipelines would be, each request
+//! timed by route.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::hubcheck::HubClient;
+use crate::rng::SplitMix64;
+
+/// What the readers ask for; the `{cluster}`, `{app}` and `{region}` holes are filled at random.
+const ROUTES: &[(&str, &str)] = &[
+    ("summary", "/api/v1/summary"),
+    ("summary of a region", "/api/v1/summary?group={region}"),
+    ("drift page", "/api/v1/drift?limit=100"),
+    ("cluster page", "/api/v1/clusters/{cluster}"),
+    ("app versions", "/api/v1/apps/{app}/versions"),
+    ("stale clusters", "/api/v1/stale?limit=100"),
+    ("environments", "/api/v1/environments"),
+];
+
+#[derive(Debug, Default)]
+pub struct Timings {
+    /// route → (latencies in milliseconds, errors)
+    pub by_route: BTreeMap<&'static str, (Vec<f64>, u64)>,
+    pub first_errors: Vec<String>,
+}
+
+/// Latency percentiles of one route.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RouteLatency {
+    pub route: String,
+    pub requests: u64,
+    pub errors: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// The value at quantile `q` of sorted values (nearest rank).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let at = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[at.min(sorted.len() - 1)]
+}
+
+impl Timings {
+    pub fn summary(&self) -> Vec<RouteLatency> {
+        self.by_route
+            .iter()
+            .map(|(route, (latencies, errors))| {
+                let mut sorted = latencies.clone();
+                sorted.sort_by(f64::total_cmp);
+                RouteLatency {
+                    route: (*route).to_owned(),
+                    requests: latencies.len() as u64 + errors,
+                    errors: *errors,
+                    p50_ms: quantile(&sorted, 0.50),
+                    p95_ms: quantile(&sorted, 0.95),
+                    p99_ms: quantile(&sorted, 0.99),
+                    max_ms: sorted.last().copied().unwrap_or(0.0),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Starts `readers` loops over the routes until `stop` is set.
+pub fn spawn(
+    readers: usize,
+    hub: HubClient,
+    clusters: Arc<Vec<String>>,
+    apps: Arc<Vec<String>>,
+    regions: Arc<Vec<String>>,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) -> (Arc<Mutex<Timings>>, Vec<tokio::task::JoinHandle<()>>) {
+    let timings = Arc::new(Mutex::new(Timings::default()));
+    let tasks = (0..readers)
+        .map(|reader| {
+            let (hub, clusters, apps, regions, stop, timings) = (
+                hub.clone(),
+                clusters.clone(),
+                apps.clone(),
+                regions.clone(),
+                stop.clone(),
+                timings.clone(),
+            );
+            tokio::spawn(async move {
+                let mut rng = SplitMix64::for_item(seed ^ 0x7265_6164, reader as u64);
+                let mut next = reader;
+                while !stop.load(Ordering::Relaxed) {
+                    let (name, template) = ROUTES[next % ROUTES.len()];
+                    next += 1;
+                    let pick = |list: &[String], rng: &mut SplitMix64| {
+                        list.get(rng.below(list.len().max(1) as u64) as usize)
+                            .cloned()
+                            .unwrap_or_default()
+                    };
+                    let path = template
+                        .replace("{cluster}", &pick(&clusters, &mut rng))
+                        .replace("{app}", &pick(&apps, &mut rng))
+                        .replace("{region}", &pick(&regions, &mut rng));
+                    let started = Instant::now();
+                    let result = hub
+                        .http
+                        .get(format!("{}{path}", hub.url))
+                        .bearer_auth(&hub.token)
+                        .send()
+                        .await;
+                    let ok = match result {
+                        Ok(response) => {
+                            let status = response.status();
+                            let body = response.bytes().await;
+                            if status.is_success() && body.is_ok() {
+                                Ok(())
+                            } else {
+                                Err(format!("{path}: {status}"))
+                            }
+                        }
+                        Err(err) => Err(format!("{path}: {err}")),
+                    };
+                    let ms = started.elapsed().as_secs_f64() * 1_000.0;
+                    {
+                        let mut t = timings.lock().expect("timings lock");
+                        let entry = t.by_route.entry(name).or_default();
+                        match ok {
+                            Ok(()) => entry.0.push(ms),
+                            Err(err) => {
+                                entry.1 += 1;
+                                if t.first_errors.len() < 10 {
+                                    t.first_errors.push(err);
+                                }
+                            }
+                        }
+                    }
+                    // A reader looks at the answer before asking again.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+        })
+        .collect();
+    (timings, tasks)
+}

@@ -1,0 +1,578 @@
+//! The load test's simulated fleet, built from what the real renderer decided: every cluster of
+//! a rendered platform repo with its desired apps (version, content hash, since when), the state
+//! its reconciler objects are in, its agent's counters and outbox, and the ground truth the
+//! model's drift rules give for every pair at a given moment.
+//!
+//! The initial state is drawn per pair from the seed: most apps run what is desired and are
+//! healthy, some fail, some run an older version, some are still settling, some are missing,
+//! a few clusters carry an app nobody desires, and a few clusters never report.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use fleetscope_collector::protocol::{Change, Report, ReportKind};
+use fleetscope_model::state::ObjectKind;
+use fleetscope_model::{
+    classify, DesiredForDrift, DriftInput, DriftPolicy, DriftState, Health, ObservedForDrift,
+    Reconciler, ReconcilerKind, SyncStatus, Timestamp,
+};
+use fleetscope_renderer::RenderOutcome;
+use sha2::{Digest, Sha256};
+
+use crate::rng::SplitMix64;
+
+/// Shares of the initial state, per ten thousand pairs (or clusters).
+const FAILED: u64 = 150;
+const OLDER: u64 = 350;
+const SETTLING: u64 = 450;
+const MISSING: u64 = 520;
+const NEVER_SEEN_CLUSTERS: u64 = 100;
+const UNEXPECTED_CLUSTERS: u64 = 50;
+
+/// An app no policy desires, found on a few clusters.
+pub const UNEXPECTED_APP: &str = "legacy-agent";
+
+pub const AGENT_VERSION: &str = concat!("loadtest-", env!("CARGO_PKG_VERSION"));
+
+/// What should run: one app on one cluster.
+#[derive(Debug, Clone)]
+pub struct Want {
+    pub app: u16,
+    pub version: Arc<str>,
+    pub content_hash: Arc<str>,
+    /// When this version and content became desired (the renderer's publication time).
+    pub since: i64,
+}
+
+/// What runs: one app's reconciler object as the agent last reported it.
+#[derive(Debug, Clone)]
+pub struct Object {
+    pub app: u16,
+    pub kind: ObjectKind,
+    pub version: Arc<str>,
+    pub content_hash: Arc<str>,
+    pub revision: Arc<str>,
+    pub health: Health,
+    pub sync: SyncStatus,
+    pub reason: &'static str,
+    pub message: &'static str,
+    pub transitioned_at: i64,
+    pub change_seq: u64,
+}
+
+/// One simulated cluster and its agent.
+#[derive(Debug)]
+pub struct SimCluster {
+    pub id: String,
+    pub group: String,
+    pub reconciler: Reconciler,
+    pub token: String,
+    pub wants: Vec<Want>,
+    pub objects: Vec<Object>,
+    /// Never reports (its agent was never installed).
+    pub never_seen: bool,
+    /// Not delivering: its reports wait in the outbox (the agent's spool).
+    pub dark: bool,
+    /// Wall-clock second of the last acknowledged report or heartbeat.
+    pub last_ack: Option<i64>,
+    pub report_seq: u64,
+    pub change_seq: u64,
+    /// Reports made and not yet acknowledged, oldest first.
+    pub outbox: VecDeque<Report>,
+    /// While dark: the objects as the collector last heard of them.
+    pub frozen: Option<Vec<Object>>,
+}
+
+impl SimCluster {
+    /// The objects as the collector knows them (the truth is computed from these).
+    pub fn delivered(&self) -> &[Object] {
+        self.frozen.as_deref().unwrap_or(&self.objects)
+    }
+}
+
+/// Drift states in the order of [`DriftState::ALL`], counted.
+pub type StateCounts = BTreeMap<DriftState, u64>;
+
+/// A group's numbers as the hub's summary gives them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupTruth {
+    pub clusters: u64,
+    pub stale_clusters: u64,
+    pub pairs: StateCounts,
+}
+
+/// One app's inventory: desired version → clusters; running version → (clusters, region →
+/// clusters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppTruth {
+    pub desired: BTreeMap<String, u64>,
+    pub running: BTreeMap<String, (u64, BTreeMap<String, u64>)>,
+}
+
+/// The fleet the load test drives.
+#[derive(Debug)]
+pub struct SimFleet {
+    pub apps: Vec<String>,
+    pub clusters: Vec<SimCluster>,
+    pub policy: DriftPolicy,
+    seed: u64,
+}
+
+fn token_for(seed: u64, cluster: &str) -> String {
+    let digest = Sha256::digest(format!("fleetscope-loadtest/{seed}/{cluster}").as_bytes());
+    digest.iter().take(20).map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn object_kind(reconciler: Reconciler, kind: ReconcilerKind) -> ObjectKind {
+    match (reconciler, kind) {
+        (Reconciler::ArgoCd, _) | (_, ReconcilerKind::ArgoApplication) => ObjectKind::Application,
+        (_, ReconcilerKind::FluxHelmRelease) => ObjectKind::HelmRelease,
+        (_, ReconcilerKind::FluxKustomization) => ObjectKind::Kustomization,
+    }
+}
+
+fn settled_sync(kind: ObjectKind) -> SyncStatus {
+    if kind == ObjectKind::Application {
+        SyncStatus::Synced
+    } else {
+        SyncStatus::Unknown
+    }
+}
+
+/// A message a failing reconciler of this kind would give.
+pub fn failure(kind: ObjectKind) -> (&'static str, &'static str) {
+    match kind {
+        ObjectKind::HelmRelease => (
+            "UpgradeFailed",
+            "Helm upgrade failed: timed out waiting for the condition",
+        ),
+        ObjectKind::Application => (
+            "SyncFailed",
+            "one or more objects failed to apply: Deployment is invalid",
+        ),
+        _ => (
+            "ReconciliationFailed",
+            "Deployment/default/app dry-run failed: field is immutable",
+        ),
+    }
+}
+
+impl SimFleet {
+    /// The fleet of a render: every cluster the renderer placed, its desired apps from its
+    /// render group (content hashes as published), desired since `published_at`.
+    pub fn from_render(
+        outcome: &RenderOutcome,
+        seed: u64,
+        published_at: Timestamp,
+        now: Timestamp,
+        policy: DriftPolicy,
+    ) -> anyhow::Result<SimFleet> {
+        let mut apps: Vec<String> = outcome
+            .platform
+            .apps
+            .keys()
+            .map(|a| a.as_str().to_owned())
+            .collect();
+        apps.push(UNEXPECTED_APP.to_owned());
+        let app_index: BTreeMap<&str, u16> = apps
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.as_str(), i as u16))
+            .collect();
+        let mut interned: BTreeMap<String, Arc<str>> = BTreeMap::new();
+        let mut intern = |text: &str| -> Arc<str> {
+            interned
+                .entry(text.to_owned())
+                .or_insert_with(|| Arc::from(text))
+                .clone()
+        };
+        let unexpected = app_index[UNEXPECTED_APP];
+        let mut clusters = Vec::with_capacity(outcome.platform.clusters.len());
+        for (index, (id, entry)) in outcome.platform.clusters.iter().enumerate() {
+            let group_name = outcome
+                .assigned
+                .members
+                .get(id)
+                .ok_or_else(|| anyhow::anyhow!("cluster {id} has no render group"))?;
+            let content = &outcome.assigned.groups[group_name];
+            let mut rng = SplitMix64::for_item(seed, index as u64);
+            let never_seen = rng.below(10_000) < NEVER_SEEN_CLUSTERS;
+            let mut wants = Vec::with_capacity(content.assignments.len());
+            let mut objects = Vec::with_capacity(content.assignments.len() + 1);
+            for a in &content.assignments {
+                let app = app_index[a.app.as_str()];
+                let hash = outcome
+                    .hashes
+                    .get(&(group_name.clone(), a.app.to_string()))
+                    .ok_or_else(|| anyhow::anyhow!("no content hash for {group_name}/{}", a.app))?;
+                let want = Want {
+                    app,
+                    version: intern(a.version.as_str()),
+                    content_hash: intern(hash),
+                    since: published_at.seconds(),
+                };
+                let kind = object_kind(entry.reconciler, outcome.platform.apps[&a.app].kind);
+                let roll = rng.below(10_000);
+                let mut object = Object {
+                    app,
+                    kind,
+                    version: want.version.clone(),
+                    content_hash: want.content_hash.clone(),
+                    revision: intern(&format!(
+                        "{}@sha1:{}",
+                        a.version,
+                        &hash[..12.min(hash.len())]
+                    )),
+                    health: Health::Healthy,
+                    sync: settled_sync(kind),
+                    reason: "ReconciliationSucceeded",
+                    message: "",
+                    transitioned_at: published_at.seconds() + rng.below(3_600) as i64,
+                    change_seq: 0,
+                };
+                if roll < FAILED {
+                    let (reason, message) = failure(kind);
+                    object.health = Health::Degraded;
+                    object.reason = reason;
+                    object.message = message;
+                } else if roll < OLDER {
+                    object.version = intern("0.9.0");
+                    object.content_hash = intern(&format!(
+                        "sha256:{}",
+                        Sha256::digest(format!("{}/0.9.0", a.app).as_bytes())
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<String>()
+                    ));
+                    object.revision = intern("0.9.0@sha1:000000000000");
+                } else if roll < SETTLING {
+                    object.health = Health::Progressing;
+                    object.reason = "Progressing";
+                    object.transitioned_at = now.seconds() - 60;
+                } else if roll < MISSING {
+                    wants.push(want);
+                    continue;
+                }
+                wants.push(want);
+                objects.push(object);
+            }
+            if rng.below(10_000) < UNEXPECTED_CLUSTERS {
+                let kind = object_kind(entry.reconciler, ReconcilerKind::FluxHelmRelease);
+                objects.push(Object {
+                    app: unexpected,
+                    kind,
+                    version: intern("0.3.1"),
+                    content_hash: intern(""),
+                    revision: intern("0.3.1"),
+                    health: Health::Healthy,
+                    sync: settled_sync(kind),
+                    reason: "InstallSucceeded",
+                    message: "",
+                    transitioned_at: published_at.seconds(),
+                    change_seq: 0,
+                });
+            }
+            for (n, object) in objects.iter_mut().enumerate() {
+                object.change_seq = n as u64 + 1;
+            }
+            let change_seq = objects.len() as u64;
+            clusters.push(SimCluster {
+                id: id.to_string(),
+                group: entry.group.to_string(),
+                reconciler: entry.reconciler,
+                token: token_for(seed, id.as_str()),
+                wants,
+                objects,
+                never_seen,
+                dark: false,
+                last_ack: None,
+                report_seq: 0,
+                change_seq,
+                outbox: VecDeque::new(),
+                // The collector never hears of a cluster that never reports.
+                frozen: never_seen.then(Vec::new),
+            });
+        }
+        Ok(SimFleet {
+            apps,
+            clusters,
+            policy,
+            seed,
+        })
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    pub fn app_index(&self, name: &str) -> Option<u16> {
+        self.apps.iter().position(|a| a == name).map(|i| i as u16)
+    }
+
+    /// Takes a new render: clusters whose (app) content hash changed desire the new version
+    /// since `published_at`. Render groups must not have moved clusters.
+    pub fn apply_render(
+        &mut self,
+        outcome: &RenderOutcome,
+        published_at: Timestamp,
+    ) -> anyhow::Result<u64> {
+        let mut changed_pairs = 0;
+        for cluster in &mut self.clusters {
+            let id = fleetscope_model::ClusterId::parse(&cluster.id)?;
+            let group = outcome
+                .assigned
+                .members
+                .get(&id)
+                .ok_or_else(|| anyhow::anyhow!("cluster {} left the render", cluster.id))?;
+            let content = &outcome.assigned.groups[group];
+            anyhow::ensure!(
+                content.assignments.len() == cluster.wants.len(),
+                "cluster {}: the new render changed which apps it runs; the load test's rollout changes versions only",
+                cluster.id
+            );
+            for (want, a) in cluster.wants.iter_mut().zip(&content.assignments) {
+                anyhow::ensure!(
+                    self.apps[usize::from(want.app)] == a.app.as_str(),
+                    "cluster {}: apps reordered by the new render",
+                    cluster.id
+                );
+                let hash = &outcome.hashes[&(group.clone(), a.app.to_string())];
+                if **hash != *want.content_hash {
+                    want.content_hash = Arc::from(hash.as_str());
+                    want.version = Arc::from(a.version.as_str());
+                    want.since = published_at.seconds();
+                    changed_pairs += 1;
+                }
+            }
+        }
+        Ok(changed_pairs)
+    }
+
+    /// The next report of a cluster, numbered; its changes are the given objects.
+    fn report(
+        apps: &[String],
+        cluster: &mut SimCluster,
+        kind: ReportKind,
+        changed: &[usize],
+        now: Timestamp,
+    ) -> Report {
+        cluster.report_seq += 1;
+        let reconciler = match cluster.reconciler {
+            Reconciler::Flux => ("flux", "v2.4.0"),
+            Reconciler::ArgoCd => ("argocd", "v2.13.1"),
+        };
+        let changes = changed
+            .iter()
+            .map(|&i| {
+                let o = &cluster.objects[i];
+                let app = &apps[usize::from(o.app)];
+                Change {
+                    change_seq: o.change_seq,
+                    kind: o.kind.as_str().to_owned(),
+                    namespace: match o.kind {
+                        ObjectKind::Application => "argocd".to_owned(),
+                        _ => "flux-system".to_owned(),
+                    },
+                    name: app.clone(),
+                    app: Some(app.clone()),
+                    version: Some(o.version.to_string()),
+                    content_hash: (!o.content_hash.is_empty()).then(|| o.content_hash.to_string()),
+                    applied_revision: o.revision.to_string(),
+                    health: o.health.as_str().to_owned(),
+                    sync: o.sync.as_str().to_owned(),
+                    reason: o.reason.to_owned(),
+                    message: o.message.to_owned(),
+                    transitioned_at: Some(o.transitioned_at),
+                    observed_at: now.seconds(),
+                    deleted: false,
+                }
+            })
+            .collect();
+        Report {
+            cluster: cluster.id.clone(),
+            agent_version: AGENT_VERSION.to_owned(),
+            seq: cluster.report_seq,
+            sent_at: now.seconds(),
+            kind,
+            reconcilers: [(reconciler.0.to_owned(), reconciler.1.to_owned())].into(),
+            change_seq_high: if kind == ReportKind::Snapshot {
+                cluster.change_seq + 1
+            } else {
+                0
+            },
+            changes,
+        }
+    }
+
+    /// Queues a full snapshot of the cluster (what an agent sends when it reconnects).
+    pub fn queue_snapshot(&mut self, cluster: usize, now: Timestamp) {
+        let all: Vec<usize> = (0..self.clusters[cluster].objects.len()).collect();
+        let report = Self::report(
+            &self.apps,
+            &mut self.clusters[cluster],
+            ReportKind::Snapshot,
+            &all,
+            now,
+        );
+        self.clusters[cluster].outbox.push_back(report);
+    }
+
+    /// Changes one app's object on a cluster and queues the delta report. Returns false when
+    /// the cluster has no object for that app.
+    pub fn change(
+        &mut self,
+        cluster: usize,
+        app: u16,
+        now: Timestamp,
+        edit: impl FnOnce(&mut Object),
+    ) -> bool {
+        let sim = &mut self.clusters[cluster];
+        let Some(index) = sim.objects.iter().position(|o| o.app == app) else {
+            return false;
+        };
+        sim.change_seq += 1;
+        let seq = sim.change_seq;
+        let object = &mut sim.objects[index];
+        edit(object);
+        object.change_seq = seq;
+        let report = Self::report(&self.apps, sim, ReportKind::Delta, &[index], now);
+        sim.outbox.push_back(report);
+        true
+    }
+
+    /// The next heartbeat of a cluster (not numbered: heartbeats are not replayed).
+    pub fn heartbeat(&self, cluster: usize, now: Timestamp) -> Report {
+        let sim = &self.clusters[cluster];
+        let reconciler = match sim.reconciler {
+            Reconciler::Flux => ("flux", "v2.4.0"),
+            Reconciler::ArgoCd => ("argocd", "v2.13.1"),
+        };
+        Report {
+            cluster: sim.id.clone(),
+            agent_version: AGENT_VERSION.to_owned(),
+            seq: 0,
+            sent_at: now.seconds(),
+            kind: ReportKind::Heartbeat,
+            reconcilers: [(reconciler.0.to_owned(), reconciler.1.to_owned())].into(),
+            change_seq_high: 0,
+            changes: Vec::new(),
+        }
+    }
+
+    fn is_stale(&self, cluster: &SimCluster, now: Timestamp) -> bool {
+        match cluster.last_ack {
+            None => true,
+            Some(seen) => Timestamp(seen).age_at(now) > self.policy.stale_after_seconds,
+        }
+    }
+
+    /// Every pair of a cluster with its state at `now`, as the model classifies it from what
+    /// the cluster's agent had acknowledged.
+    pub fn pair_states(&self, cluster: &SimCluster, now: Timestamp) -> Vec<(u16, DriftState)> {
+        let mut out = Vec::with_capacity(cluster.wants.len() + 1);
+        let last_seen = cluster.last_ack.map(Timestamp);
+        fn observed(o: &Object) -> ObservedForDrift<'_> {
+            ObservedForDrift {
+                version: &o.version,
+                content_hash: &o.content_hash,
+                health: o.health,
+                sync: o.sync,
+                transitioned_at: Timestamp(o.transitioned_at),
+            }
+        }
+        for want in &cluster.wants {
+            let object = cluster.delivered().iter().find(|o| o.app == want.app);
+            let input = DriftInput {
+                now,
+                last_seen,
+                desired: Some(DesiredForDrift {
+                    version: &want.version,
+                    content_hash: &want.content_hash,
+                    since: Timestamp(want.since),
+                }),
+                observed: object.map(observed),
+            };
+            out.push((want.app, classify(&input, &self.policy)));
+        }
+        for object in cluster.delivered() {
+            if !cluster.wants.iter().any(|w| w.app == object.app) {
+                let input = DriftInput {
+                    now,
+                    last_seen,
+                    desired: None,
+                    observed: Some(observed(object)),
+                };
+                out.push((object.app, classify(&input, &self.policy)));
+            }
+        }
+        out
+    }
+
+    /// Group path ("" for the fleet) → the numbers the hub should show at `now`. Holds once
+    /// every delivering cluster's outbox is empty (the caller waits for that).
+    pub fn rollups(&self, now: Timestamp) -> BTreeMap<String, GroupTruth> {
+        let mut out: BTreeMap<String, GroupTruth> = BTreeMap::new();
+        for cluster in &self.clusters {
+            let stale = self.is_stale(cluster, now);
+            let states = self.pair_states(cluster, now);
+            let mut keys = vec![String::new()];
+            let mut prefix = String::new();
+            for segment in cluster.group.split('/') {
+                if !prefix.is_empty() {
+                    prefix.push('/');
+                }
+                prefix.push_str(segment);
+                keys.push(prefix.clone());
+            }
+            for key in keys {
+                let g = out.entry(key).or_default();
+                g.clusters += 1;
+                g.stale_clusters += u64::from(stale);
+                for (_, state) in &states {
+                    *g.pairs.entry(*state).or_default() += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// One app's inventory as the hub's versions route gives it (running versions by region).
+    pub fn inventory(&self, app: u16) -> AppTruth {
+        let mut truth = AppTruth::default();
+        for cluster in &self.clusters {
+            if let Some(want) = cluster.wants.iter().find(|w| w.app == app) {
+                *truth.desired.entry(want.version.to_string()).or_default() += 1;
+            }
+            if let Some(object) = cluster.delivered().iter().find(|o| o.app == app) {
+                let region = cluster
+                    .group
+                    .split('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                let entry = truth.running.entry(object.version.to_string()).or_default();
+                entry.0 += 1;
+                *entry.1.entry(region).or_default() += 1;
+            }
+        }
+        truth
+    }
+}
+
+impl SimFleet {
+    /// Stops a cluster's deliveries; what the collector knows of it stays as it is.
+    pub fn go_dark(&mut self, cluster: usize) {
+        let sim = &mut self.clusters[cluster];
+        debug_assert!(
+            sim.outbox.is_empty(),
+            "a cluster goes dark with nothing in flight"
+        );
+        sim.frozen = Some(sim.objects.clone());
+        sim.dark = true;
+    }
+
+    /// Resumes a dark cluster: its outbox (the spooled reports) goes out in order.
+    pub fn come_back(&mut self, cluster: usize) {
+        self.clusters[cluster].dark = false;
+    }
+}
