@@ -302,6 +302,32 @@ impl Fleet {
         true
     }
 
+    /// Whether `row` would change the fleet: its object is unknown or known at an older
+    /// change number. Refreshes read an overlap of rows already applied; this keeps them out
+    /// of memory and away from the write lock.
+    pub fn is_newer(&self, row: &ObservedRow) -> bool {
+        let Some(kind) = ObjectKind::parse(&row.object_kind) else {
+            return false;
+        };
+        let (Some(namespace), Some(name)) = (
+            self.symbols.find(&row.object_namespace),
+            self.symbols.find(&row.object_name),
+        ) else {
+            return true;
+        };
+        let Some(cluster) = self.clusters.get(&row.cluster_id) else {
+            return true;
+        };
+        let key = (kind.as_str(), namespace, name);
+        match cluster
+            .objects
+            .binary_search_by(|o| (o.kind.as_str(), o.namespace, o.name).cmp(&key))
+        {
+            Ok(at) => cluster.objects[at].seq < row.seq,
+            Err(_) => true,
+        }
+    }
+
     /// Takes heartbeat rows, keeping the newest per cluster.
     pub fn apply_heartbeats(&mut self, rows: Vec<HeartbeatRow>) -> bool {
         let mut changed = false;
@@ -636,6 +662,7 @@ pub struct Index {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Refreshed {
     pub tables_reloaded: bool,
+    /// Observed rows that changed the fleet (rows of the overlap already applied not counted).
     pub observed_rows: usize,
     pub heartbeat_rows: usize,
     pub generation: u64,
@@ -679,9 +706,17 @@ impl Index {
         } else {
             None
         };
+        // Rows of the overlap that are already applied are dropped as they stream in: after a
+        // resync storm the overlap holds millions of them.
         let mut observed = Vec::new();
+        let mut newest_received = 0;
         self.store
-            .observed_objects(observed_since, |row| observed.push(row))
+            .observed_objects(observed_since, |row| {
+                newest_received = newest_received.max(row.received_at);
+                if self.read(|f| f.is_newer(&row)) {
+                    observed.push(row);
+                }
+            })
             .await?;
         let heartbeats = self.store.heartbeats_since(heartbeats_since).await?;
         let mut fleet = self
@@ -700,8 +735,61 @@ impl Index {
         for row in &observed {
             fleet.apply_observed(row);
         }
+        fleet.observed_watermark = fleet.observed_watermark.max(newest_received);
         fleet.apply_heartbeats(heartbeats);
         refreshed.generation = fleet.generation;
         Ok(refreshed)
+    }
+}
+
+#[cfg(test)]
+mod refresh_tests {
+    use super::*;
+
+    fn row(cluster: &str, name: &str, seq: u64) -> ObservedRow {
+        ObservedRow {
+            cluster_id: cluster.into(),
+            object_kind: "HelmRelease".into(),
+            object_namespace: "flux-system".into(),
+            object_name: name.into(),
+            app: name.into(),
+            version: "1.0.0".into(),
+            content_hash: String::new(),
+            applied_revision: "1.0.0".into(),
+            health: "healthy".into(),
+            sync: "unknown".into(),
+            reason: String::new(),
+            message: String::new(),
+            transitioned_at: 100,
+            observed_at: 100,
+            received_at: 100,
+            seq,
+            deleted: 0,
+        }
+    }
+
+    #[test]
+    fn only_rows_that_would_change_the_fleet_are_newer() {
+        let mut fleet = Fleet::default();
+        assert!(fleet.is_newer(&row("c1", "checkout", 5)), "unknown cluster");
+        assert!(fleet.apply_observed(&row("c1", "checkout", 5)));
+        assert!(
+            !fleet.is_newer(&row("c1", "checkout", 5)),
+            "already applied"
+        );
+        assert!(!fleet.is_newer(&row("c1", "checkout", 4)), "older");
+        assert!(fleet.is_newer(&row("c1", "checkout", 6)), "a later change");
+        assert!(fleet.is_newer(&row("c1", "payments", 1)), "another object");
+        assert!(fleet.is_newer(&row("c2", "checkout", 1)), "another cluster");
+        assert!(!fleet.is_newer(&ObservedRow {
+            object_kind: "Secret".into(),
+            ..row("c1", "x", 9)
+        }));
+        // What is_newer says equals what apply_observed does.
+        for (name, seq) in [("checkout", 5), ("checkout", 7), ("payments", 2)] {
+            let r = row("c1", name, seq);
+            let expected = fleet.is_newer(&r);
+            assert_eq!(fleet.apply_observed(&r), expected, "{name} {seq}");
+        }
     }
 }
