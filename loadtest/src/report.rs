@@ -6,12 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use fleetscope_collector::protocol::ReportKind;
-#[derive(Debug)]
-pub struct TableSize {
-    pub table: String,
-    pub rows: u64,
-    pub bytes_on_disk: u64,
-}
+use fleetscope_store::TableSize;
 use serde::{Deserialize, Serialize};
 
 use crate::agents::{Ack, Tally};

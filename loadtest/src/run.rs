@@ -448,7 +448,7 @@ async fn drive(
     for worker in workers {
         let _ = worker.await;
     }
-    let tables: Vec<report::TableSize> = Vec::new();
+    let tables = store.table_sizes().await?;
     let samples = sampler.samples.lock().expect("samples lock").clone();
     drop(sampler);
     let tally = std::mem::take(&mut *agents.tally.lock().expect("tally lock"));

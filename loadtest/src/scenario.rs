@@ -814,8 +814,7 @@ impl Ctx {
 
 /// Rows and bytes on disk of the observed-state table.
 async fn observed_size(store: &Store) -> anyhow::Result<(u64, u64)> {
-    let _ = store;
-    let sizes: Vec<crate::report::TableSize> = Vec::new();
+    let sizes = store.table_sizes().await?;
     Ok(sizes
         .iter()
         .filter(|t| t.table == "observed_transitions")

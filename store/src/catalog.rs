@@ -4,7 +4,9 @@
 use clickhouse::Row;
 use fleetscope_model::{DriftPolicy, Timestamp};
 
-use crate::queries::{self, ClusterCountsRow, LastSeenRow, PairCountRow, PairStateRow};
+use crate::queries::{
+    self, ClusterCountsRow, LastSeenRow, LiveObjectRow, PairCountRow, PairStateRow,
+};
 use crate::retention::SELECT_PARTITIONS;
 use crate::rows::{DesiredRow, HeartbeatRow, ObservedRow};
 use crate::schema::{MIGRATIONS, MIGRATIONS_TABLE_DDL, SELECT_APPLIED_MIGRATIONS};
@@ -84,6 +86,10 @@ pub fn read_queries(
             "observed state of one cluster",
             queries::observed_for_cluster_query(store, cluster_id),
         ),
+        render::<LiveObjectRow>(
+            "live objects of clusters",
+            queries::live_objects_query(store, &[cluster_id, "no-such-cluster"]),
+        ),
         render::<ObservedRow>(
             "observed history of one cluster",
             queries::observed_history_query(store, cluster_id, week_ago, now.plus_seconds(1)),
@@ -113,6 +119,7 @@ pub fn read_queries(
             "heartbeats since",
             queries::heartbeats_since_query(store, week_ago),
         ),
+        render::<crate::sizes::TableSize>("table sizes", crate::sizes::table_sizes_query(store)),
         render::<crate::RenderRow>("recent renders", queries::recent_renders_query(store, 10)),
         render::<ObservedRow>(
             "observed transitions of a group and app",

@@ -16,14 +16,16 @@ pub mod queries;
 pub mod retention;
 pub mod rows;
 pub mod schema;
+pub mod sizes;
 pub mod writer;
 
 use std::time::Duration;
 
-pub use queries::{ClusterCountsRow, GroupRollup, PairCountRow};
+pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
 };
+pub use sizes::TableSize;
 pub use writer::{BatchOutcome, BatchWriter, BatchWriterConfig, Receipt, WriteError};
 
 /// Errors from the store. Messages say what was being done.

@@ -228,6 +228,35 @@ LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
         .bind(cluster_id)
 }
 
+/// The key and `seq` of one object whose latest observed row is not a deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct LiveObjectRow {
+    pub cluster_id: String,
+    pub object_kind: String,
+    pub object_namespace: String,
+    pub object_name: String,
+    pub seq: u64,
+}
+
+/// Live objects of several clusters: only keys and `seq`, so a snapshot can tell cheaply
+/// whether anything it does not list is still stored.
+pub fn live_objects_query(store: &Store, cluster_ids: &[&str]) -> Query {
+    // `IN (SELECT arrayJoin(?))`: 18.16 refuses an array literal after IN; this form uses the
+    // primary key. PREWHERE: a granule (8192 rows) holds many clusters; 18.16 then reads the
+    // other columns only where cluster_id matched (a quarter of the bytes, half the time).
+    store
+        .client()
+        .query(
+            "SELECT cluster_id, object_kind, object_namespace, object_name, live_seq AS seq FROM (\
+SELECT cluster_id, object_kind, object_namespace, object_name, max(seq) AS live_seq, \
+argMax(deleted, seq) AS live_deleted FROM observed_latest \
+PREWHERE cluster_id IN (SELECT arrayJoin(?)) \
+GROUP BY cluster_id, object_kind, object_namespace, object_name\
+) WHERE live_deleted = 0 ORDER BY cluster_id, object_kind, object_namespace, object_name",
+        )
+        .bind(cluster_ids)
+}
+
 pub fn observed_history_query(
     store: &Store,
     cluster_id: &str,
@@ -377,6 +406,17 @@ impl Store {
             .fetch_all()
             .await
             .context(|| format!("reading observed state of cluster {cluster_id}"))
+    }
+
+    /// The objects of `cluster_ids` whose latest row is not a deletion, sorted by cluster and key.
+    pub async fn live_objects(&self, cluster_ids: &[&str]) -> Result<Vec<LiveObjectRow>> {
+        if cluster_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        live_objects_query(self, cluster_ids)
+            .fetch_all()
+            .await
+            .context(|| format!("reading live objects of {} clusters", cluster_ids.len()))
     }
 
     /// Observed transitions of one cluster in `[from, to)`, each change once, oldest first.

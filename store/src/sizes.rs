@@ -1,0 +1,35 @@
+//! How much the store holds: rows and bytes on disk per table, from ClickHouse's own record of
+//! its active data parts. The load test reports it per cluster.
+
+use clickhouse::query::Query;
+use clickhouse::Row;
+use serde::{Deserialize, Serialize};
+
+use crate::{Context as _, Result, Store};
+
+/// One table's active parts, summed.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct TableSize {
+    pub table: String,
+    /// Rows in active parts: rows a ReplacingMergeTree has not collapsed yet count.
+    pub rows: u64,
+    pub bytes_on_disk: u64,
+}
+
+pub fn table_sizes_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT table, sum(rows) AS rows, sum(bytes_on_disk) AS bytes_on_disk FROM system.parts \
+WHERE database = ? AND active GROUP BY table ORDER BY table",
+    )
+    .bind(store.database())
+}
+
+impl Store {
+    /// Rows and bytes on disk of every table of the store's database, by table name.
+    pub async fn table_sizes(&self) -> Result<Vec<TableSize>> {
+        table_sizes_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading table sizes".to_owned())
+    }
+}
