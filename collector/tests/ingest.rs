@@ -408,6 +408,189 @@ async fn auto_registration_and_snapshot_deletions() {
 }
 
 #[tokio::test]
+async fn concurrent_snapshots_infer_deletions_per_cluster() {
+    let test = TestStore::start().await;
+    let ids: Vec<String> = (0..30).map(|i| format!("snap-{i:02}")).collect();
+    register(
+        &test.store,
+        &ids.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    let running = start(
+        test.store.clone(),
+        CollectorOptions {
+            auth: AgentAuth::Insecure,
+            ..options()
+        },
+    )
+    .await;
+    // Odd clusters have objects stored; every third of those also one changed after the
+    // snapshot was taken (seq 10), and every fifth already reported `b` deleted.
+    for (i, id) in ids.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
+        let mut changes = vec![
+            change(1, "a", "1.0.0"),
+            change(2, "b", "1.0.0"),
+            change(3, "c", "1.0.0"),
+        ];
+        if i % 3 == 0 {
+            changes.push(change(10, "late", "1.0.0"));
+        }
+        if i % 5 == 0 {
+            changes.push(Change {
+                deleted: true,
+                ..change(4, "b", "1.0.0")
+            });
+        }
+        let (status, body, _) = running
+            .post("ignored", &report(id, 1, ReportKind::Delta, changes))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // All snapshots at once, so their reads share queries. Each lists only `a`, taken at seq 5.
+    let posts = ids.iter().map(|id| {
+        let snapshot = Report {
+            change_seq_high: 5,
+            ..report(id, 2, ReportKind::Snapshot, vec![change(1, "a", "1.0.0")])
+        };
+        let running = &running;
+        async move { running.post("ignored", &snapshot).await }
+    });
+    let answers = futures::future::join_all(posts).await;
+    for (i, (id, (status, body, _))) in ids.iter().zip(answers).enumerate() {
+        assert_eq!(status, 200, "{id}: {body}");
+        let expected_gone: &[&str] = match (i % 2 == 1, i % 5 == 0) {
+            (false, _) => &[],
+            (true, false) => &["b", "c"],
+            (true, true) => &["c"],
+        };
+        assert_eq!(
+            body["rows"].as_u64(),
+            Some(1 + expected_gone.len() as u64),
+            "{id}: {body}"
+        );
+        let stored = test.store.observed_for_cluster(id).await.unwrap();
+        let deleted: Vec<(&str, &str, u64)> = stored
+            .iter()
+            .filter(|r| r.deleted == 1)
+            .map(|r| (r.object_name.as_str(), r.reason.as_str(), r.seq))
+            .collect();
+        let mut expected: Vec<(&str, &str, u64)> = expected_gone
+            .iter()
+            .map(|name| (*name, "DeletedWhileOffline", 5))
+            .collect();
+        if i % 2 == 1 && i % 5 == 0 {
+            // Reported deleted before, not deleted again.
+            expected.insert(0, ("b", "ReconciliationSucceeded", 4));
+        }
+        assert_eq!(deleted, expected, "{id}");
+        // The deletion carries the object's last known state.
+        for row in stored.iter().filter(|r| r.reason == "DeletedWhileOffline") {
+            assert_eq!(
+                (row.app.as_str(), row.version.as_str()),
+                (row.object_name.as_str(), "1.0.0"),
+                "{id}"
+            );
+        }
+        let live: Vec<&str> = stored
+            .iter()
+            .filter(|r| r.deleted == 0)
+            .map(|r| r.object_name.as_str())
+            .collect();
+        let expected_live: &[&str] = if i % 2 == 1 && i % 3 == 0 {
+            &["a", "late"]
+        } else {
+            &["a"]
+        };
+        assert_eq!(
+            live, expected_live,
+            "{id}: changed after the snapshot, kept"
+        );
+    }
+    let stats = running.collector.lookup().key_stats();
+    let (queries, clusters) = (
+        stats.queries.load(std::sync::atomic::Ordering::Relaxed),
+        stats.clusters.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    assert_eq!(clusters, 30, "one live-object lookup per snapshot");
+    assert!(
+        queries <= clusters,
+        "{queries} queries for {clusters} clusters"
+    );
+}
+
+#[tokio::test]
+async fn live_object_lookups_share_queries_and_answer_per_cluster() {
+    let test = TestStore::start().await;
+    let mut rows = Vec::new();
+    for c in 0..40u64 {
+        for o in 0..=c % 4 {
+            rows.push(fleetscope_store::ObservedRow {
+                cluster_id: format!("c-{c:02}"),
+                object_kind: "Kustomization".into(),
+                object_namespace: "flux-system".into(),
+                object_name: format!("o-{o}"),
+                app: format!("o-{o}"),
+                version: "1.0.0".into(),
+                content_hash: String::new(),
+                applied_revision: String::new(),
+                health: "healthy".into(),
+                sync: "synced".into(),
+                reason: String::new(),
+                message: String::new(),
+                transitioned_at: 0,
+                observed_at: 1_800_000_000,
+                received_at: 1_800_000_000,
+                seq: o + 1,
+                // Object 3 is deleted: never live.
+                deleted: u8::from(o == 3),
+            });
+        }
+    }
+    test.store.insert_rows(&rows).await.unwrap();
+    let lookup = fleetscope_collector::central::lookup::LiveObjectLookup::spawn(
+        test.store.clone(),
+        fleetscope_collector::central::lookup::LookupConfig {
+            max_clusters: 16,
+            max_in_flight: 1,
+        },
+    );
+    // 40 stored clusters, one twice, and one with nothing stored.
+    let mut asked: Vec<String> = (0..40).map(|c| format!("c-{c:02}")).collect();
+    asked.push("c-07".into());
+    asked.push("nothing-here".into());
+    let answers = futures::future::join_all(asked.iter().map(|id| lookup.live_objects(id))).await;
+    for (id, answer) in asked.iter().zip(answers) {
+        let got: Vec<(String, u64)> = answer
+            .unwrap()
+            .iter()
+            .map(|r| {
+                assert_eq!(&r.cluster_id, id);
+                (r.object_name.clone(), r.seq)
+            })
+            .collect();
+        let c: u64 = id
+            .strip_prefix("c-")
+            .map_or(u64::MAX, |n| n.parse().unwrap());
+        let expected: Vec<(String, u64)> = if c == u64::MAX {
+            vec![]
+        } else {
+            (0..=(c % 4).min(2))
+                .map(|o| (format!("o-{o}"), o + 1))
+                .collect()
+        };
+        assert_eq!(got, expected, "{id}");
+    }
+    let queries = lookup
+        .key_stats()
+        .queries
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        (3..asked.len() as u64).contains(&queries),
+        "42 lookups, at most 16 clusters per query, shared: {queries} queries"
+    );
+}
+
+#[tokio::test]
 async fn backpressure_and_no_ack_without_clickhouse() {
     let mut test = TestStore::start().await;
     register(&test.store, &["store-a"]).await;

@@ -86,6 +86,10 @@ pub fn read_queries(
             "observed state of one cluster",
             queries::observed_for_cluster_query(store, cluster_id),
         ),
+        render::<ObservedRow>(
+            "observed state of clusters",
+            queries::observed_for_clusters_query(store, &[cluster_id, "no-such-cluster"]),
+        ),
         render::<LiveObjectRow>(
             "live objects of clusters",
             queries::live_objects_query(store, &[cluster_id, "no-such-cluster"]),

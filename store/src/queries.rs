@@ -228,6 +228,18 @@ LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
         .bind(cluster_id)
 }
 
+/// The latest observed row of every object of several clusters (deleted ones included).
+pub fn observed_for_clusters_query(store: &Store, cluster_ids: &[&str]) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM observed_latest PREWHERE cluster_id IN (SELECT arrayJoin(?)) \
+ORDER BY cluster_id, object_kind, object_namespace, object_name, seq DESC \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
+        )
+        .bind(cluster_ids)
+}
+
 /// The key and `seq` of one object whose latest observed row is not a deletion.
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct LiveObjectRow {
@@ -406,6 +418,17 @@ impl Store {
             .fetch_all()
             .await
             .context(|| format!("reading observed state of cluster {cluster_id}"))
+    }
+
+    /// [`Store::observed_for_cluster`] for several clusters at once, sorted by cluster.
+    pub async fn observed_for_clusters(&self, cluster_ids: &[&str]) -> Result<Vec<ObservedRow>> {
+        if cluster_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        observed_for_clusters_query(self, cluster_ids)
+            .fetch_all()
+            .await
+            .context(|| format!("reading observed state of {} clusters", cluster_ids.len()))
     }
 
     /// The objects of `cluster_ids` whose latest row is not a deletion, sorted by cluster and key.

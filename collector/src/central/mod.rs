@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod direct;
+pub mod lookup;
 pub mod metrics;
 
 use std::collections::{HashMap, HashSet};
@@ -26,6 +27,7 @@ use tokio::sync::{mpsc, RwLock};
 
 use crate::protocol::{self, DecodeError, ReportKind, ValidReport};
 use auth::{AgentAuth, AuthError};
+use lookup::{LiveObjectLookup, LookupConfig};
 use metrics::{BatchLabels, CollectorMetrics, Outcome, Reason, ReportLabels, TableLabels};
 
 /// The group auto-registered clusters are placed in until the platform repo places them.
@@ -41,6 +43,8 @@ pub struct CollectorOptions {
     pub ack_timeout: Duration,
     /// How often the inventory of known clusters is re-read.
     pub inventory_refresh: Duration,
+    /// Batching of the reads snapshots make for inferred deletions.
+    pub lookup: LookupConfig,
 }
 
 impl Default for CollectorOptions {
@@ -51,6 +55,7 @@ impl Default for CollectorOptions {
             writer: BatchWriterConfig::default(),
             ack_timeout: Duration::from_secs(30),
             inventory_refresh: Duration::from_secs(15),
+            lookup: LookupConfig::default(),
         }
     }
 }
@@ -85,6 +90,7 @@ struct Inner {
     store: Store,
     observed: BatchWriter<ObservedRow>,
     heartbeats: BatchWriter<HeartbeatRow>,
+    lookup: LiveObjectLookup,
     options: CollectorOptions,
     known: RwLock<KnownClusters>,
     acked: Mutex<HashMap<String, u64>>,
@@ -148,11 +154,13 @@ impl Collector {
                     .observe(outcome.elapsed.as_secs_f64());
             }
         });
+        let lookup = LiveObjectLookup::spawn(store.clone(), options.lookup);
         Collector {
             inner: Arc::new(Inner {
                 store,
                 observed,
                 heartbeats,
+                lookup,
                 options,
                 known: RwLock::new(KnownClusters {
                     ids: HashSet::new(),
@@ -167,6 +175,11 @@ impl Collector {
 
     pub fn metrics(&self) -> &CollectorMetrics {
         &self.inner.metrics
+    }
+
+    /// The batcher of the reads that snapshots make.
+    pub fn lookup(&self) -> &LiveObjectLookup {
+        &self.inner.lookup
     }
 
     /// Rows waiting to be written, across tables.
@@ -262,14 +275,11 @@ impl Collector {
                 return Ok(IngestReceipt::Duplicate);
             }
         }
-        let mut rows: Vec<ObservedRow> = report
+        let rows: Vec<ObservedRow> = report
             .items
             .iter()
             .map(|item| ObservedRow::new(item, now))
             .collect();
-        if report.kind == ReportKind::Snapshot {
-            rows.extend(self.inferred_deletions(&report, now).await?);
-        }
         let heartbeat = HeartbeatRow {
             cluster_id: cluster.clone(),
             seen_at: fleetscope_store::to_datetime(now),
@@ -277,8 +287,8 @@ impl Collector {
             reconciler_names: report.reconcilers.keys().cloned().collect(),
             reconciler_versions: report.reconcilers.values().cloned().collect(),
         };
-        let row_count = rows.len();
-        let mut pending: Vec<Pending> = Vec::with_capacity(2);
+        let mut row_count = rows.len();
+        let mut pending: Vec<Pending> = Vec::with_capacity(3);
         if !rows.is_empty() {
             pending.push(
                 self.inner
@@ -293,9 +303,24 @@ impl Collector {
                 .try_submit(vec![heartbeat])
                 .map_err(|err| IngestError::Busy(err.to_string()))?,
         );
+        if report.kind == ReportKind::Snapshot {
+            // Read while the listed rows are being written: the read may see them, but they are
+            // listed, so they never count as gone.
+            let deletions = self.inferred_deletions(&report, now).await?;
+            if !deletions.is_empty() {
+                row_count += deletions.len();
+                pending.push(
+                    self.inner
+                        .observed
+                        .try_submit(deletions)
+                        .map_err(|err| IngestError::Busy(err.to_string()))?,
+                );
+            }
+        }
         let timeout = self.inner.options.ack_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         for p in pending {
-            match tokio::time::timeout(timeout, p.accepted()).await {
+            match tokio::time::timeout_at(deadline, p.accepted()).await {
                 Ok(Ok(_receipt)) => {}
                 Ok(Err(WriteError::Full { .. })) => {
                     unreachable!("full is only returned when submitting")
@@ -324,32 +349,50 @@ impl Collector {
         report: &ValidReport,
         now: Timestamp,
     ) -> Result<Vec<ObservedRow>, IngestError> {
-        let present: HashSet<(String, String, String)> = report
+        let present: HashSet<(&str, &str, &str)> = report
             .items
             .iter()
             .map(|item| {
                 (
-                    item.object.kind.as_str().to_owned(),
-                    item.object.namespace.clone(),
-                    item.object.name.clone(),
+                    item.object.kind.as_str(),
+                    item.object.namespace.as_str(),
+                    item.object.name.as_str(),
                 )
             })
             .collect();
+        let gone = |kind: &str, namespace: &str, name: &str, seq: u64| {
+            seq < report.change_seq_high && !present.contains(&(kind, namespace, name))
+        };
+        // Keys of live objects first (one query for many concurrent snapshots).
+        let live = self
+            .inner
+            .lookup
+            .live_objects(report.cluster.as_str())
+            .await
+            .map_err(IngestError::Store)?;
+        if !live
+            .iter()
+            .any(|o| gone(&o.object_kind, &o.object_namespace, &o.object_name, o.seq))
+        {
+            return Ok(Vec::new());
+        }
+        // Something is gone: read its full rows, whose state the deletion rows carry.
         let stored = self
             .inner
-            .store
-            .observed_for_cluster(report.cluster.as_str())
+            .lookup
+            .observed_rows(report.cluster.as_str())
             .await
-            .map_err(|err| IngestError::Store(err.to_string()))?;
+            .map_err(IngestError::Store)?;
         Ok(stored
-            .into_iter()
-            .filter(|row| row.deleted == 0 && row.seq < report.change_seq_high)
+            .iter()
             .filter(|row| {
-                !present.contains(&(
-                    row.object_kind.clone(),
-                    row.object_namespace.clone(),
-                    row.object_name.clone(),
-                ))
+                row.deleted == 0
+                    && gone(
+                        &row.object_kind,
+                        &row.object_namespace,
+                        &row.object_name,
+                        row.seq,
+                    )
             })
             .map(|row| ObservedRow {
                 deleted: 1,
@@ -358,7 +401,7 @@ impl Collector {
                 received_at: fleetscope_store::to_datetime(now),
                 reason: "DeletedWhileOffline".into(),
                 message: "not in the agent's snapshot".into(),
-                ..row
+                ..row.clone()
             })
             .collect())
     }
