@@ -80,6 +80,10 @@ pub struct LoadtestArgs {
     /// Share of clusters going dark in the dark scenario.
     #[arg(long, default_value_t = 0.05)]
     pub dark_share: f64,
+    /// How long the ground-truth check after each phase waits for the hub to agree (the time it
+    /// took is reported per phase); a larger fleet needs longer for the hub to catch up.
+    #[arg(long, default_value_t = 60)]
+    pub check_seconds: u64,
     /// At most this many freshness samples per phase.
     #[arg(long, default_value_t = 100)]
     pub freshness_samples: usize,
@@ -352,7 +356,7 @@ async fn drive(
             flap_period_seconds: args.flap_period_seconds,
             dark_share: args.dark_share,
             stale_after: args.stale_after,
-            check_timeout: Duration::from_secs(60),
+            check_timeout: Duration::from_secs(args.check_seconds),
             drain_timeout: Duration::from_secs(1_800),
             freshness_samples: args.freshness_samples,
         },
