@@ -95,7 +95,8 @@ async fn kube_client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Clien
     kube::Client::try_from(config).context("creating the kubernetes client")
 }
 
-async fn shutdown_signal() {
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM.
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -184,6 +185,7 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         },
         ..CollectorOptions::default()
     };
+    spawn_arrivals_trim(store.clone());
     let collector = Collector::new(store, options);
     for (cluster, path) in direct {
         let client = kube_client(Some(&path)).await?;
@@ -207,4 +209,28 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())
+}
+
+/// Every ten minutes, drops the hours of `observed_arrivals` past what the hub reads from it
+/// (several collectors doing the same is harmless).
+fn spawn_arrivals_trim(store: Store) {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(600));
+        loop {
+            ticker.tick().await;
+            let now = fleetscope_model::Timestamp(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs() as i64)
+                    .unwrap_or(0),
+            );
+            match store.trim_arrivals(now).await {
+                Ok(hours) if !hours.is_empty() => {
+                    tracing::info!(?hours, "dropped old hours of observed_arrivals")
+                }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(%err, "trimming observed_arrivals failed"),
+            }
+        }
+    });
 }

@@ -178,7 +178,10 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo(args) => fleetscope_demo::run(args).await,
-        Command::Loadtest(args) => fleetscope_loadtest::run::run(args).await.map(|_| ()),
+        Command::Loadtest(args) => {
+            until_interrupted("loadtest", fleetscope_loadtest::run::run(args)).await?;
+            Ok(())
+        }
         Command::Render(args) => fleetscope_renderer::cli::run(args).await,
         Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
         Command::Hub { hub, clickhouse } => {
@@ -188,5 +191,20 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
             collector,
             clickhouse,
         } => fleetscope_collector::cli::run_collector(collector, clickhouse.connect()?).await,
+    }
+}
+
+/// Runs `work` until it ends or the process is asked to stop (Ctrl-C or SIGTERM). On a signal
+/// the work is dropped, and with it the child processes it started (each stops its child when
+/// dropped), so an interrupted run leaves no ClickHouse, collector or hub behind.
+async fn until_interrupted<T>(
+    what: &str,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::select! {
+        result = work => result,
+        () = fleetscope_collector::cli::shutdown_signal() => {
+            anyhow::bail!("{what} interrupted; the services it started were stopped")
+        }
     }
 }

@@ -160,3 +160,72 @@ fn bad_options_are_refused_with_the_option_named() {
         "{stderr}"
     );
 }
+
+/// Ctrl-C (or SIGTERM) in the middle of a run stops the private ClickHouse, the collector and
+/// the hub it started, instead of leaving them running.
+#[test]
+fn an_interrupted_run_stops_the_services_it_started() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args(["loadtest", "--clusters", "300", "--apps", "8"])
+        .args(["--scenarios", "steady", "--steady-seconds", "600"])
+        .arg("--out")
+        .arg(out.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_after = |line: &str, label: &str| -> Option<i32> {
+        let rest = &line[line.find(label)? + label.len()..];
+        rest.find("(pid ")
+            .and_then(|i| rest[i + 5..].split(')').next())
+            .and_then(|n| n.parse().ok())
+    };
+    let mut pids = Vec::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(pid) = pid_after(&line, "clickhouse:") {
+            pids.push(pid);
+        }
+        if line.contains("services:") {
+            pids.extend(pid_after(&line, "collector"));
+            pids.extend(pid_after(&line, "hub"));
+            break;
+        }
+    }
+    assert_eq!(
+        pids.len(),
+        3,
+        "expected the pids of ClickHouse, collector and hub: {pids:?}"
+    );
+    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    assert!(
+        pids.iter().all(|&p| alive(p)),
+        "services not running: {pids:?}"
+    );
+
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(!exit.success(), "an interrupted run must not exit 0");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    drop(rest);
+    // Children are reaped by their parent's drop before it exits; allow a moment for the kernel.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pids.iter().any(|&p| alive(p)) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(
+        left.is_empty(),
+        "still running after the interrupt: {left:?}"
+    );
+}

@@ -10,11 +10,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use fleetscope_model::drift::{classify, DesiredForDrift, DriftInput, ObservedForDrift};
 use fleetscope_model::state::{Health, ObjectKind, SyncStatus};
 use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
-use fleetscope_store::queries::ChangeMarkers;
+use fleetscope_store::queries::{ChangeMarkers, ObservedSource};
 use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow, Store};
 
 /// How far back each incremental read of observed state and heartbeats reaches before the
@@ -607,7 +608,7 @@ pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
     let heartbeats = store.heartbeats_since(Timestamp::EPOCH).await?;
     fleet.apply_heartbeats(heartbeats);
     store
-        .observed_objects(Timestamp::EPOCH, |row| {
+        .observed_objects(ObservedSource::Latest, Timestamp::EPOCH, |row| {
             fleet.apply_observed(&row);
         })
         .await?;
@@ -656,6 +657,24 @@ impl Fleet {
 pub struct Index {
     store: Store,
     fleet: std::sync::RwLock<Fleet>,
+    /// When the last complete read of observed state started: everything that arrived since
+    /// then is in `observed_arrivals` while that is younger than the hours it keeps.
+    observed_read_started: std::sync::Mutex<Option<Instant>>,
+}
+
+/// Where a refresh reads observed rows: from the arrivals when the last read is recent enough
+/// that none of what came since can have been trimmed, otherwise (first read, or a hub that could
+/// not reach the store for hours) the whole of `observed_latest`.
+pub fn observed_source(last_read_started: Option<Instant>, now: Instant) -> ObservedSource {
+    let window = Duration::from_secs(
+        u64::try_from(fleetscope_store::retention::ARRIVALS_KEEP_HOURS - 1).unwrap_or(0) * 3_600,
+    );
+    match last_read_started {
+        Some(started) if now.saturating_duration_since(started) < window => {
+            ObservedSource::Arrivals
+        }
+        _ => ObservedSource::Latest,
+    }
 }
 
 /// What one refresh read.
@@ -671,10 +690,12 @@ pub struct Refreshed {
 impl Index {
     /// Loads the whole fleet from `store`.
     pub async fn load(store: Store) -> fleetscope_store::Result<Index> {
+        let started = Instant::now();
         let fleet = load(&store).await?;
         Ok(Index {
             store,
             fleet: std::sync::RwLock::new(fleet),
+            observed_read_started: std::sync::Mutex::new(Some(started)),
         })
     }
 
@@ -710,8 +731,14 @@ impl Index {
         // resync storm the overlap holds millions of them.
         let mut observed = Vec::new();
         let mut newest_received = 0;
+        let started = Instant::now();
+        let last_read = *self
+            .observed_read_started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let source = observed_source(last_read, started);
         self.store
-            .observed_objects(observed_since, |row| {
+            .observed_objects(source, observed_since, |row| {
                 newest_received = newest_received.max(row.received_at);
                 if self.read(|f| f.is_newer(&row)) {
                     observed.push(row);
@@ -736,6 +763,10 @@ impl Index {
             fleet.apply_observed(row);
         }
         fleet.observed_watermark = fleet.observed_watermark.max(newest_received);
+        *self
+            .observed_read_started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
         fleet.apply_heartbeats(heartbeats);
         refreshed.generation = fleet.generation;
         Ok(refreshed)
@@ -745,6 +776,25 @@ impl Index {
 #[cfg(test)]
 mod refresh_tests {
     use super::*;
+
+    #[test]
+    fn refresh_reads_arrivals_only_after_a_recent_complete_read() {
+        let now = Instant::now() + Duration::from_secs(24 * 3_600);
+        assert_eq!(observed_source(None, now), ObservedSource::Latest);
+        assert_eq!(
+            observed_source(Some(now - Duration::from_secs(1)), now),
+            ObservedSource::Arrivals
+        );
+        assert_eq!(
+            observed_source(Some(now - Duration::from_secs(4 * 3_600)), now),
+            ObservedSource::Arrivals
+        );
+        // Past what the arrivals keep (less an hour of margin): read everything again.
+        assert_eq!(
+            observed_source(Some(now - Duration::from_secs(5 * 3_600)), now),
+            ObservedSource::Latest
+        );
+    }
 
     fn row(cluster: &str, name: &str, seq: u64) -> ObservedRow {
         ObservedRow {

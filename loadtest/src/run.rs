@@ -171,7 +171,9 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     let store = Store::connect(&StoreConfig::new(server.url(), "fleetscope"))?;
     store.migrate().await?;
     println!(
-        "  clickhouse: started and migrated in {:.1} s",
+        "  clickhouse: {} (pid {}), started and migrated in {:.1} s",
+        server.url(),
+        server.pid().unwrap_or_default(),
         t.elapsed().as_secs_f64()
     );
 

@@ -118,6 +118,10 @@ pub fn read_queries(
             "observed objects received since",
             queries::observed_objects_query(store, week_ago),
         ),
+        render::<ObservedRow>(
+            "observed arrivals since",
+            queries::observed_arrivals_query(store, week_ago),
+        ),
         render::<queries::ChangeMarkers>("change markers", queries::change_markers_query(store)),
         render::<HeartbeatRow>(
             "heartbeats since",

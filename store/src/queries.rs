@@ -681,6 +681,23 @@ pub fn observed_objects_query(store: &Store, since: Timestamp) -> Query {
     store.client().query(sql).bind(to_datetime(since))
 }
 
+/// Where observed rows are read from (see `Store::observed_objects`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObservedSource {
+    Latest,
+    Arrivals,
+}
+
+/// App-object rows that arrived at or after `since`, from `observed_arrivals` (a range of its
+/// sort key, so the cost follows what arrived, not the size of the fleet). Complete only for
+/// arrivals younger than `ARRIVALS_KEEP_HOURS`.
+pub fn observed_arrivals_query(store: &Store, since: Timestamp) -> Query {
+    store
+        .client()
+        .query("SELECT ?fields FROM observed_arrivals WHERE received_at >= toDateTime(?)")
+        .bind(to_datetime(since))
+}
+
 /// Change markers for the tables the hub reloads whole: the newest render, and the inventory's
 /// newest version and row count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
@@ -742,13 +759,20 @@ impl Store {
             .context(|| "reading the current desired state".to_owned())
     }
 
-    /// Streams app-object rows received at or after `since` to `each`.
+    /// Streams app-object rows received at or after `since` to `each`, from `observed_latest`
+    /// (every object's newest rows; reads the whole table) or, with `ObservedSource::Arrivals`,
+    /// from `observed_arrivals` (only what arrived; the caller makes sure `since` is recent).
     pub async fn observed_objects(
         &self,
+        source: ObservedSource,
         since: Timestamp,
         mut each: impl FnMut(ObservedRow),
     ) -> Result<u64> {
-        let mut cursor = observed_objects_query(self, since)
+        let query = match source {
+            ObservedSource::Latest => observed_objects_query(self, since),
+            ObservedSource::Arrivals => observed_arrivals_query(self, since),
+        };
+        let mut cursor = query
             .fetch::<ObservedRow>()
             .context(|| "reading observed state".to_owned())?;
         let mut rows = 0;

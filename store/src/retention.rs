@@ -88,6 +88,46 @@ impl Store {
     }
 }
 
+/// Hours of `observed_arrivals` that `trim_arrivals` keeps (the current hour and the ones
+/// before it). Readers of arrivals fall back to `observed_latest` when they last read more than
+/// `ARRIVALS_KEEP_HOURS - 1` hours ago.
+pub const ARRIVALS_KEEP_HOURS: i64 = 6;
+
+impl Store {
+    /// Drops the hours of `observed_arrivals` older than `ARRIVALS_KEEP_HOURS` before `now`.
+    /// Partitions are hours since the epoch; an id that is not a number is left alone.
+    /// Returns the hours dropped.
+    pub async fn trim_arrivals(&self, now: fleetscope_model::Timestamp) -> Result<Vec<i64>> {
+        let oldest_kept = now.seconds().div_euclid(3_600) - ARRIVALS_KEEP_HOURS + 1;
+        let partitions = self
+            .client()
+            .query(SELECT_PARTITIONS)
+            .bind(self.database())
+            .bind("observed_arrivals")
+            .fetch_all::<PartitionRow>()
+            .await
+            .context(|| "listing partitions of observed_arrivals".to_owned())?;
+        let mut dropped = Vec::new();
+        for partition in partitions {
+            let Ok(hour) = partition.partition_id.parse::<i64>() else {
+                continue;
+            };
+            if hour >= oldest_kept {
+                continue;
+            }
+            self.client()
+                .query(DROP_PARTITION)
+                .bind(clickhouse::sql::Identifier("observed_arrivals"))
+                .bind(partition.partition_id.as_str())
+                .execute()
+                .await
+                .context(|| format!("dropping hour {hour} of observed_arrivals"))?;
+            dropped.push(hour);
+        }
+        Ok(dropped)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::yyyymmdd;

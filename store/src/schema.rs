@@ -159,6 +159,28 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
         PARTITION BY toYYYYMMDD(taken_at)
         ORDER BY (group_path, taken_at)",
     ],
+}, Migration {
+    version: 2,
+    name: "observed arrivals in arrival order",
+    statements: &[
+        // The app objects' rows again, in the order they arrived, partitioned by the hour of
+        // arrival (hours since the epoch, independent of the server's time zone). The hub's
+        // refresh reads the last minute from here as a range of the sort key; asked of
+        // `observed_latest` (sorted by cluster) the same question reads the whole table, every
+        // second. Only the last few hours are kept (see `Store::trim_arrivals`).
+        concat!(
+            "CREATE TABLE IF NOT EXISTS observed_arrivals (",
+            observed_columns!(),
+            ") ENGINE = MergeTree PARTITION BY intDiv(toUInt32(received_at), 3600) \
+             ORDER BY received_at"
+        ),
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS observed_arrivals_mv TO observed_arrivals AS
+        SELECT cluster_id, object_kind, object_namespace, object_name, app, version, content_hash,
+               applied_revision, health, sync, reason, message, transitioned_at, observed_at,
+               received_at, seq, deleted
+        FROM observed_transitions
+        WHERE object_kind IN ('Kustomization', 'HelmRelease', 'Application')",
+    ],
 }];
 
 /// The newest migration this build knows.
@@ -283,3 +305,26 @@ impl Store {
 pub(crate) const SELECT_APPLIED_MIGRATIONS: &str =
     "SELECT version, arraySort(groupUniqArray(checksum)) AS checksums
 FROM schema_migrations GROUP BY version ORDER BY version";
+
+#[cfg(test)]
+mod arrivals_tests {
+    use fleetscope_model::state::ObjectKind;
+
+    /// The arrivals view copies exactly the kinds the hub treats as app objects.
+    #[test]
+    fn arrivals_view_keeps_the_app_object_kinds() {
+        let view = super::MIGRATIONS
+            .iter()
+            .flat_map(|m| m.statements.iter())
+            .find(|s| s.contains("observed_arrivals_mv"))
+            .expect("the arrivals view");
+        for kind in ObjectKind::ALL {
+            let quoted = format!("'{}'", kind.as_str());
+            assert_eq!(
+                view.contains(&quoted),
+                kind.is_app_object(),
+                "{quoted} in the arrivals view"
+            );
+        }
+    }
+}

@@ -284,3 +284,63 @@ async fn history_ranges_and_retention_by_day() {
         "a second run has nothing left to drop"
     );
 }
+
+/// `observed_arrivals` gets every app object's row as it lands (source objects not), the hub's
+/// incremental read takes a range of arrival times from it, and trimming drops whole hours
+/// older than `ARRIVALS_KEEP_HOURS` while `observed_latest` keeps everything current.
+#[tokio::test]
+async fn arrivals_in_arrival_order_and_trimmed_by_hour() {
+    use fleetscope_store::queries::ObservedSource;
+    use fleetscope_store::retention::ARRIVALS_KEEP_HOURS;
+
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let hour = 3_600;
+    // One row per hour for ten hours, each on its own cluster; plus a source object.
+    let mut rows: Vec<ObservedRow> = (0..10)
+        .map(|h| observed_at(&format!("store-{h}"), 1, NOW.plus_seconds(-h * hour)))
+        .collect();
+    let mut source = observed_at("store-0", 2, NOW);
+    source.object_kind = "GitRepository".into();
+    source.object_name = "platform".into();
+    rows.push(source);
+    store.insert_rows(&rows).await.unwrap();
+
+    let read = |source: ObservedSource, since: Timestamp| async move {
+        let mut clusters = Vec::new();
+        store
+            .observed_objects(source, since, |row| clusters.push(row.cluster_id))
+            .await
+            .unwrap();
+        clusters.sort();
+        clusters
+    };
+    assert_eq!(
+        read(ObservedSource::Arrivals, NOW.plus_seconds(-2 * hour)).await,
+        vec!["store-0", "store-1", "store-2"],
+        "arrivals at or after the given time, app objects only"
+    );
+    assert_eq!(
+        read(ObservedSource::Latest, NOW.plus_seconds(-2 * hour)).await,
+        vec!["store-0", "store-1", "store-2"],
+        "the same answer from the whole table"
+    );
+
+    let dropped = store.trim_arrivals(NOW).await.unwrap();
+    assert_eq!(
+        dropped.len(),
+        10 - ARRIVALS_KEEP_HOURS as usize,
+        "hours before the kept ones: {dropped:?}"
+    );
+    assert_eq!(
+        read(ObservedSource::Arrivals, Timestamp(0)).await.len(),
+        ARRIVALS_KEEP_HOURS as usize,
+        "the kept hours stay"
+    );
+    assert_eq!(
+        read(ObservedSource::Latest, Timestamp(0)).await.len(),
+        10,
+        "trimming arrivals leaves the current state alone"
+    );
+    assert!(store.trim_arrivals(NOW).await.unwrap().is_empty());
+}
