@@ -29,9 +29,14 @@ fn migrate_applies_once_then_reports_nothing_to_do() {
         "cli_test",
     ]);
     assert!(ok, "{err}");
+    let all: Vec<u32> = fleetscope_store::schema::MIGRATIONS
+        .iter()
+        .map(|m| m.version)
+        .collect();
+    assert!(all.len() >= 2, "{all:?}");
     assert_eq!(
         out.trim(),
-        "database cli_test: applied migrations [1], already applied []"
+        format!("database cli_test: applied migrations {all:?}, already applied []")
     );
     let (ok, out, _) = fleetscope(&[
         "migrate",
@@ -43,7 +48,7 @@ fn migrate_applies_once_then_reports_nothing_to_do() {
     assert!(ok);
     assert_eq!(
         out.trim(),
-        "database cli_test: applied migrations [], already applied [1]"
+        format!("database cli_test: applied migrations [], already applied {all:?}")
     );
 
     let (ok, _, err) = fleetscope(&[
