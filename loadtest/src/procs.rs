@@ -144,22 +144,24 @@ impl Sampler {
         let out = samples.clone();
         let task = tokio::spawn(async move {
             let mut last: Vec<Option<(u64, Instant)>> = vec![None; processes.len()];
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
                 for (i, (name, pid)) in processes.iter().enumerate() {
+                    let now = Instant::now();
                     let Some((ticks, rss)) = read_proc(*pid) else {
                         continue;
                     };
-                    let now = Instant::now();
                     if let Some((before, at)) = last[i] {
-                        let seconds = now.duration_since(at).as_secs_f64().max(1e-3);
                         out.lock().expect("samples lock").push(ProcSample {
                             process: name.clone(),
                             at_s: now.duration_since(started).as_secs_f64(),
-                            cpu_cores: ticks.saturating_sub(before) as f64
-                                / TICKS_PER_SECOND
-                                / seconds,
+                            cpu_cores: cpu_cores(
+                                ticks.saturating_sub(before),
+                                now.duration_since(at),
+                                cores,
+                            ),
                             rss_mb: rss as f64 / 1_048_576.0,
                         });
                     }
@@ -169,6 +171,14 @@ impl Sampler {
         });
         Sampler { samples, task }
     }
+}
+
+/// Cores used over `elapsed` from the CPU ticks counted in it. At most the machine's `cores`:
+/// on a stalled machine a sample can be taken late, and the ticks of a longer stretch then fall
+/// into a short interval.
+pub fn cpu_cores(ticks: u64, elapsed: Duration, cores: usize) -> f64 {
+    let seconds = elapsed.as_secs_f64().max(1e-3);
+    (ticks as f64 / TICKS_PER_SECOND / seconds).min(cores as f64)
 }
 
 /// The `fleetscope` binary to start the collector and hub from: `exe` if given, else this
@@ -201,5 +211,15 @@ mod tests {
         let (after, _) = read_proc(std::process::id()).unwrap();
         assert!(after > ticks, "300 ms of work shows up as CPU ticks");
         assert!(rss > 1_000_000, "a running test uses more than 1 MB: {rss}");
+    }
+
+    #[test]
+    fn cpu_is_ticks_over_time_and_never_more_than_the_cores() {
+        let second = Duration::from_secs(1);
+        assert_eq!(cpu_cores(50, second, 2), 0.5);
+        assert_eq!(cpu_cores(150, second, 2), 1.5);
+        assert_eq!(cpu_cores(100, Duration::from_millis(500), 4), 2.0);
+        // A late sample: a second's ticks of two busy cores in a tenth of a second.
+        assert_eq!(cpu_cores(200, Duration::from_millis(100), 2), 2.0);
     }
 }
