@@ -218,13 +218,7 @@ fn spawn_arrivals_trim(store: Store) {
         let mut ticker = tokio::time::interval(Duration::from_secs(600));
         loop {
             ticker.tick().await;
-            let now = fleetscope_model::Timestamp(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs() as i64)
-                    .unwrap_or(0),
-            );
-            match store.trim_arrivals(now).await {
+            match store.trim_arrivals(crate::central::now()).await {
                 Ok(hours) if !hours.is_empty() => {
                     tracing::info!(?hours, "dropped old hours of observed_arrivals")
                 }

@@ -113,7 +113,8 @@ impl std::fmt::Debug for Collector {
     }
 }
 
-fn now() -> Timestamp {
+/// The collector's clock, in whole seconds.
+pub(crate) fn now() -> Timestamp {
     Timestamp(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
