@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 pub struct Service {
     pub name: &'static str,
     pub url: String,
+    /// Where its output goes.
+    pub log: PathBuf,
     child: std::process::Child,
 }
 
@@ -26,10 +28,13 @@ impl Service {
     /// Fails when the process has exited.
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
         if let Some(status) = self.child.try_wait()? {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
             anyhow::bail!(
-                "the {} exited ({status}); see {}.log in the report directory",
+                "the {} exited ({status}); the end of {}:\n{}",
                 self.name,
-                self.name
+                self.log.display(),
+                lines[lines.len().saturating_sub(10)..].join("\n")
             );
         }
         Ok(())
@@ -56,9 +61,28 @@ pub async fn start(
     args: &[String],
     log_dir: &Path,
 ) -> anyhow::Result<Service> {
-    let port = free_port()?;
-    let log = std::fs::File::create(log_dir.join(format!("{name}.log")))
-        .with_context(|| format!("creating {name}.log in {}", log_dir.display()))?;
+    start_on(name, exe, args, log_dir, free_port()?).await
+}
+
+/// `port` if nothing listens on it on the loopback interface now, else a free port.
+pub fn port_or_free(port: u16) -> anyhow::Result<u16> {
+    match std::net::TcpListener::bind(("127.0.0.1", port)) {
+        Ok(listener) => Ok(listener.local_addr()?.port()),
+        Err(_) => free_port(),
+    }
+}
+
+/// Like [`start`], on the given port.
+pub async fn start_on(
+    name: &'static str,
+    exe: &Path,
+    args: &[String],
+    log_dir: &Path,
+    port: u16,
+) -> anyhow::Result<Service> {
+    let log_path = log_dir.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
     let child = Command::new(exe)
         .args(args)
         .arg("--listen")
@@ -72,6 +96,7 @@ pub async fn start(
     let mut service = Service {
         name,
         url: format!("http://127.0.0.1:{port}"),
+        log: log_path,
         child,
     };
     let http = reqwest::Client::new();
@@ -85,7 +110,8 @@ pub async fn start(
         }
         anyhow::ensure!(
             Instant::now() < until,
-            "the {name} did not become ready within 120 s; see {name}.log"
+            "the {name} did not become ready within 120 s; see {}",
+            log_dir.join(format!("{name}.log")).display()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -361,6 +361,7 @@ async fn drive(
             check_timeout: Duration::from_secs(args.check_seconds),
             drain_timeout: Duration::from_secs(1_800),
             freshness_samples: args.freshness_samples,
+            live: false,
         },
         started,
         platform_dir: platform_dir.to_path_buf(),
@@ -368,6 +369,7 @@ async fn drive(
         revision_counter: AtomicU64::new(1),
         rollout: Mutex::new(None),
         steady: Mutex::new(None),
+        live_status: Mutex::new(None),
     };
     let mut rng = SplitMix64::for_item(seed, 0x5ce7_a210);
     let mut phases: Vec<PhaseReport> = Vec::new();

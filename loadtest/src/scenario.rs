@@ -67,6 +67,8 @@ pub struct Knobs {
     pub drain_timeout: Duration,
     /// At most this many freshness samples per phase.
     pub freshness_samples: usize,
+    /// Print a line per rollout wave instead of a progress bar (the demo's running commentary).
+    pub live: bool,
 }
 
 /// One acknowledged change the freshness prober waits to see in the hub.
@@ -223,6 +225,8 @@ pub struct Ctx {
     pub revision_counter: AtomicU64,
     pub rollout: Mutex<Option<RolloutReport>>,
     pub steady: Mutex<Option<SteadyWindow>>,
+    /// What the rollout in progress is doing (its current wave), if one is.
+    pub live_status: Mutex<Option<String>>,
 }
 
 /// The steady phase's window, for the per-cluster rates.
@@ -266,13 +270,20 @@ impl Ctx {
         wall_clock()
     }
 
+    /// A line of running commentary, with the time, when the knobs ask for it.
+    fn say(&self, text: &str) {
+        if self.knobs.live {
+            println!("{} {text}", clock_time(Ctx::now()));
+        }
+    }
+
     fn next_revision(&self, version: &str) -> String {
         let n = self.revision_counter.fetch_add(1, Ordering::Relaxed);
         format!("{version}@sha1:{n:012x}")
     }
 
     /// Sends what was queued for these clusters.
-    fn deliver(&self, clusters: impl IntoIterator<Item = usize>) {
+    pub fn deliver(&self, clusters: impl IntoIterator<Item = usize>) {
         self.agents.poke(clusters);
     }
 
@@ -320,7 +331,7 @@ impl Ctx {
     }
 
     /// Delivering clusters (not never-seen, not dark), in fleet order.
-    fn delivering(&self) -> Vec<usize> {
+    pub fn delivering(&self) -> Vec<usize> {
         let fleet = self.agents.fleet.lock().expect("fleet lock");
         fleet
             .clusters
@@ -349,7 +360,7 @@ impl Ctx {
 
     /// A status change on one cluster's healthy app (a new revision applied), sampled for
     /// freshness when `probe` is set. Returns false when the cluster has no such app.
-    fn touch(&self, cluster: usize, rng: &mut SplitMix64, probe: bool) -> bool {
+    pub fn touch(&self, cluster: usize, rng: &mut SplitMix64, probe: bool) -> bool {
         let mut fleet = self.agents.fleet.lock().expect("fleet lock");
         let sim = &fleet.clusters[cluster];
         let healthy: Vec<u16> = sim
@@ -468,6 +479,17 @@ impl Ctx {
                     .unwrap_or_default(),
             }
         };
+        self.rollout_of(&app, rng, notes).await
+    }
+
+    /// The rollout of a new version of `app` (see [`Ctx::rollout`]).
+    pub async fn rollout_of(
+        &self,
+        app: &str,
+        rng: &mut SplitMix64,
+        notes: &mut Vec<String>,
+    ) -> anyhow::Result<u64> {
+        let app = app.to_owned();
         let (from, to) = bump_version(&self.platform_dir, &app)?;
         let started = Instant::now();
         let (platform, gitops) = (self.platform_dir.clone(), self.gitops_dir.clone());
@@ -513,6 +535,11 @@ impl Ctx {
             outcome.summary,
             targets.len()
         ));
+        self.say(&format!(
+            "new version {app} {from} → {to} in the platform repo: rendered, committed ({}) and published; {}",
+            &outcome.commit.head[..12.min(outcome.commit.head.len())],
+            outcome.summary
+        ));
         let mut report = RolloutReport {
             app: app.clone(),
             from_version: from,
@@ -528,13 +555,26 @@ impl Ctx {
         let per_wave = targets.len().div_ceil(waves).max(1);
         let half = Duration::from_millis(self.knobs.wave_seconds * 500);
         let mut changes = 0;
-        let bar = progress_bar(waves as u64, "rollout", "waves");
+        let chunks = targets.len().div_ceil(per_wave);
+        let bar = if self.knobs.live {
+            indicatif::ProgressBar::hidden()
+        } else {
+            progress_bar(waves as u64, "rollout", "waves")
+        };
         for (wave, slice) in targets.chunks(per_wave).enumerate() {
             let mut groups: Vec<String> = slice
                 .iter()
                 .map(|(g, _)| g.split('/').take(2).collect::<Vec<_>>().join("/"))
                 .collect();
             groups.dedup();
+            let status = format!(
+                "rollout of {app} {to}: wave {}/{chunks} ({} clusters in {})",
+                wave + 1,
+                slice.len(),
+                groups.join(", ")
+            );
+            self.say(&format!("{status} starts applying {to}"));
+            *self.live_status.lock().expect("status lock") = Some(status);
             let probe_every = (slice.len() / self.knobs.freshness_samples.max(1)).max(1);
             // Every cluster in the wave starts applying the new version.
             {
@@ -614,17 +654,27 @@ impl Ctx {
                     "/api/v1/gate?app={app}&version={to}&threshold=0.9"
                 ))
                 .await?;
-            report.waves.push(WaveReport {
+            let wave_report = WaveReport {
                 wave: wave + 1,
                 groups,
                 clusters: slice.len() as u64,
                 failed,
                 gate_share_in_sync: gate["share_in_sync"].as_f64().unwrap_or(0.0),
                 gate_verdict: gate["verdict"].as_str().unwrap_or_default().to_owned(),
-            });
+            };
+            self.say(&format!(
+                "rollout of {app} {to}: wave {}/{chunks} done, {} of {} clusters failed; the hub's gate at 90% in sync says {} ({:.1}% of the targeted clusters in sync)",
+                wave + 1,
+                failed,
+                slice.len(),
+                wave_report.gate_verdict,
+                wave_report.gate_share_in_sync * 100.0
+            ));
+            report.waves.push(wave_report);
             bar.inc(1);
         }
         bar.finish_and_clear();
+        *self.live_status.lock().expect("status lock") = None;
         *self.rollout.lock().expect("rollout lock") = Some(report);
         Ok(changes)
     }
@@ -821,32 +871,48 @@ async fn observed_size(store: &Store) -> anyhow::Result<(u64, u64)> {
         .fold((0, 0), |(r, b), t| (r + t.rows, b + t.bytes_on_disk)))
 }
 
-/// Raises the version of `app` in the generated platform repo's `apps/apps.yaml`: the minor
-/// number goes up by one. Returns (old, new).
+/// Raises the version of `app` in the platform repo: the minor number goes up by one and the
+/// patch number becomes 0. The app is looked for in every YAML file under `apps/` as a document
+/// with `name: <app>` followed by `version: <major.minor.patch>`. Returns (old, new).
 pub fn bump_version(platform_dir: &Path, app: &str) -> anyhow::Result<(String, String)> {
-    let path = platform_dir.join("apps/apps.yaml");
-    let text = std::fs::read_to_string(&path)?;
+    let apps = platform_dir.join("apps");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&apps)
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", apps.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
     let marker = format!("name: {app}\nversion: ");
-    let at = text
-        .find(&marker)
-        .ok_or_else(|| anyhow::anyhow!("app {app} is not in {}", path.display()))?
-        + marker.len();
-    let end = at + text[at..].find('\n').unwrap_or(text.len() - at);
-    let old = text[at..end].to_owned();
-    let mut parts: Vec<u64> = old
-        .split('.')
-        .map(|p| p.parse::<u64>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| anyhow::anyhow!("version {old:?} of {app} is not major.minor.patch"))?;
-    anyhow::ensure!(
-        parts.len() == 3,
-        "version {old:?} of {app} is not major.minor.patch"
-    );
-    parts[1] += 1;
-    parts[2] = 0;
-    let new = format!("{}.{}.{}", parts[0], parts[1], parts[2]);
-    std::fs::write(&path, format!("{}{new}{}", &text[..at], &text[end..]))?;
-    Ok((old, new))
+    for path in files {
+        let text = std::fs::read_to_string(&path)?;
+        let Some(found) = text.find(&marker) else {
+            continue;
+        };
+        let at = found + marker.len();
+        let end = at + text[at..].find('\n').unwrap_or(text.len() - at);
+        let old = text[at..end].trim().to_owned();
+        let mut parts: Vec<u64> = old
+            .split('.')
+            .map(|p| p.parse::<u64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| anyhow::anyhow!("version {old:?} of {app} is not major.minor.patch"))?;
+        anyhow::ensure!(
+            parts.len() == 3,
+            "version {old:?} of {app} is not major.minor.patch"
+        );
+        parts[1] += 1;
+        parts[2] = 0;
+        let new = format!("{}.{}.{}", parts[0], parts[1], parts[2]);
+        std::fs::write(&path, format!("{}{new}{}", &text[..at], &text[end..]))?;
+        return Ok((old, new));
+    }
+    anyhow::bail!("app {app} is not in any YAML file of {}", apps.display())
+}
+
+/// `HH:MM:SS` (UTC) of a timestamp, for running commentary.
+pub fn clock_time(at: Timestamp) -> String {
+    let s = at.seconds().rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", s / 3_600, s / 60 % 60, s % 60)
 }
 
 pub fn progress_bar(len: u64, name: &str, unit: &str) -> indicatif::ProgressBar {
@@ -904,5 +970,49 @@ mod tests {
         assert!(text.contains("name: app-000\nversion: 1.0.0\n"));
         assert!(text.contains("name: app-001\nversion: 1.2.0\nnamespace: x\n"));
         assert!(bump_version(dir.path(), "app-404").is_err());
+    }
+
+    #[test]
+    fn bump_finds_the_app_in_any_file_under_apps() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("apps")).unwrap();
+        std::fs::write(
+            dir.path().join("apps/platform.yaml"),
+            "kind: Application\nname: metrics-agent\nversion: 0.9.3\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("apps/shop.yaml"),
+            "kind: Application\nname: checkout\nversion: 1.4.0\nnamespace: shop\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("apps/notes.txt"),
+            "name: checkout\nversion: 9.9.9\n",
+        )
+        .unwrap();
+        let (old, new) = bump_version(dir.path(), "checkout").unwrap();
+        assert_eq!((old.as_str(), new.as_str()), ("1.4.0", "1.5.0"));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("apps/shop.yaml")).unwrap(),
+            "kind: Application\nname: checkout\nversion: 1.5.0\nnamespace: shop\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("apps/notes.txt")).unwrap(),
+            "name: checkout\nversion: 9.9.9\n",
+            "only YAML files are changed"
+        );
+        let err = bump_version(dir.path(), "app-404").unwrap_err().to_string();
+        assert!(
+            err.contains("app app-404 is not in any YAML file of"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn clock_time_is_utc_hours_minutes_seconds() {
+        assert_eq!(clock_time(Timestamp(0)), "00:00:00");
+        assert_eq!(clock_time(Timestamp(1_795_869_965)), "12:46:05");
+        assert_eq!(clock_time(Timestamp(86_399)), "23:59:59");
     }
 }

@@ -1,270 +1,703 @@
-//! The local demo (`fleetscope demo`): starts a private ClickHouse, applies the schema, writes a
-//! simulated fleet through the store's batch writer, and prints the drift rollup of every group,
-//! checked against the simulator's ground truth.
+//! The local demo (`fleetscope demo`): the whole pipeline on one machine. The example platform
+//! repo, grown to a simulated fleet, is rendered by the real renderer into a local GitOps repo
+//! and its desired state published to a private ClickHouse; the real collector and hub run as
+//! child processes; simulated agents report through the collector. Then it keeps going until
+//! interrupted: rollouts of new versions through the renderer in waves (some clusters fail
+//! them), clusters going dark and coming back with their spooled changes, status changes in the
+//! background, and a status line from the hub. Ctrl-C stops everything it started and removes
+//! what it wrote (unless `--work-dir` was given).
 
 #![forbid(unsafe_code)]
 
+pub mod platform;
+pub mod seed;
 pub mod table;
+pub mod where_to_look;
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use fleetscope_loadtest::fleet::GroundTruth;
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
+use fleetscope_loadtest::agents::{wall_clock, Agents};
+use fleetscope_loadtest::hubcheck::HubClient;
+use fleetscope_loadtest::procs::{self, Service};
+use fleetscope_loadtest::rng::SplitMix64;
+use fleetscope_loadtest::scenario::{clock_time, Ctx, Knobs, Prober};
+use fleetscope_loadtest::sim::{SimFleet, UNEXPECTED_APP};
 use fleetscope_local_clickhouse::LocalClickHouse;
-use fleetscope_model::{DriftPolicy, Timestamp};
-use fleetscope_store::writer::{BatchWriter, BatchWriterConfig};
-use fleetscope_store::{ObservedRow, Store, StoreConfig};
+use fleetscope_model::{DriftPolicy, DriftState};
+use fleetscope_store::{Store, StoreConfig};
+
+pub use seed::{write_fleet, Written};
 use table::thousands;
+
+/// The hub token the demo prints in its example requests: reads the whole fleet.
+pub const READ_TOKEN: &str = "demo-read-token-fleet";
+/// A second hub token, limited to the `emea` subtree, to show scopes.
+pub const EMEA_TOKEN: &str = "demo-read-token-emea";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
-    /// Simulated clusters.
+    /// Simulated clusters (the example platform repo's own, and more made after them).
     #[arg(long, default_value_t = 2_000)]
     pub clusters: usize,
-    /// Applications per cluster.
-    #[arg(long, default_value_t = 50)]
-    pub apps: usize,
-    /// Seed of the simulated fleet; the same seed gives the same fleet.
+    /// Use this platform repo instead of the bundled example (it is copied, not changed).
+    #[arg(long)]
+    pub platform: Option<PathBuf>,
+    /// Seed of the simulated fleet and its events; the same seed gives the same fleet.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Show groups down to this depth (0 = the fleet only, 1 = regions, 3 = sites).
-    #[arg(long, default_value_t = 2)]
-    pub depth: usize,
-    /// Seconds without a heartbeat after which a cluster is stale.
-    #[arg(long, default_value_t = 600)]
+    /// Port of the hub (another free port when this one is taken; 0 = any free port).
+    #[arg(long, default_value_t = 8080)]
+    pub hub_port: u16,
+    /// Port of the collector (another free port when this one is taken; 0 = any free port).
+    #[arg(long, default_value_t = 8081)]
+    pub collector_port: u16,
+    /// Seconds without a heartbeat after which the hub calls a cluster stale.
+    #[arg(long, default_value_t = 120)]
     pub stale_after: i64,
-    /// Seconds a new desired state may take to arrive before it counts as drift.
-    #[arg(long, default_value_t = 900)]
-    pub grace: i64,
-    /// Keep ClickHouse running after the demo, to query it yourself.
+    /// Seconds between an idle agent's heartbeats.
+    #[arg(long, default_value_t = 20)]
+    pub heartbeat_seconds: u64,
+    /// Waves per rollout (consecutive slices of the fleet in group order).
+    #[arg(long, default_value_t = 5)]
+    pub waves: usize,
+    /// Seconds per rollout wave (half applying, half settled).
+    #[arg(long, default_value_t = 60)]
+    pub wave_seconds: u64,
+    /// Seconds between the end of one rollout and the start of the next.
+    #[arg(long, default_value_t = 60)]
+    pub pause_seconds: u64,
+    /// Share of a wave's clusters on which the new version fails.
+    #[arg(long, default_value_t = 0.05)]
+    pub failure_rate: f64,
+    /// Share of clusters dark at a time (they come back, and others go dark, between rollouts).
+    #[arg(long, default_value_t = 0.02)]
+    pub dark_share: f64,
+    /// Share of app instances changing status (a new revision) per minute.
+    #[arg(long, default_value_t = 0.01)]
+    pub change_rate: f64,
+    /// Seconds between status lines.
+    #[arg(long, default_value_t = 30)]
+    pub status_every: u64,
+    /// Stop by itself after this many seconds (default: run until interrupted).
     #[arg(long)]
-    pub keep: bool,
-    /// Keep ClickHouse's data in this directory instead of a temporary one.
+    pub duration: Option<u64>,
+    /// Keep the platform repo, GitOps repo, logs and ClickHouse's data in this directory (kept
+    /// afterwards) instead of a temporary one (removed).
     #[arg(long)]
-    pub data_dir: Option<PathBuf>,
+    pub work_dir: Option<PathBuf>,
+    /// The fleetscope binary the collector and hub are started from (default: this one).
+    #[arg(long, hide = true)]
+    pub fleetscope_binary: Option<PathBuf>,
 }
 
-fn now() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
-    )
+impl DemoArgs {
+    fn validate(&self) -> anyhow::Result<()> {
+        let share = |name: &str, v: f64| {
+            anyhow::ensure!(
+                (0.0..=1.0).contains(&v),
+                "--{name} must be between 0 and 1, got {v}"
+            );
+            Ok(())
+        };
+        anyhow::ensure!(
+            (1..=200_000).contains(&self.clusters),
+            "--clusters must be between 1 and 200,000, got {}",
+            self.clusters
+        );
+        anyhow::ensure!(
+            self.heartbeat_seconds > 0,
+            "--heartbeat-seconds must be positive"
+        );
+        anyhow::ensure!(
+            self.stale_after > 2 * self.heartbeat_seconds as i64,
+            "--stale-after ({}) must exceed two heartbeat intervals ({} s), or reporting clusters would look stale",
+            self.stale_after,
+            2 * self.heartbeat_seconds
+        );
+        anyhow::ensure!(self.waves > 0, "--waves must be positive");
+        anyhow::ensure!(self.wave_seconds > 0, "--wave-seconds must be positive");
+        anyhow::ensure!(self.status_every > 0, "--status-every must be positive");
+        share("failure-rate", self.failure_rate)?;
+        share("dark-share", self.dark_share)?;
+        share("change-rate", self.change_rate)?;
+        Ok(())
+    }
 }
 
-/// Runs the demo and prints its report to stdout.
-pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
-    let policy = DriftPolicy {
-        stale_after_seconds: args.stale_after,
-        progress_grace_seconds: args.grace,
-    };
-    anyhow::ensure!(
-        policy.stale_after_seconds > 0,
-        "--stale-after must be positive, got {}",
-        policy.stale_after_seconds
-    );
-    anyhow::ensure!(
-        policy.progress_grace_seconds >= 0,
-        "--grace must not be negative, got {}",
-        policy.progress_grace_seconds
-    );
-    let spec = FleetSpec {
-        clusters: args.clusters,
-        apps: args.apps,
-        seed: args.seed,
-        now: now(),
-        policy,
-        ..FleetSpec::default()
-    };
-    let fleet = GeneratedFleet::new(spec).context("invalid demo fleet")?;
+/// Where the demo keeps its files: a temporary directory (removed at the end) or `--work-dir`.
+enum WorkDir {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
 
-    println!(
-        "Fleetscope demo: {} simulated clusters × {} apps",
-        thousands(args.clusters as u64),
-        args.apps
-    );
-    let started = Instant::now();
-    let server = tokio::task::spawn_blocking({
-        let data_dir = args.data_dir.clone();
-        move || match data_dir {
-            Some(dir) => LocalClickHouse::start_in_dir(dir),
-            None => LocalClickHouse::start(),
+impl WorkDir {
+    fn path(&self) -> &Path {
+        match self {
+            WorkDir::Temporary(dir) => dir.path(),
+            WorkDir::Kept(dir) => dir,
         }
-    })
-    .await?
-    .context("could not start a private ClickHouse server")?;
+    }
+}
+
+fn step(started: Instant, text: &str) {
+    println!("  {text} ({:.1} s)", started.elapsed().as_secs_f64());
+}
+
+/// Runs the demo until interrupted (or for `--duration`), then stops what it started.
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    args.validate()?;
+    let exe = procs::fleetscope_exe(args.fleetscope_binary.clone())?;
+    let work = match &args.work_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            anyhow::ensure!(
+                std::fs::read_dir(dir)?.next().is_none(),
+                "--work-dir {} is not empty; give a new or empty directory",
+                dir.display()
+            );
+            WorkDir::Kept(dir.clone())
+        }
+        None => WorkDir::Temporary(
+            tempfile::Builder::new()
+                .prefix("fleetscope-demo-")
+                .tempdir()
+                .context("creating a temporary directory")?,
+        ),
+    };
+    println!(
+        "Fleetscope demo: {} simulated clusters, files in {}",
+        thousands(args.clusters as u64),
+        work.path().display()
+    );
+    let result = run_in(&args, &exe, work.path()).await;
+    match &work {
+        WorkDir::Temporary(dir) => println!("Removed {}.", dir.path().display()),
+        WorkDir::Kept(dir) => println!("Kept {}.", dir.display()),
+    }
+    result
+}
+
+async fn run_in(args: &DemoArgs, exe: &Path, work: &Path) -> anyhow::Result<()> {
+    let platform_dir = work.join("platform");
+    let gitops_dir = work.join("gitops");
+    let logs = work.join("logs");
+    std::fs::create_dir_all(&logs)?;
+
+    // The platform repo, grown to the fleet's size, rendered by the real renderer.
+    let t = Instant::now();
+    match &args.platform {
+        Some(dir) => {
+            platform::copy_platform(dir, &platform_dir)?;
+        }
+        None => platform::write_example(&platform_dir)?,
+    }
+    let added = platform::grow(&platform_dir, args.clusters)?;
+    let (p, g) = (platform_dir.clone(), gitops_dir.clone());
+    let outcome =
+        tokio::task::spawn_blocking(move || fleetscope_renderer::render(&p, &g)).await??;
+    step(
+        t,
+        &format!(
+            "platform repo: {} ({} apps, {} clusters of which {} simulated); rendered into {} render groups, {} files, commit {} in {}",
+            match &args.platform {
+                Some(dir) => dir.display().to_string(),
+                None => "the bundled example".to_owned(),
+            },
+            outcome.platform.apps.len(),
+            thousands(outcome.platform.clusters.len() as u64),
+            thousands(added as u64),
+            outcome.assigned.groups.len(),
+            thousands(outcome.files.len() as u64),
+            &outcome.commit.head[..12.min(outcome.commit.head.len())],
+            gitops_dir.display()
+        ),
+    );
+
+    let t = Instant::now();
+    let clickhouse_dir = work.join("clickhouse");
+    let server = tokio::task::spawn_blocking(move || LocalClickHouse::start_in_dir(clickhouse_dir))
+        .await?
+        .context("could not start a private ClickHouse server")?;
     let store = Store::connect(&StoreConfig::new(server.url(), "fleetscope"))?;
     let version = store.server_version().await?;
-    println!(
-        "  ClickHouse {version} started at {} in {:.1} s (data in {})",
-        server.url(),
-        started.elapsed().as_secs_f64(),
-        server.data_dir().display()
-    );
-    let report = store.migrate().await?;
-    println!(
-        "  schema: {} migration(s) applied, {} already there",
-        report.applied.len(),
-        report.already_applied.len()
+    let migrated = store.migrate().await?;
+    step(
+        t,
+        &format!(
+            "clickhouse: {version} at {} (pid {}), {} migrations applied",
+            server.url(),
+            server.pid().unwrap_or_default(),
+            migrated.applied.len()
+        ),
     );
 
-    let started = Instant::now();
-    let written = write_fleet(&store, &fleet).await?;
-    println!(
-        "  wrote {} clusters, {} heartbeats, {} desired rows for {} render groups, {} observed rows in {} batch(es), in {:.1} s",
-        thousands(written.clusters),
-        thousands(written.heartbeats),
-        thousands(written.desired),
-        written.render_groups,
-        thousands(written.observed),
-        written.batches,
-        started.elapsed().as_secs_f64()
+    // The desired state has been in place for a day, so older versions count as drift.
+    let now = wall_clock();
+    let published_at = now.plus_seconds(-86_400);
+    let t = Instant::now();
+    let published = fleetscope_renderer::desired::publish(
+        &store,
+        &outcome,
+        published_at.seconds() as u64 * 1_000,
+        published_at,
+    )
+    .await?;
+    step(
+        t,
+        &format!(
+            "desired state published: {} rows, {} clusters",
+            thousands(published.desired_rows as u64),
+            thousands(published.cluster_rows as u64)
+        ),
     );
+    let policy = DriftPolicy {
+        stale_after_seconds: args.stale_after,
+        ..DriftPolicy::default()
+    };
+    let fleet = SimFleet::from_render(&outcome, args.seed, published_at, now, policy)?;
+    drop(outcome);
 
-    let started = Instant::now();
-    let rollups = store.drift_rollup(fleet.spec().now, &policy).await?;
-    let query_time = started.elapsed();
-    println!();
-    println!(
-        "Drift rollup per group (stale after {} s, grace {} s; computed in ClickHouse in {} ms)",
-        policy.stale_after_seconds,
-        policy.progress_grace_seconds,
-        query_time.as_millis()
-    );
-    print!("{}", table::rollup_table(&rollups, Some(args.depth)));
-    let hidden = rollups.iter().filter(|r| r.depth > args.depth).count();
-    if hidden > 0 {
-        println!(
-            "({hidden} deeper groups not shown; --depth {} shows them)",
-            rollups.iter().map(|r| r.depth).max().unwrap_or(0)
-        );
-    }
-    println!(
-        "QUIET: clusters not seen for over {} s. STALE: app instances on quiet clusters.",
-        policy.stale_after_seconds
-    );
-
-    if rollups == written.truth.rollups() {
-        println!("\nThe rollup matches the simulator's ground truth (classified by the model in Rust) for all {} groups.", rollups.len());
-    } else {
-        anyhow::bail!("the rollup from ClickHouse differs from the simulator's ground truth; this is a bug in the drift definition");
-    }
-
-    let stale = store.stale_clusters(fleet.spec().now, &policy, 5).await?;
-    let stale_total = rollups.first().map(|r| r.stale_clusters).unwrap_or(0);
-    if !stale.is_empty() {
-        println!(
-            "\nStale clusters, oldest first ({} of {}):",
-            stale.len(),
-            thousands(stale_total)
-        );
-        for row in &stale {
-            let age = if row.last_seen == 0 {
-                "never seen".to_owned()
-            } else {
-                format!(
-                    "last seen {} ago",
-                    table::duration(Duration::from_secs(
-                        fleet
-                            .spec()
-                            .now
-                            .seconds()
-                            .saturating_sub(i64::from(row.last_seen))
-                            .max(0) as u64
-                    ))
-                )
-            };
-            println!("  {:<24} {age}", row.cluster_id);
-        }
-    }
-
-    // Close pooled connections first: ClickHouse waits for open connections when it stops.
+    let result = live(args, exe, fleet, &store, &server, work, &logs).await;
     drop(store);
-    if args.keep {
-        let url = server.url();
-        let (pid, dir) = server.keep_running();
-        println!(
-            "\nClickHouse keeps running: {url} (database fleetscope, data in {})",
-            dir.display()
-        );
-        println!("  query it:  curl '{url}/?database=fleetscope' --data-binary 'SELECT count() FROM observed_latest'");
-        if let Some(pid) = pid {
-            println!("  stop it:   kill {pid}");
-        }
-    } else {
-        tokio::task::spawn_blocking(move || server.stop()).await?;
-        println!(
-            "\nClickHouse stopped. Run with --keep to leave it running and query it yourself."
-        );
+    let pid = server.pid();
+    tokio::task::spawn_blocking(move || server.stop()).await?;
+    println!(
+        "Stopped ClickHouse (pid {}).",
+        pid.map(|p| p.to_string()).unwrap_or_default()
+    );
+    result
+}
+
+/// The token files of the collector (one per cluster) and the hub (a fleet-wide and a scoped
+/// reader).
+fn write_token_files(work: &Path, fleet: &SimFleet) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let mut agents = String::from("agents:\n");
+    for c in &fleet.clusters {
+        agents.push_str(&format!("  - cluster: {}\n    token: {}\n", c.id, c.token));
     }
+    let agent_tokens = work.join("agent-tokens.yaml");
+    std::fs::write(&agent_tokens, agents)?;
+    let hub_tokens = work.join("hub-tokens.yaml");
+    std::fs::write(
+        &hub_tokens,
+        format!(
+            "tokens:\n  - name: demo-reader\n    token: {READ_TOKEN}\n    role: read\n  - name: demo-emea-reader\n    token: {EMEA_TOKEN}\n    role: read\n    scope: emea\n"
+        ),
+    )?;
+    Ok((agent_tokens, hub_tokens))
+}
+
+/// The running pipeline: services, agents, and the scenario loop until interrupted.
+async fn live(
+    args: &DemoArgs,
+    exe: &Path,
+    fleet: SimFleet,
+    store: &Store,
+    server: &LocalClickHouse,
+    work: &Path,
+    logs: &Path,
+) -> anyhow::Result<()> {
+    let (agent_tokens, hub_tokens) = write_token_files(work, &fleet)?;
+    let ch = [
+        "--clickhouse-url".to_owned(),
+        server.url(),
+        "--clickhouse-compression".into(),
+        "false".into(),
+    ];
+    let t = Instant::now();
+    let mut collector_args = vec![
+        "collector".to_owned(),
+        "--agent-tokens".into(),
+        agent_tokens.display().to_string(),
+    ];
+    collector_args.extend(ch.iter().cloned());
+    let port = procs::port_or_free(args.collector_port)?;
+    let mut collector = procs::start_on("collector", exe, &collector_args, logs, port).await?;
+    let mut hub_args = vec![
+        "hub".to_owned(),
+        "--tokens".into(),
+        hub_tokens.display().to_string(),
+        "--stale-after".into(),
+        args.stale_after.to_string(),
+    ];
+    hub_args.extend(ch.iter().cloned());
+    let port = procs::port_or_free(args.hub_port)?;
+    let mut hub = procs::start_on("hub", exe, &hub_args, logs, port).await?;
+    step(
+        t,
+        &format!(
+            "services: collector {} (pid {}), hub {} (pid {}), logs in {}",
+            collector.url,
+            collector.pid(),
+            hub.url,
+            hub.pid(),
+            logs.display()
+        ),
+    );
+
+    let seed = fleet.seed();
+    let apps: Vec<String> = fleet
+        .apps
+        .iter()
+        .filter(|a| *a != UNEXPECTED_APP)
+        .cloned()
+        .collect();
+    let started = Instant::now();
+    let agents = Agents::new(
+        fleet,
+        &collector.url,
+        Duration::from_secs(args.heartbeat_seconds),
+        started,
+    )?;
+    let workers = agents.spawn_workers(16);
+    let hub_client = HubClient {
+        url: hub.url.clone(),
+        token: READ_TOKEN.to_owned(),
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let prober = Prober::new();
+    let probing = prober.spawn(hub_client.clone(), started, stop.clone());
+    let ctx = Ctx {
+        agents: agents.clone(),
+        hub: hub_client.clone(),
+        store: store.clone(),
+        prober: prober.clone(),
+        knobs: Knobs {
+            steady_seconds: 0,
+            change_rate: args.change_rate,
+            rollout_app: None,
+            waves: args.waves,
+            wave_seconds: args.wave_seconds,
+            failure_rate: args.failure_rate,
+            flap_share: 0.0,
+            flap_seconds: 0,
+            flap_period_seconds: 1,
+            dark_share: args.dark_share,
+            stale_after: args.stale_after,
+            check_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(600),
+            freshness_samples: 20,
+            live: true,
+        },
+        started,
+        platform_dir: work.join("platform"),
+        gitops_dir: work.join("gitops"),
+        revision_counter: AtomicU64::new(1),
+        rollout: Mutex::new(None),
+        steady: Mutex::new(None),
+        live_status: Mutex::new(None),
+    };
+
+    let result = async {
+        // Every agent connects and sends its snapshot.
+        let mut notes = Vec::new();
+        ctx.storm(&mut notes).await?;
+        println!(
+            "  agents connected: {}",
+            notes.last().cloned().unwrap_or_default()
+        );
+        let check = ctx.check().await;
+        anyhow::ensure!(
+            check.passed,
+            "the hub differs from the simulator's ground truth: {}",
+            check.mismatch.unwrap_or_default()
+        );
+        println!(
+            "  the hub's rollups and version inventories equal the simulator's ground truth ({:.1} s)",
+            check.seconds
+        );
+        print_sql_rollup(store, &policy_of(args)).await?;
+        where_to_look::print(&where_to_look::Endpoints {
+            hub: hub.url.clone(),
+            collector: collector.url.clone(),
+            clickhouse: server.url(),
+            clickhouse_version: store.server_version().await?,
+            work: work.to_path_buf(),
+            logs: logs.to_path_buf(),
+            example_cluster: first_cluster(&ctx),
+            rollout_app: apps.first().cloned().unwrap_or_default(),
+            stale_after: args.stale_after,
+        })?;
+        drive(args, &ctx, &apps, seed, &mut collector, &mut hub).await
+    }
+    .await;
+
+    stop.store(true, Ordering::Relaxed);
+    agents.stop();
+    for worker in workers {
+        let _ = worker.await;
+    }
+    let _ = probing.await;
+    let pids = (collector.pid(), hub.pid());
+    drop(collector);
+    drop(hub);
+    println!(
+        "Stopped the agents, the collector (pid {}) and the hub (pid {}).",
+        pids.0, pids.1
+    );
+    result
+}
+
+fn policy_of(args: &DemoArgs) -> DriftPolicy {
+    DriftPolicy {
+        stale_after_seconds: args.stale_after,
+        ..DriftPolicy::default()
+    }
+}
+
+fn first_cluster(ctx: &Ctx) -> String {
+    let fleet = ctx.agents.fleet.lock().expect("fleet lock");
+    fleet
+        .clusters
+        .iter()
+        .find(|c| !c.never_seen)
+        .map(|c| c.id.clone())
+        .unwrap_or_default()
+}
+
+/// The drift rollup as ClickHouse computes it (the SQL twin of the hub's rules), by region.
+async fn print_sql_rollup(store: &Store, policy: &DriftPolicy) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let rollups = store.drift_rollup(wall_clock(), policy).await?;
+    println!(
+        "\nDrift per group, computed in ClickHouse by the same rules in SQL ({} ms):",
+        started.elapsed().as_millis()
+    );
+    print!("{}", table::rollup_table(&rollups, Some(1)));
     Ok(())
 }
 
-/// What [`write_fleet`] wrote, and the simulator's ground truth for it.
-#[derive(Debug)]
-pub struct Written {
-    pub clusters: u64,
-    pub heartbeats: u64,
-    pub desired: u64,
-    pub render_groups: usize,
-    pub observed: u64,
-    pub batches: u64,
-    pub truth: GroundTruth,
-}
+/// The scenario loop: rollouts one app after the other, dark clusters rotating between them,
+/// status changes in the background, and a status line; until interrupted, `--duration` is
+/// up, or a service dies.
+async fn drive(
+    args: &DemoArgs,
+    ctx: &Ctx,
+    apps: &[String],
+    seed: u64,
+    collector: &mut Service,
+    hub: &mut Service,
+) -> anyhow::Result<()> {
+    let dark: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    let mut rng = SplitMix64::for_item(seed, 0xde30);
+    go_dark(ctx, args, &dark, &mut rng);
 
-/// Streams the fleet into the store: inventory, membership and heartbeats in chunks, observed
-/// state through the batch writer (the path the collector uses).
-pub async fn write_fleet(store: &Store, fleet: &GeneratedFleet) -> anyhow::Result<Written> {
-    let desired = fleet.desired();
-    let render_groups = desired
-        .iter()
-        .map(|d| d.render_group.as_str())
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
-    store.insert_rows(&[fleet.render()]).await?;
-    store.insert_rows(&desired).await?;
-
-    let writer =
-        BatchWriter::<ObservedRow>::spawn(store.clone(), BatchWriterConfig::default(), None);
-    let mut truth = GroundTruth::default();
-    let mut written = Written {
-        clusters: 0,
-        heartbeats: 0,
-        desired: desired.len() as u64,
-        render_groups,
-        observed: 0,
-        batches: 0,
-        truth: GroundTruth::default(),
+    let rollouts = async {
+        let mut rng = SplitMix64::for_item(seed, 0x2011);
+        if apps.is_empty() {
+            println!("The platform repo has no apps: nothing to roll out.");
+            std::future::pending::<()>().await;
+        }
+        for app in apps.iter().cycle() {
+            let mut notes = Vec::new();
+            ctx.rollout_of(app, &mut rng, &mut notes).await?;
+            let report = ctx.rollout.lock().expect("rollout lock").clone();
+            if let Some(report) = report {
+                let failed: u64 = report.waves.iter().map(|w| w.failed).sum();
+                let clusters: u64 = report.waves.iter().map(|w| w.clusters).sum();
+                println!(
+                    "{} rollout of {} {} finished: {} of {} clusters failed it; next rollout in {} s",
+                    now_clock(),
+                    report.app,
+                    report.to_version,
+                    failed,
+                    clusters,
+                    args.pause_seconds
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(args.pause_seconds)).await;
+            let mut rng = SplitMix64::for_item(seed, ctx.agents.elapsed_ms());
+            come_back(ctx, &dark);
+            go_dark(ctx, args, &dark, &mut rng);
+        }
+        Ok::<(), anyhow::Error>(())
     };
-    let mut pending = Vec::new();
-    const CHUNK: usize = 1_000;
-    for start in (0..fleet.spec().clusters).step_by(CHUNK) {
-        let sims: Vec<_> = (start..(start + CHUNK).min(fleet.spec().clusters))
-            .map(|i| fleet.cluster(i))
-            .collect();
-        let clusters: Vec<_> = sims.iter().map(|s| s.cluster.clone()).collect();
-        let members: Vec<_> = sims.iter().map(|s| s.membership.clone()).collect();
-        let heartbeats: Vec<_> = sims.iter().filter_map(|s| s.heartbeat.clone()).collect();
-        store.insert_rows(&clusters).await?;
-        store.insert_rows(&members).await?;
-        store.insert_rows(&heartbeats).await?;
-        written.clusters += clusters.len() as u64;
-        written.heartbeats += heartbeats.len() as u64;
-        for sim in sims {
-            truth.add(&sim);
-            written.observed += sim.observed.len() as u64;
-            pending.push(writer.submit(sim.observed).await?);
+    let background = async {
+        let mut rng = SplitMix64::for_item(seed, 0xbac6);
+        let instances: u64 = {
+            let fleet = ctx.agents.fleet.lock().expect("fleet lock");
+            fleet.clusters.iter().map(|c| c.objects.len() as u64).sum()
+        };
+        let per_second = instances as f64 * args.change_rate / 60.0;
+        let mut owed = 0.0;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            owed += per_second;
+            // Dark clusters change too: their agents keep the reports until they are back.
+            let clusters: Vec<usize> = {
+                let fleet = ctx.agents.fleet.lock().expect("fleet lock");
+                (0..fleet.clusters.len())
+                    .filter(|&c| !fleet.clusters[c].never_seen)
+                    .collect()
+            };
+            let mut touched = Vec::new();
+            while owed >= 1.0 && !clusters.is_empty() {
+                owed -= 1.0;
+                let c = clusters[rng.below(clusters.len() as u64) as usize];
+                // Only changes that can show are sampled for freshness.
+                let dark = ctx.agents.fleet.lock().expect("fleet lock").clusters[c].dark;
+                if ctx.touch(c, &mut rng, !dark) {
+                    touched.push(c);
+                }
+            }
+            ctx.deliver(touched);
+        }
+    };
+    let work = async {
+        tokio::select! {
+            result = rollouts => result,
+            () = background => Ok(()),
+        }
+    };
+    tokio::pin!(work);
+    let interrupted = fleetscope_collector::cli::shutdown_signal();
+    tokio::pin!(interrupted);
+    let deadline = async {
+        match args.duration {
+            Some(seconds) => tokio::time::sleep(Duration::from_secs(seconds)).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let mut status = tokio::time::interval(Duration::from_secs(args.status_every));
+    status.tick().await;
+    loop {
+        tokio::select! {
+            result = &mut work => return result,
+            () = &mut interrupted => {
+                println!("\n{} interrupted; stopping.", now_clock());
+                return Ok(());
+            }
+            () = &mut deadline => {
+                println!("{} --duration is up; stopping.", now_clock());
+                return Ok(());
+            }
+            _ = status.tick() => {
+                collector.check_alive()?;
+                hub.check_alive()?;
+                match status_line(ctx).await {
+                    Ok(line) => println!("{} {line}", now_clock()),
+                    Err(err) => println!("{} the hub did not answer: {err:#}", now_clock()),
+                }
+            }
         }
     }
-    let mut batches = std::collections::BTreeSet::new();
-    for p in pending {
-        batches.insert(p.accepted().await?.batch_id);
+}
+
+fn now_clock() -> String {
+    clock_time(wall_clock())
+}
+
+/// Sends a share of the delivering clusters dark: they stop reporting and keep their changes in
+/// their spool until they come back.
+fn go_dark(ctx: &Ctx, args: &DemoArgs, dark: &Mutex<Vec<usize>>, rng: &mut SplitMix64) {
+    let delivering = ctx.delivering();
+    let count =
+        ((delivering.len() as f64 * args.dark_share).round() as usize).min(delivering.len());
+    let mut chosen = Vec::new();
+    {
+        let mut fleet = ctx.agents.fleet.lock().expect("fleet lock");
+        let mut tries = 0;
+        while chosen.len() < count && tries < 20 * count {
+            tries += 1;
+            let c = delivering[rng.below(delivering.len() as u64) as usize];
+            // Only a cluster whose reports are all delivered: what it reports from here on
+            // waits in its spool.
+            if !chosen.contains(&c) && fleet.clusters[c].outbox.is_empty() {
+                fleet.go_dark(c);
+                chosen.push(c);
+            }
+        }
     }
-    writer.close().await;
-    written.batches = batches.len() as u64;
-    written.truth = truth;
-    Ok(written)
+    if chosen.is_empty() {
+        return;
+    }
+    println!(
+        "{} {} clusters went dark (they keep reporting into their spools); the hub calls them stale after {} s",
+        now_clock(),
+        chosen.len(),
+        args.stale_after
+    );
+    *dark.lock().expect("dark lock") = chosen;
+}
+
+/// Brings the dark clusters back: they deliver what they spooled.
+fn come_back(ctx: &Ctx, dark: &Mutex<Vec<usize>>) {
+    let back = std::mem::take(&mut *dark.lock().expect("dark lock"));
+    if back.is_empty() {
+        return;
+    }
+    let spooled: usize = {
+        let mut fleet = ctx.agents.fleet.lock().expect("fleet lock");
+        for &c in &back {
+            fleet.come_back(c);
+        }
+        back.iter().map(|&c| fleet.clusters[c].outbox.len()).sum()
+    };
+    ctx.deliver(back.iter().copied());
+    println!(
+        "{} {} dark clusters came back and deliver {} spooled reports",
+        now_clock(),
+        back.len(),
+        spooled
+    );
+}
+
+/// One line from the hub's summary: clusters, stale, app instances per drift state, and the
+/// rollout in progress.
+async fn status_line(ctx: &Ctx) -> anyhow::Result<String> {
+    let rollups = ctx.hub.rollups().await?;
+    let fleet = rollups.get("").context("the summary has no total")?;
+    let instances: u64 = fleet.pairs.values().sum();
+    let mut parts = Vec::new();
+    for state in [
+        DriftState::InSync,
+        DriftState::Progressing,
+        DriftState::Failed,
+        DriftState::OutOfSync,
+        DriftState::Missing,
+        DriftState::Stale,
+        DriftState::Unexpected,
+        DriftState::Unknown,
+    ] {
+        let n = fleet.pairs.get(&state).copied().unwrap_or(0);
+        if n > 0 {
+            parts.push(format!("{} {}", thousands(n), state.as_str()));
+        }
+    }
+    let seen = ctx.prober.seen.lock().expect("seen lock").clone();
+    let freshness = if seen.is_empty() {
+        String::new()
+    } else {
+        let mut ms: Vec<f64> = seen.iter().rev().take(20).map(|(_, ms)| *ms).collect();
+        ms.sort_by(f64::total_cmp);
+        format!(
+            " · changes visible in the hub after {:.1} s (median of the last {})",
+            ms[ms.len() / 2] / 1_000.0,
+            ms.len()
+        )
+    };
+    let rollout = ctx
+        .live_status
+        .lock()
+        .expect("status lock")
+        .clone()
+        .map(|s| format!(" · {s}"))
+        .unwrap_or_default();
+    Ok(format!(
+        "hub: {} clusters, {} stale · {} app instances: {}{rollout}{freshness}",
+        thousands(fleet.clusters),
+        thousands(fleet.stale_clusters),
+        thousands(instances),
+        parts.join(", ")
+    ))
 }
