@@ -1,4 +1,5 @@
-//! The binary as a user runs it: `migrate` against a ClickHouse server, the demo end to end,
+//! The binary as a user runs it: `migrate` against a ClickHouse server, the demo on the real
+//! pipeline (and its cleanup when interrupted),
 //! and clear errors for bad input.
 
 use std::process::Command;
@@ -86,28 +87,218 @@ fn migrate_against_nothing_says_what_failed() {
     );
 }
 
+/// The pids after `label` in lines like `collector http://… (pid 123), hub http://… (pid 456)`.
+fn pid_after(line: &str, label: &str) -> Option<i32> {
+    let rest = &line[line.find(label)? + label.len()..];
+    rest.find("(pid ")
+        .and_then(|i| rest[i + 5..].split(')').next())
+        .and_then(|n| n.parse().ok())
+}
+
+fn alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The pids of ClickHouse, the collector and the hub from the demo's output.
+fn service_pids(out: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for line in out.lines() {
+        if line.trim_start().starts_with("clickhouse:") {
+            pids.extend(pid_after(line, "clickhouse:"));
+        }
+        if line.trim_start().starts_with("services:") {
+            pids.extend(pid_after(line, "collector"));
+            pids.extend(pid_after(line, "hub"));
+        }
+    }
+    pids
+}
+
+fn all_gone(pids: &[i32]) -> Vec<i32> {
+    // The demo stops its children before it exits; allow the kernel a moment.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pids.iter().any(|&p| alive(p)) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    pids.iter().copied().filter(|&p| alive(p)).collect()
+}
+
+/// `hub: 300 clusters, 12 stale · … 5 failed, …` → (stale clusters, failed app instances).
+fn status_numbers(line: &str) -> Option<(u64, u64)> {
+    let rest = &line[line.find("hub: ")? + 5..];
+    let stale = rest
+        .split(" stale")
+        .next()?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()?;
+    let failed = rest
+        .split(" failed")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    Some((stale, failed))
+}
+
 #[test]
-fn demo_runs_end_to_end_on_a_small_fleet() {
-    let (ok, out, err) = fleetscope(&["demo", "--clusters", "300", "--apps", "20", "--depth", "1"]);
+fn demo_runs_the_real_pipeline_with_a_rollout_drift_and_stale_clusters() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("demo");
+    let (ok, out, err) = fleetscope(&[
+        "demo",
+        "--clusters",
+        "300",
+        "--waves",
+        "3",
+        "--wave-seconds",
+        "4",
+        "--pause-seconds",
+        "3",
+        "--status-every",
+        "3",
+        "--heartbeat-seconds",
+        "4",
+        "--stale-after",
+        "10",
+        "--dark-share",
+        "0.05",
+        "--duration",
+        "45",
+        "--hub-port",
+        "0",
+        "--collector-port",
+        "0",
+        "--work-dir",
+        dir.to_str().unwrap(),
+    ]);
     assert!(ok, "demo failed:\n{out}\n{err}");
     assert!(
-        out.contains("Fleetscope demo: 300 simulated clusters × 20 apps"),
+        out.contains("Fleetscope demo: 300 simulated clusters"),
         "{out}"
     );
-    assert!(out.contains("ClickHouse 18.16"), "{out}");
     assert!(
-        out.contains("The rollup matches the simulator's ground truth"),
+        out.contains("the bundled example (3 apps, 300 clusters of which 293 simulated)"),
         "{out}"
     );
-    let fleet_line = out
+    assert!(
+        out.contains(
+            "the hub's rollups and version inventories equal the simulator's ground truth"
+        ),
+        "{out}"
+    );
+    // The rollout went through the real renderer: a commit per render in the GitOps repo, and
+    // the platform repo carries the new version.
+    let log = Command::new("git")
+        .arg("-C")
+        .arg(dir.join("gitops"))
+        .args(["log", "--format=%s"])
+        .output()
+        .expect("git log");
+    assert!(log.status.success());
+    let commits = String::from_utf8_lossy(&log.stdout).lines().count();
+    let rollouts = out
+        .matches("in the platform repo: rendered, committed")
+        .count();
+    assert!(rollouts >= 1, "{out}");
+    assert_eq!(
+        commits,
+        1 + rollouts,
+        "one commit for the first render, one per rollout"
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("platform/apps/shop.yaml"))
+            .unwrap()
+            .contains("name: checkout\nversion: 1.5.0\n"),
+        "checkout was rolled out first"
+    );
+    assert!(
+        out.contains("rollout of checkout 1.5.0: wave 3/3 done"),
+        "{out}"
+    );
+    assert!(out.contains("the hub's gate at 90% in sync says"), "{out}");
+    // The hub shows failing app instances, and clusters turning stale after they went dark.
+    let numbers: Vec<(u64, u64)> = out.lines().filter_map(status_numbers).collect();
+    assert!(numbers.len() >= 5, "status lines: {out}");
+    let (min_stale, max_stale) = (
+        numbers.iter().map(|n| n.0).min().unwrap(),
+        numbers.iter().map(|n| n.0).max().unwrap(),
+    );
+    assert!(
+        max_stale >= min_stale + 10,
+        "about 15 clusters went dark and should have turned stale: {numbers:?}"
+    );
+    assert!(numbers.iter().any(|n| n.1 > 0), "{numbers:?}");
+    assert!(out.contains("dark clusters came back and deliver"), "{out}");
+    // The Prometheus configuration written for the run is valid, rules included.
+    let check = Command::new("promtool")
+        .args(["check", "config"])
+        .arg(dir.join("prometheus/prometheus.yml"))
+        .output()
+        .expect(
+            "promtool (from the prometheus package: scripts/install-prereqs --tests installs it)",
+        );
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // Everything it started is stopped; the work directory given is kept.
+    let pids = service_pids(&out);
+    assert_eq!(pids.len(), 3, "{out}");
+    assert_eq!(all_gone(&pids), Vec::<i32>::new());
+    assert!(out.contains(&format!("Kept {}.", dir.display())), "{out}");
+}
+
+#[test]
+fn an_interrupted_demo_stops_everything_and_removes_its_files() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args(["demo", "--clusters", "100", "--hub-port", "0"])
+        .args(["--collector-port", "0", "--status-every", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if line.contains(" hub: ") {
+            break;
+        }
+    }
+    let pids = service_pids(&out);
+    assert_eq!(pids.len(), 3, "{out}");
+    assert!(pids.iter().all(|&p| alive(p)), "{out}");
+    let dir = out
         .lines()
-        .find(|l| l.starts_with("(fleet)"))
-        .expect("a fleet row");
-    assert!(
-        fleet_line.split_whitespace().nth(1) == Some("300"),
-        "{fleet_line}"
-    );
-    assert!(out.contains("ClickHouse stopped."), "{out}");
+        .next()
+        .and_then(|l| l.split("files in ").nth(1))
+        .map(std::path::PathBuf::from)
+        .expect("the first line names the work directory");
+    assert!(dir.join("gitops").exists());
+
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for line in lines {
+        out.push_str(&line.unwrap());
+        out.push('\n');
+    }
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "Ctrl-C is how the demo ends: {out}");
+    assert!(out.contains("interrupted; stopping."), "{out}");
+    assert_eq!(all_gone(&pids), Vec::<i32>::new());
+    assert!(!dir.exists(), "{} was not removed", dir.display());
 }
 
 #[test]
@@ -115,13 +306,41 @@ fn demo_refuses_bad_arguments() {
     let (ok, _, err) = fleetscope(&["demo", "--clusters", "0"]);
     assert!(!ok);
     assert!(
-        err.contains("invalid demo fleet: clusters must be between 1 and 10,000,000, got 0"),
+        err.contains("--clusters must be between 1 and 200,000, got 0"),
         "{err}"
     );
-    let (ok, _, err) = fleetscope(&["demo", "--stale-after=-5"]);
+    let (ok, _, err) = fleetscope(&["demo", "--stale-after=30", "--heartbeat-seconds", "20"]);
     assert!(!ok);
     assert!(
-        err.contains("--stale-after must be positive, got -5"),
+        err.contains("--stale-after (30) must exceed two heartbeat intervals (40 s)"),
+        "{err}"
+    );
+    let (ok, _, err) = fleetscope(&["demo", "--dark-share", "1.5"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--dark-share must be between 0 and 1, got 1.5"),
+        "{err}"
+    );
+    let (ok, _, err) = fleetscope(&[
+        "demo",
+        "--clusters",
+        "3",
+        "--hub-port",
+        "0",
+        "--collector-port",
+        "0",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--clusters must be at least 7, the clusters the platform repo already has"),
+        "{err}"
+    );
+    let busy = tempfile::tempdir().unwrap();
+    std::fs::write(busy.path().join("something"), "x").unwrap();
+    let (ok, _, err) = fleetscope(&["demo", "--work-dir", busy.path().to_str().unwrap()]);
+    assert!(!ok);
+    assert!(
+        err.contains("is not empty; give a new or empty directory"),
         "{err}"
     );
 }
