@@ -77,6 +77,11 @@ pub struct CollectorArgs {
     /// Rows that may wait for ClickHouse before requests get 429.
     #[arg(long, env = "FLEETSCOPE_MAX_QUEUED_ROWS", default_value_t = 1_000_000)]
     pub max_queued_rows: usize,
+    /// Days of history kept: older days of observed transitions and rollup snapshots are
+    /// dropped, checked at start and every hour (0 keeps everything). The current state of
+    /// every object is kept regardless.
+    #[arg(long, env = "FLEETSCOPE_RETENTION_DAYS", default_value_t = 30)]
+    pub retention_days: u32,
 }
 
 async fn kube_client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
@@ -186,6 +191,11 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         ..CollectorOptions::default()
     };
     spawn_arrivals_trim(store.clone());
+    if args.retention_days > 0 {
+        spawn_retention(store.clone(), args.retention_days);
+    } else {
+        tracing::info!("--retention-days 0: history is kept forever");
+    }
     let collector = Collector::new(store, options);
     for (cluster, path) in direct {
         let client = kube_client(Some(&path)).await?;
@@ -209,6 +219,31 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())
+}
+
+/// At start and every hour, drops the days of history older than `keep_days` (several
+/// collectors doing the same is harmless: a partition already dropped is not listed again).
+fn spawn_retention(store: Store, keep_days: u32) {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(3_600));
+        loop {
+            ticker.tick().await;
+            match store
+                .apply_retention(crate::central::now(), keep_days)
+                .await
+            {
+                Ok(dropped) if !dropped.is_empty() => {
+                    let days: Vec<String> = dropped
+                        .iter()
+                        .map(|d| format!("{}/{}", d.table, d.day))
+                        .collect();
+                    tracing::info!(keep_days, ?days, "dropped days past retention")
+                }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(%err, "applying retention failed"),
+            }
+        }
+    });
 }
 
 /// Every ten minutes, drops the hours of `observed_arrivals` past what the hub reads from it

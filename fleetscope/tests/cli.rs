@@ -344,3 +344,76 @@ fn demo_refuses_bad_arguments() {
         "{err}"
     );
 }
+
+#[test]
+fn the_collector_drops_history_past_its_retention_when_it_starts() {
+    use fleetscope_store::{ObservedRow, Store, StoreConfig};
+
+    let server = LocalClickHouse::start().expect("private clickhouse-server");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = Store::connect(&StoreConfig::new(server.url(), "fleetscope")).unwrap();
+    runtime.block_on(store.migrate()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    let row = |days_ago: u32| ObservedRow {
+        cluster_id: "store-1".into(),
+        object_kind: "Kustomization".into(),
+        object_namespace: "flux-system".into(),
+        object_name: "checkout".into(),
+        app: "checkout".into(),
+        version: "1.4.0".into(),
+        content_hash: String::new(),
+        applied_revision: "1.4.0@sha1:0".into(),
+        health: "healthy".into(),
+        sync: "synced".into(),
+        reason: String::new(),
+        message: String::new(),
+        transitioned_at: now - days_ago * 86_400,
+        observed_at: now - days_ago * 86_400,
+        received_at: now - days_ago * 86_400,
+        seq: u64::from(100 - days_ago),
+        deleted: 0,
+    };
+    runtime
+        .block_on(store.insert_rows(&[row(40), row(31), row(29), row(0)]))
+        .unwrap();
+    let transitions = || {
+        runtime
+            .block_on(store.table_sizes())
+            .unwrap()
+            .into_iter()
+            .filter(|t| t.table == "observed_transitions")
+            .map(|t| t.rows)
+            .sum::<u64>()
+    };
+    assert_eq!(transitions(), 4);
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut collector = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args(["collector", "--insecure", "--retention-days", "30"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--clickhouse-url", &server.url()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while transitions() > 2 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let _ = collector.kill();
+    let _ = collector.wait();
+    assert_eq!(transitions(), 2, "the days 40 and 31 days ago are dropped");
+    // The current state of the object is not history: it stays.
+    let latest = runtime
+        .block_on(store.observed_for_cluster("store-1"))
+        .unwrap();
+    assert_eq!(latest.len(), 1);
+    assert_eq!(latest[0].seq, 100);
+}
