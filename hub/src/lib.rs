@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod api_reference;
 pub mod auth;
 pub mod index;
 pub mod metrics;
