@@ -36,9 +36,115 @@ fn malformed(at: &str, message: impl Into<String>) -> ReferenceError {
     }
 }
 
-/// The reference of `document` as Markdown.
-pub fn markdown(document: &Value) -> Result<String, ReferenceError> {
-    Reference::new(document)?.render()
+/// Example requests of one operation: its method, its path as the document writes it, and
+/// requests (path with values, and query) that show it in use. The document has no examples
+/// of its own; these use the names of the example platform repo (`examples/platform`), and
+/// [`markdown`] refuses any that names a parameter the operation does not take.
+#[derive(Debug, Clone, Copy)]
+pub struct Example {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub requests: &'static [&'static str],
+    /// A sentence shown under the requests (what a shell variable in them stands for).
+    pub note: Option<&'static str>,
+}
+
+/// The hub's example requests. Operations without an entry get one made from the document:
+/// required parameters only, placeholders where the document gives no value.
+pub const EXAMPLES: &[Example] = &[
+    Example {
+        method: "get",
+        path: "/api/v1/summary",
+        requests: &[
+            "/api/v1/summary?depth=2",
+            "/api/v1/summary?group=emea/de&app=checkout&format=csv",
+        ],
+        note: None,
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/drift",
+        requests: &[
+            "/api/v1/drift?group=emea/de&state=failed,out_of_sync",
+            "/api/v1/drift?app=checkout&state=failed&format=csv&limit=1000",
+        ],
+        note: None,
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/clusters/{id}",
+        requests: &[
+            "/api/v1/clusters/berlin-01",
+            "/api/v1/clusters/berlin-01?history_hours=168",
+        ],
+        note: None,
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/apps/{app}/versions",
+        requests: &[
+            "/api/v1/apps/checkout/versions?depth=2",
+            "/api/v1/apps/checkout/versions?version=1.4.0&format=csv",
+        ],
+        note: None,
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/stale",
+        requests: &[
+            "/api/v1/stale?group=emea",
+            "/api/v1/stale?format=csv&limit=1000",
+        ],
+        note: None,
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/explain",
+        requests: &[
+            "/api/v1/explain?cluster=lab-01",
+            "/api/v1/explain?cluster=lab-01&app=checkout",
+        ],
+        note: None,
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/environments",
+        requests: &[
+            "/api/v1/environments?app=checkout",
+            "/api/v1/environments?group=emea&format=csv",
+        ],
+        note: None,
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/gate",
+        requests: &[
+            "/api/v1/gate?app=checkout&version=1.4.0&group=emea&threshold=0.95",
+            "/api/v1/gate?app=checkout&commit=$COMMIT",
+        ],
+        note: Some(
+            "`COMMIT` is a commit of the GitOps output repository, for example \
+             `COMMIT=$(git -C /path/to/gitops rev-parse HEAD)`.",
+        ),
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/history",
+        requests: &[
+            "/api/v1/history?cluster=berlin-01&app=checkout",
+            "/api/v1/history?group=emea/de&from=2026-11-01T00:00:00Z&to=2026-11-08T00:00:00Z&format=csv",
+        ],
+        note: None,
+    },
+];
+
+/// The reference of `document` as Markdown, with `examples` for the operations they name.
+pub fn markdown(document: &Value, examples: &[Example]) -> Result<String, ReferenceError> {
+    let reference = Reference::new(document)?;
+    for example in examples {
+        reference.check_example(example)?;
+    }
+    reference.render(examples)
 }
 
 /// One operation: a method on a path.
@@ -145,7 +251,60 @@ impl<'a> Reference<'a> {
         Err(malformed(at, "references nest more than 16 deep"))
     }
 
-    fn render(&self) -> Result<String, ReferenceError> {
+    /// Refuses an example of an operation the document does not have, or one whose requests do
+    /// not fit the path or name a parameter the operation does not take.
+    fn check_example(&self, example: &Example) -> Result<(), ReferenceError> {
+        let at = format!("/paths/{}/{}", escape_pointer(example.path), example.method);
+        let operation = self
+            .operations
+            .iter()
+            .find(|o| o.path == example.path && o.method == example.method)
+            .ok_or_else(|| {
+                malformed(
+                    &at,
+                    "an example names an operation the document does not have",
+                )
+            })?;
+        let parameters = self.parameters(operation)?;
+        let takes = |name: &str, place: &str| {
+            parameters.iter().any(|p| {
+                p.get("name").and_then(Value::as_str) == Some(name)
+                    && p.get("in").and_then(Value::as_str) == Some(place)
+            })
+        };
+        for request in example.requests {
+            let (path, query) = request.split_once('?').unwrap_or((request, ""));
+            let template: Vec<&str> = example.path.split('/').collect();
+            let given: Vec<&str> = path.split('/').collect();
+            let fits = template.len() == given.len()
+                && template.iter().zip(&given).all(|(t, g)| {
+                    match t.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+                        Some(name) => takes(name, "path") && !g.is_empty(),
+                        None => t == g,
+                    }
+                });
+            if !fits {
+                return Err(malformed(
+                    &at,
+                    format!("example {request:?} does not fit the path"),
+                ));
+            }
+            for pair in query.split('&').filter(|p| !p.is_empty()) {
+                let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+                if !takes(name, "query") {
+                    return Err(malformed(
+                        &at,
+                        format!(
+                            "example {request:?}: the operation takes no query parameter {name:?}"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn render(&self, examples: &[Example]) -> Result<String, ReferenceError> {
         let mut out = String::new();
         let info = self.document.get("info");
         let text = |key: &str| {
@@ -180,7 +339,8 @@ impl<'a> Reference<'a> {
              builds its router from. The examples expect two shell variables: `HUB`, the hub's \
              base URL (for example `{base}`), and `TOKEN`, a token from the hub's token file \
              (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). \
-             Values in angle brackets are placeholders. Health, readiness and metrics endpoints \
+             Names in the examples come from the example platform repo (`examples/platform`); \
+             values in angle brackets are placeholders. Health, readiness and metrics endpoints \
              are not part of this API; [operations.md](operations.md) describes them.\n"
         )
         .unwrap();
@@ -188,7 +348,10 @@ impl<'a> Reference<'a> {
         self.render_index(&mut out);
         writeln!(out, "## Operations\n").unwrap();
         for operation in &self.operations {
-            self.render_operation(&mut out, operation)?;
+            let example = examples
+                .iter()
+                .find(|e| e.path == operation.path && e.method == operation.method);
+            self.render_operation(&mut out, operation, example)?;
         }
         self.render_components(&mut out)?;
         while out.ends_with("\n\n") {
@@ -303,6 +466,7 @@ impl<'a> Reference<'a> {
         &self,
         out: &mut String,
         operation: &Operation<'a>,
+        example: Option<&Example>,
     ) -> Result<(), ReferenceError> {
         let at = operation.pointer();
         let get = |key: &str| {
@@ -347,7 +511,7 @@ impl<'a> Reference<'a> {
         }
         self.render_request_body(out, operation, &at)?;
         self.render_responses(out, operation, &at)?;
-        self.render_examples(out, operation, &parameters, security)?;
+        self.render_examples(out, operation, &parameters, security, example)?;
         Ok(())
     }
 
@@ -559,6 +723,7 @@ impl<'a> Reference<'a> {
         operation: &Operation<'a>,
         parameters: &[&'a Map<String, Value>],
         security: Option<&Value>,
+        example: Option<&Example>,
     ) -> Result<(), ReferenceError> {
         let mut path = operation.path.to_owned();
         let mut query = Vec::new();
@@ -602,6 +767,16 @@ impl<'a> Reference<'a> {
             }
         };
         writeln!(out, "**Example**\n\n```sh").unwrap();
+        if let Some(example) = example {
+            for request in example.requests {
+                writeln!(out, "curl -sS{method}{header}{body} \"$HUB{request}\"").unwrap();
+            }
+            writeln!(out, "```\n").unwrap();
+            if let Some(note) = example.note {
+                writeln!(out, "{note}\n").unwrap();
+            }
+            return Ok(());
+        }
         writeln!(out, "curl -sS{method}{header}{body} {}", url(None)).unwrap();
         // Routes that can answer CSV choose it with `format=csv`.
         let csv = operation
@@ -1022,7 +1197,7 @@ mod tests {
 
     #[test]
     fn a_full_document_becomes_a_reference() {
-        expect![[r##"
+        expect![[r#"
             <!-- Generated from the hub's OpenAPI document by hub/src/api_reference.rs: do not edit.
                  Refresh with `UPDATE_DOCS=1 cargo test -p fleetscope-hub --test api_reference`. -->
 
@@ -1030,7 +1205,7 @@ mod tests {
 
             Version 2.0.0.
 
-            This page is generated from [openapi.json](openapi.json), the same document the hub builds its router from. The examples expect two shell variables: `HUB`, the hub's base URL (for example `https://hub.example`), and `TOKEN`, a token from the hub's token file (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). Values in angle brackets are placeholders. Health, readiness and metrics endpoints are not part of this API; [operations.md](operations.md) describes them.
+            This page is generated from [openapi.json](openapi.json), the same document the hub builds its router from. The examples expect two shell variables: `HUB`, the hub's base URL (for example `https://hub.example`), and `TOKEN`, a token from the hub's token file (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). Names in the examples come from the example platform repo (`examples/platform`); values in angle brackets are placeholders. Health, readiness and metrics endpoints are not part of this API; [operations.md](operations.md) describes them.
 
             ## Authentication
 
@@ -1167,14 +1342,14 @@ mod tests {
             - `parts`: array of object
               - `name`: string
             - `size`: integer or null. In bytes.
-        "##]]
-        .assert_eq(&markdown(&sample()).unwrap());
+        "#]]
+        .assert_eq(&markdown(&sample(), &[]).unwrap());
     }
 
     #[test]
     fn broken_documents_are_refused_with_the_place() {
         let check = |document: Value, expected: &str| {
-            assert_eq!(markdown(&document).unwrap_err().to_string(), expected);
+            assert_eq!(markdown(&document, &[]).unwrap_err().to_string(), expected);
         };
         check(
             json!({ "swagger": "2.0" }),
@@ -1194,6 +1369,44 @@ mod tests {
         check(
             dangling,
             "openapi document: /paths/~1ping/get/responses/200: \"#/components/responses/Gone\" does not resolve",
+        );
+    }
+
+    #[test]
+    fn examples_replace_the_made_up_one_and_must_fit_the_operation() {
+        const GOOD: &[Example] = &[Example {
+            method: "get",
+            path: "/things/{id}",
+            requests: &["/things/t-2?limit=5", "/things/t-3?format=csv"],
+            note: Some("`T` is a thing."),
+        }];
+        let reference = markdown(&sample(), GOOD).unwrap();
+        let section = reference.split("### GET `/things/{id}`").nth(1).unwrap();
+        let example = section
+            .split("```sh\n")
+            .nth(1)
+            .unwrap()
+            .split("\n<a id")
+            .next()
+            .unwrap();
+        assert_eq!(
+            example,
+            "curl -sS -H \"Authorization: Bearer $TOKEN\" \"$HUB/things/t-2?limit=5\"\n\
+             curl -sS -H \"Authorization: Bearer $TOKEN\" \"$HUB/things/t-3?format=csv\"\n\
+             ```\n\n`T` is a thing.\n"
+        );
+        let refused = |example: Example| markdown(&sample(), &[example]).unwrap_err().to_string();
+        assert_eq!(
+            refused(Example { method: "get", path: "/gone", requests: &[], note: None }),
+            "openapi document: /paths/~1gone/get: an example names an operation the document does not have"
+        );
+        assert_eq!(
+            refused(Example { method: "get", path: "/things/{id}", requests: &["/things?limit=5"], note: None }),
+            "openapi document: /paths/~1things~1{id}/get: example \"/things?limit=5\" does not fit the path"
+        );
+        assert_eq!(
+            refused(Example { method: "get", path: "/things/{id}", requests: &["/things/t-1?size=5"], note: None }),
+            "openapi document: /paths/~1things~1{id}/get: example \"/things/t-1?size=5\": the operation takes no query parameter \"size\""
         );
     }
 }
