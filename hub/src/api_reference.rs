@@ -335,8 +335,8 @@ impl<'a> Reference<'a> {
             .unwrap_or("http://127.0.0.1:8080");
         writeln!(
             out,
-            "This page is generated from [openapi.json](openapi.json), the same document the hub \
-             builds its router from. The examples expect two shell variables: `HUB`, the hub's \
+            "This page is generated from [openapi.json](openapi.json), which the hub builds from \
+             the same route table as its router. The examples expect two shell variables: `HUB`, the hub's \
              base URL (for example `{base}`), and `TOKEN`, a token from the hub's token file \
              (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). \
              Names in the examples come from the example platform repo (`examples/platform`); \
@@ -1205,7 +1205,7 @@ mod tests {
 
             Version 2.0.0.
 
-            This page is generated from [openapi.json](openapi.json), the same document the hub builds its router from. The examples expect two shell variables: `HUB`, the hub's base URL (for example `https://hub.example`), and `TOKEN`, a token from the hub's token file (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). Names in the examples come from the example platform repo (`examples/platform`); values in angle brackets are placeholders. Health, readiness and metrics endpoints are not part of this API; [operations.md](operations.md) describes them.
+            This page is generated from [openapi.json](openapi.json), which the hub builds from the same route table as its router. The examples expect two shell variables: `HUB`, the hub's base URL (for example `https://hub.example`), and `TOKEN`, a token from the hub's token file (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). Names in the examples come from the example platform repo (`examples/platform`); values in angle brackets are placeholders. Health, readiness and metrics endpoints are not part of this API; [operations.md](operations.md) describes them.
 
             ## Authentication
 
