@@ -4,6 +4,12 @@
 
 #![forbid(unsafe_code)]
 
+mod cluster;
+mod zookeeper;
+
+pub use cluster::{replica_macro, shard_macro, ClusterSpec, LocalClickHouseCluster};
+pub use zookeeper::{find_zookeeper, LocalZooKeeper, JAVA_ENV, ZOOKEEPER_JAR_ENV};
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -38,6 +44,8 @@ pub enum LocalClickHouseError {
     Exited { status: String, log: String },
     #[error("clickhouse-server did not answer /ping within {waited:?}; last lines of its error log:\n{log}")]
     NotReady { waited: Duration, log: String },
+    #[error("{0}")]
+    ZooKeeper(#[from] zookeeper::ZooKeeperError),
 }
 
 /// Finds the `clickhouse-server` binary: `$FLEETSCOPE_CLICKHOUSE_SERVER`, then `PATH`, then the
@@ -98,6 +106,8 @@ pub struct LocalClickHouse {
     binary: PathBuf,
     http_port: u16,
     tcp_port: u16,
+    /// Extra configuration (a whole `config.d` file), for servers that are part of a cluster.
+    extra_config: Option<String>,
 }
 
 impl LocalClickHouse {
@@ -130,6 +140,7 @@ impl LocalClickHouse {
                 binary: binary.clone(),
                 http_port,
                 tcp_port,
+                extra_config: None,
             };
             match server.launch() {
                 Ok(()) => return Ok(server),
@@ -149,6 +160,30 @@ impl LocalClickHouse {
 
     /// Writes the configuration and starts the process, then waits for `/ping`.
     fn launch(&mut self) -> Result<(), LocalClickHouseError> {
+        self.spawn()?;
+        self.wait_ready(Duration::from_secs(60))
+    }
+
+    /// A server on ports chosen by the caller with an extra `config.d` file, not started yet
+    /// (a cluster's servers must all know each other's ports before the first one starts).
+    pub(crate) fn prepared(
+        dir: tempfile::TempDir,
+        http_port: u16,
+        tcp_port: u16,
+        extra_config: String,
+    ) -> Result<LocalClickHouse, LocalClickHouseError> {
+        Ok(LocalClickHouse {
+            child: None,
+            home: Home::Temporary(dir),
+            binary: find_server_binary()?,
+            http_port,
+            tcp_port,
+            extra_config: Some(extra_config),
+        })
+    }
+
+    /// Writes the configuration and starts the process without waiting for it.
+    pub(crate) fn spawn(&mut self) -> Result<(), LocalClickHouseError> {
         let home = self.home.path().to_owned();
         let prepare = |path: &Path, result: std::io::Result<()>| {
             result.map_err(|source| LocalClickHouseError::Prepare {
@@ -163,6 +198,13 @@ impl LocalClickHouse {
         prepare(&config, std::fs::write(&config, self.config_xml(&home)))?;
         let users = home.join("users.xml");
         prepare(&users, std::fs::write(&users, USERS_XML))?;
+        if let Some(extra) = &self.extra_config {
+            // ClickHouse merges every file of `config.d` next to the main file into it.
+            let dir = home.join("config.d");
+            prepare(&dir, std::fs::create_dir_all(&dir))?;
+            let file = dir.join("cluster.xml");
+            prepare(&file, std::fs::write(&file, extra))?;
+        }
         let stdout = prepare_file(&home.join("log/stdout.log"))?;
         let stderr = prepare_file(&home.join("log/stderr.log"))?;
         let child = Command::new(&self.binary)
@@ -177,10 +219,10 @@ impl LocalClickHouse {
                 source,
             })?;
         self.child = Some(child);
-        self.wait_ready(Duration::from_secs(60))
+        Ok(())
     }
 
-    fn wait_ready(&mut self, limit: Duration) -> Result<(), LocalClickHouseError> {
+    pub(crate) fn wait_ready(&mut self, limit: Duration) -> Result<(), LocalClickHouseError> {
         let started = Instant::now();
         while started.elapsed() < limit {
             if let Some(child) = self.child.as_mut() {
@@ -265,6 +307,11 @@ impl LocalClickHouse {
 
     pub fn http_port(&self) -> u16 {
         self.http_port
+    }
+
+    /// The native protocol's port (what other servers of a cluster connect to).
+    pub fn tcp_port(&self) -> u16 {
+        self.tcp_port
     }
 
     pub fn data_dir(&self) -> &Path {
