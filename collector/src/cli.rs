@@ -137,6 +137,20 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let stats = Arc::new(AgentStats::default());
+    if let Some(addr) = args.metrics_listen {
+        // Bound here, so that a taken address stops the agent with a clear error.
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--metrics-listen {addr}"))?;
+        tracing::info!(%addr, "serving the agent's metrics");
+        let router = agent::metrics::router(stats.clone());
+        tokio::spawn(async move {
+            if let Err(err) = axum::serve(listener, router).await {
+                tracing::warn!(%err, "the agent's metrics listener stopped");
+            }
+        });
+    }
     let client = kube_client(args.kubeconfig.as_ref()).await?;
     let config = AgentConfig {
         token,
@@ -152,12 +166,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         Duration::from_secs(args.crd_retry_seconds.max(1)),
     );
     tracing::info!(cluster = %config.cluster, collector = %config.collector_url, "agent started");
-    agent::run(
-        config,
-        receiver,
-        shutdown_signal(),
-        Arc::new(AgentStats::default()),
-    )
+    agent::run(config, receiver, shutdown_signal(), stats)
     .await
 }
 

@@ -417,3 +417,86 @@ fn the_collector_drops_history_past_its_retention_when_it_starts() {
     assert_eq!(latest.len(), 1);
     assert_eq!(latest[0].seq, 100);
 }
+
+/// One plain HTTP/1.1 GET; the answer's status line and body.
+fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+#[test]
+fn the_agent_serves_its_metrics_on_metrics_listen() {
+    let dir = tempfile::tempdir().unwrap();
+    // A kubeconfig naming an API server that is not there: the agent keeps retrying its
+    // watchers, and its metrics say so meanwhile.
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: none\n  cluster: {server: 'https://127.0.0.1:1'}\nusers:\n- name: none\n  user: {token: x}\ncontexts:\n- name: none\n  context: {cluster: none, user: none}\ncurrent-context: none\n",
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args(["agent", "--cluster", "store-0042"])
+        .args(["--collector-url", "http://127.0.0.1:1"])
+        .arg("--spool-dir")
+        .arg(dir.path().join("spool"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--metrics-listen", &addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let answer = loop {
+        match http_get(&addr, "/metrics") {
+            Ok(answer) => break answer,
+            Err(_) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+            Err(err) => panic!("no metrics on {addr}: {err}"),
+        }
+    };
+    let health = http_get(&addr, "/healthz").unwrap();
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("fleetscope_agent_spool_bytes"), "{answer}");
+    assert!(
+        answer.contains("fleetscope_agent_send_failures_total"),
+        "{answer}"
+    );
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+
+    // An address already taken stops the agent at once, saying which flag.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (ok, _, err) = fleetscope(&[
+        "agent",
+        "--cluster",
+        "store-0042",
+        "--collector-url",
+        "http://127.0.0.1:1",
+        "--spool-dir",
+        dir.path().join("spool2").to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--metrics-listen",
+        &taken.local_addr().unwrap().to_string(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--metrics-listen 127.0.0.1:"), "{err}");
+}

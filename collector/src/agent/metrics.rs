@@ -1,7 +1,6 @@
 //! The agent's Prometheus metrics, read from its counters at scrape time, served on an optional
 //! address (`--metrics-listen`). Every series is per agent; none has a label of its own.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -134,12 +133,6 @@ pub fn router(stats: Arc<AgentStats>) -> Router {
             }),
         )
         .route("/healthz", get(|| async { "ok\n" }))
-}
-
-/// Serves `/metrics` and `/healthz` on `addr` until the task is dropped.
-pub async fn serve(addr: SocketAddr, stats: Arc<AgentStats>) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, router(stats)).await
 }
 
 #[cfg(test)]
