@@ -49,7 +49,8 @@ pub enum Command {
         #[command(flatten)]
         clickhouse: ClickHouseArgs,
     },
-    /// Start a private ClickHouse, write a simulated fleet and print its drift rollup.
+    /// Run the whole pipeline locally on a simulated fleet (private ClickHouse, renderer,
+    /// collector, hub, simulated agents with rollouts) until interrupted.
     Demo(fleetscope_demo::DemoArgs),
     /// Drive a simulated fleet through the collector into a private ClickHouse and check the
     /// hub's rollup against the simulator's ground truth.
