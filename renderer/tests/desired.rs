@@ -133,6 +133,7 @@ async fn the_cli_publishes_a_commit_clickhouse_does_not_have_yet() {
         dry_run: false,
         clickhouse_url: clickhouse.then(|| test.server.url()),
         clickhouse_database: test.store.database().to_owned(),
+        service: Default::default(),
         command: None,
     };
     fleetscope_renderer::cli::run(args(false)).await.unwrap();
