@@ -215,6 +215,18 @@ async fn stores_reports_idempotently_and_refuses_what_it_must() {
         (status, body["error"].as_str()),
         (401, Some("unknown token"))
     );
+    // The token is checked before the body is read: a stranger's oversized or malformed body
+    // gets 401, not 413 or 400 (reading and inflating it would cost the collector).
+    let oversized = vec![b'x'; fleetscope_collector::protocol::MAX_BODY_BYTES + 1];
+    let (status, body, _) = running
+        .post_raw(Some("not-a-known-token-at-all"), oversized, false)
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (401, Some("unknown token"))
+    );
+    let (status, _, _) = running.post_raw(None, b"not gzip".to_vec(), true).await;
+    assert_eq!(status, 401);
     let (status, body, _) = running.post(TOKEN_B, &first).await;
     assert_eq!(status, 403);
     assert_eq!(
@@ -316,7 +328,7 @@ async fn stores_reports_idempotently_and_refuses_what_it_must() {
     for line in [
         "fleetscope_collector_reports_total{kind=\"delta\",outcome=\"Stored\"} 2",
         "fleetscope_collector_reports_total{kind=\"delta\",outcome=\"Duplicate\"} 1",
-        "fleetscope_collector_rejects_total{reason=\"Unauthorized\"} 2",
+        "fleetscope_collector_rejects_total{reason=\"Unauthorized\"} 4",
         "fleetscope_collector_rejects_total{reason=\"Forbidden\"} 1",
         "fleetscope_collector_rejects_total{reason=\"UnknownCluster\"} 1",
         "fleetscope_collector_rejects_total{reason=\"TooLarge\"} 1",

@@ -124,28 +124,41 @@ impl AgentAuth {
         }
     }
 
-    /// Checks the `Authorization` header value against the cluster a report claims to be from.
-    pub fn check(&self, authorization: Option<&str>, claimed: &str) -> Result<(), AuthError> {
+    /// The cluster the `Authorization` header's token may report for, known before the body is
+    /// read; `None` in insecure mode (any cluster). The scheme is matched without regard to case.
+    pub fn authenticate(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<Option<&ClusterId>, AuthError> {
         let AgentAuth::Tokens(tokens) = self else {
-            return Ok(());
+            return Ok(None);
         };
         let token = authorization
-            .and_then(|value| {
-                value
-                    .strip_prefix("Bearer ")
-                    .or_else(|| value.strip_prefix("bearer "))
-            })
-            .map(str::trim)
+            .and_then(|value| value.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
             .filter(|token| !token.is_empty())
             .ok_or(AuthError::Missing)?;
-        let allowed = tokens.get(&sha256(token)).ok_or(AuthError::Unknown)?;
-        if allowed.as_str() != claimed {
-            return Err(AuthError::WrongCluster {
+        tokens
+            .get(&sha256(token))
+            .map(Some)
+            .ok_or(AuthError::Unknown)
+    }
+
+    /// Whether a report that claims to be from `claimed` may come with this authentication.
+    pub fn allows(allowed: Option<&ClusterId>, claimed: &str) -> Result<(), AuthError> {
+        match allowed {
+            Some(allowed) if allowed.as_str() != claimed => Err(AuthError::WrongCluster {
                 allowed: allowed.to_string(),
                 claimed: claimed.to_owned(),
-            });
+            }),
+            _ => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Checks the `Authorization` header value against the cluster a report claims to be from.
+    pub fn check(&self, authorization: Option<&str>, claimed: &str) -> Result<(), AuthError> {
+        AgentAuth::allows(self.authenticate(authorization)?, claimed)
     }
 }
 
@@ -185,6 +198,19 @@ mod tests {
             Err(AuthError::Missing)
         );
         assert_eq!(AgentAuth::Insecure.check(None, "anything"), Ok(()));
+        // The scheme is case-insensitive; the token is not.
+        assert_eq!(
+            auth.check(Some("BEARER secret-for-store-1-xyz"), "store-1"),
+            Ok(())
+        );
+        assert_eq!(
+            auth.check(Some("Bearer SECRET-for-store-1-xyz"), "store-1"),
+            Err(AuthError::Unknown)
+        );
+        assert_eq!(
+            auth.check(Some("Bearer "), "store-1"),
+            Err(AuthError::Missing)
+        );
     }
 
     #[test]

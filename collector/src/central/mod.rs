@@ -26,7 +26,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, RwLock};
 
 use crate::protocol::{self, DecodeError, ReportKind, ValidReport};
-use auth::{AgentAuth, AuthError};
+use auth::AgentAuth;
 use lookup::{LiveObjectLookup, LookupConfig};
 use metrics::{BatchLabels, CollectorMetrics, Outcome, Reason, ReportLabels, TableLabels};
 
@@ -472,6 +472,20 @@ async fn ingest_handler(
         metrics.reject(reason);
         response
     };
+    // The token first: an unknown caller costs no body read and no decompression.
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let allowed = match collector.inner.options.auth.authenticate(authorization) {
+        Ok(allowed) => allowed,
+        Err(err) => {
+            let mut response = error_response(StatusCode::UNAUTHORIZED, err.to_string(), None);
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return reject(Reason::Unauthorized, response);
+        }
+    };
     let bytes = match axum::body::to_bytes(body, protocol::MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -507,28 +521,11 @@ async fn ingest_handler(
             )
         }
     };
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if let Err(err) = collector
-        .inner
-        .options
-        .auth
-        .check(authorization, &report.cluster)
-    {
-        return match err {
-            AuthError::WrongCluster { .. } => reject(
-                Reason::Forbidden,
-                error_response(StatusCode::FORBIDDEN, err.to_string(), Some("cluster")),
-            ),
-            _ => {
-                let mut response = error_response(StatusCode::UNAUTHORIZED, err.to_string(), None);
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                reject(Reason::Unauthorized, response)
-            }
-        };
+    if let Err(err) = AgentAuth::allows(allowed, &report.cluster) {
+        return reject(
+            Reason::Forbidden,
+            error_response(StatusCode::FORBIDDEN, err.to_string(), Some("cluster")),
+        );
     }
     let kind = match report.kind {
         ReportKind::Delta => "delta",
