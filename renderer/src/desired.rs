@@ -140,6 +140,25 @@ pub async fn publish(
             ));
         }
     }
+    // Clusters taken out of the platform repo leave the inventory too (their membership is
+    // marked removed above); otherwise they would count as quiet forever.
+    let in_platform: BTreeSet<&str> = platform.clusters.keys().map(|c| c.as_str()).collect();
+    for cluster in store.known_clusters().await? {
+        if !in_platform.contains(cluster.as_str()) {
+            clusters.push(ClusterRow {
+                cluster_id: cluster,
+                group_path: String::new(),
+                group_prefixes: Vec::new(),
+                environment: String::new(),
+                reconciler: String::new(),
+                label_keys: Vec::new(),
+                label_values: Vec::new(),
+                updated_at: fleetscope_store::to_datetime(now),
+                version: render_id,
+                removed: 1,
+            });
+        }
+    }
     if !desired.is_empty() {
         store.insert_rows(&desired).await?;
     }

@@ -116,6 +116,35 @@ async fn desired_state_lands_in_clickhouse_incrementally() {
         .filter(|file| file.as_ref().unwrap().file_name() == "metrics-agent.yaml")
         .count();
     assert_eq!(leftovers, 0);
+
+    // A cluster taken out of the platform repo leaves the inventory, and so is not stale.
+    let amer = platform.path().join("clusters/amer.yaml");
+    let text = std::fs::read_to_string(&amer).unwrap();
+    let toronto = text.find("---\nkind: Cluster\nid: toronto-01").unwrap();
+    std::fs::write(&amer, &text[..toronto]).unwrap();
+    assert!(store
+        .known_clusters()
+        .await
+        .unwrap()
+        .contains(&"toronto-01".to_owned()));
+    let fewer = render(platform.path(), out.path()).unwrap();
+    desired::publish(store, &fewer, 4, Timestamp(1_800_000_300))
+        .await
+        .unwrap();
+    let known = store.known_clusters().await.unwrap();
+    assert!(!known.contains(&"toronto-01".to_owned()), "{known:?}");
+    assert!(known.contains(&"austin-01".to_owned()), "{known:?}");
+    assert_eq!(known.len(), 6);
+    let policy = fleetscope_model::DriftPolicy::default();
+    let stale = store
+        .stale_clusters(Timestamp(1_800_000_300), &policy, 100)
+        .await
+        .unwrap();
+    assert!(
+        stale.iter().all(|c| c.cluster_id != "toronto-01"),
+        "{stale:?}"
+    );
+    assert_eq!(stale.len(), 6, "the others never reported: {stale:?}");
 }
 
 /// A render whose commit landed but whose desired state did not reach ClickHouse (it was down,
