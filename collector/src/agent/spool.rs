@@ -55,7 +55,26 @@ fn report_file(dir: &Path, seq: u64) -> PathBuf {
 
 impl Spool {
     /// Opens (or creates) the spool in `dir`, picking up reports left by an earlier run.
+    ///
+    /// A new spool (no counters file) numbers its reports and changes from the wall clock in
+    /// microseconds, not from 1: an agent whose spool was lost (an emptied volume, a
+    /// reinstall) must not start below the numbers the collector already stored for its
+    /// cluster, or its reports would be taken for duplicates and its changes lose to older
+    /// ones. An agent hands out far fewer than a million numbers a second, so numbers started
+    /// from the clock stay above every number an earlier agent of the cluster handed out.
     pub fn open(dir: impl Into<PathBuf>, max_bytes: u64) -> std::io::Result<Spool> {
+        let micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_micros() as u64);
+        Spool::open_starting_at(dir, max_bytes, micros.max(1))
+    }
+
+    /// [`Spool::open`], with the first number of a new spool given.
+    pub fn open_starting_at(
+        dir: impl Into<PathBuf>,
+        max_bytes: u64,
+        first: u64,
+    ) -> std::io::Result<Spool> {
         let dir = dir.into();
         fs::create_dir_all(&dir)?;
         let mut counters: Counters = match fs::read(dir.join("state.json")) {
@@ -66,8 +85,8 @@ impl Spool {
                 )
             })?,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Counters {
-                next_report_seq: 1,
-                next_change_seq: 1,
+                next_report_seq: first,
+                next_change_seq: first,
             },
             Err(err) => return Err(err),
         };
@@ -277,7 +296,7 @@ mod tests {
     fn survives_a_restart_in_order() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let mut spool = Spool::open(dir.path(), 1 << 20).unwrap();
+            let mut spool = Spool::open_starting_at(dir.path(), 1 << 20, 1).unwrap();
             for i in 0..3 {
                 let seq = spool.next_change_seq();
                 spool
@@ -314,9 +333,35 @@ mod tests {
     }
 
     #[test]
+    fn a_new_spool_numbers_above_an_agent_that_lost_its_spool() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        let first_dir = tempfile::tempdir().unwrap();
+        let mut first = Spool::open(first_dir.path(), 1 << 20).unwrap();
+        let change_seq = first.next_change_seq();
+        assert!(change_seq >= before, "{change_seq} < {before}");
+        let mut last = 0;
+        for _ in 0..1_000 {
+            last = first.push(delta(vec![])).unwrap();
+        }
+        // The same cluster's agent starts again on an empty volume.
+        let second_dir = tempfile::tempdir().unwrap();
+        let mut second = Spool::open(second_dir.path(), 1 << 20).unwrap();
+        let seq = second.push(delta(vec![])).unwrap();
+        assert!(seq > last, "report {seq} must follow {last}");
+        assert!(second.next_change_seq() > change_seq);
+        // A spool with counters keeps counting from them.
+        drop(first);
+        let mut again = Spool::open(first_dir.path(), 1 << 20).unwrap();
+        assert_eq!(again.push(delta(vec![])).unwrap(), last + 1);
+    }
+
+    #[test]
     fn compaction_keeps_the_final_state_of_every_object() {
         let dir = tempfile::tempdir().unwrap();
-        let mut spool = Spool::open(dir.path(), 2_000).unwrap();
+        let mut spool = Spool::open_starting_at(dir.path(), 2_000, 1).unwrap();
         for round in 0..50 {
             let changes: Vec<Change> = (0..5)
                 .map(|object| {
