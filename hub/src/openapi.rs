@@ -145,7 +145,8 @@ pub fn document() -> Value {
         if !route.params.is_empty() {
             responses["400"] = json!({ "$ref": "#/components/responses/BadRequest" });
         }
-        if route.path.contains('{') || route.params.iter().any(|p| p.0 == "cluster") {
+        // Only a named cluster can be missing; an unknown app has an empty inventory.
+        if route.path.contains("{id}") || route.params.iter().any(|p| p.0 == "cluster") {
             responses["404"] = json!({ "$ref": "#/components/responses/NotFound" });
         }
         if route.path == "/api/v1/clusters/{id}" || route.path == "/api/v1/history" {
