@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use fleetscope_store::{Store, StoreConfig};
+use fleetscope_store::{ClusterConfig, Store, StoreConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -110,6 +110,18 @@ pub struct ClickHouseArgs {
     /// Compress traffic to ClickHouse with LZ4 (`false` saves CPU when ClickHouse is local).
     #[arg(long = "clickhouse-compression", env = "FLEETSCOPE_CLICKHOUSE_COMPRESSION", default_value_t = true, action = clap::ArgAction::Set)]
     pub compression: bool,
+    /// Run on this ClickHouse cluster (its name in the servers' `remote_servers`): `migrate`
+    /// creates replicated tables, sharded by cluster id behind Distributed tables, ON CLUSTER.
+    /// Give every component the same value (see docs/scaling.md).
+    #[arg(long = "clickhouse-cluster", env = "FLEETSCOPE_CLICKHOUSE_CLUSTER")]
+    pub cluster: Option<String>,
+    /// ZooKeeper path of the replicated tables in cluster mode; the database name follows it.
+    #[arg(
+        long = "clickhouse-zookeeper-path",
+        env = "FLEETSCOPE_CLICKHOUSE_ZOOKEEPER_PATH",
+        default_value = fleetscope_store::cluster::DEFAULT_ZOOKEEPER_PATH
+    )]
+    pub zookeeper_path: String,
 }
 
 impl ClickHouseArgs {
@@ -121,6 +133,10 @@ impl ClickHouseArgs {
             database: self.database.clone(),
             timeout: Duration::from_secs(self.timeout_seconds.max(1)),
             compression: self.compression,
+            cluster: self.cluster.as_ref().map(|name| ClusterConfig {
+                name: name.clone(),
+                zookeeper_path: self.zookeeper_path.clone(),
+            }),
         })?)
     }
 }

@@ -4,10 +4,11 @@
 use clickhouse::Row;
 use fleetscope_model::{DriftPolicy, Timestamp};
 
+use crate::cluster::ClusterConfig;
 use crate::queries::{
     self, ClusterCountsRow, LastSeenRow, LiveObjectRow, PairCountRow, PairStateRow,
 };
-use crate::retention::SELECT_PARTITIONS;
+use crate::retention::{DROP_PARTITION_ON_CLUSTER, SELECT_CLUSTER_PARTITIONS, SELECT_PARTITIONS};
 use crate::rows::{DesiredRow, HeartbeatRow, ObservedRow};
 use crate::schema::{MIGRATIONS, MIGRATIONS_TABLE_DDL, SELECT_APPLIED_MIGRATIONS};
 use crate::Store;
@@ -50,6 +51,38 @@ fn render<R: Row>(name: &str, query: clickhouse::query::Query) -> CatalogEntry {
     }
 }
 
+/// Cluster mode's schema statements for `database` on `cluster`, in the order `migrate` runs
+/// them on a new database.
+pub fn cluster_schema_statements(cluster: &ClusterConfig, database: &str) -> Vec<CatalogEntry> {
+    let mut entries = vec![CatalogEntry {
+        name: "database".into(),
+        sql: crate::cluster::create_database(cluster, database),
+    }];
+    for (index, sql) in
+        crate::cluster::clustered_statements(MIGRATIONS_TABLE_DDL, cluster, database)
+            .into_iter()
+            .enumerate()
+    {
+        entries.push(CatalogEntry {
+            name: format!("schema_migrations statement {}", index + 1),
+            sql,
+        });
+    }
+    for migration in MIGRATIONS {
+        for (index, sql) in migration
+            .cluster_statements(cluster, database)
+            .into_iter()
+            .enumerate()
+        {
+            entries.push(CatalogEntry {
+                name: format!("migration {} statement {}", migration.version, index + 1),
+                sql,
+            });
+        }
+    }
+    entries
+}
+
 /// Every read query, rendered with the given sample parameters for `database`.
 pub fn read_queries(
     database: &str,
@@ -57,11 +90,31 @@ pub fn read_queries(
     policy: &DriftPolicy,
     cluster_id: &str,
 ) -> Vec<CatalogEntry> {
-    let store = Store::connect(&crate::StoreConfig::new("http://127.0.0.1:9", database))
-        .expect("valid sample config");
+    read_queries_for(
+        &crate::StoreConfig::new("http://127.0.0.1:9", database),
+        now,
+        policy,
+        cluster_id,
+    )
+}
+
+/// [`read_queries`] as a store with `config` sends them (cluster mode reads some system tables
+/// of every shard), plus, in cluster mode, the queries only cluster mode sends.
+pub fn read_queries_for(
+    config: &crate::StoreConfig,
+    now: Timestamp,
+    policy: &DriftPolicy,
+    cluster_id: &str,
+) -> Vec<CatalogEntry> {
+    let store = Store::connect(&crate::StoreConfig {
+        url: "http://127.0.0.1:9".into(),
+        ..config.clone()
+    })
+    .expect("valid sample config");
+    let database = config.database.as_str();
     let store = &store;
     let week_ago = now.plus_seconds(-7 * 86_400);
-    vec![
+    let mut entries = vec![
         CatalogEntry {
             name: "applied migrations".into(),
             sql: SELECT_APPLIED_MIGRATIONS.into(),
@@ -173,13 +226,45 @@ pub fn read_queries(
         ),
         render::<PartitionRow>(
             "partitions of a table",
+            store.client().query(SELECT_PARTITIONS).bind(database).bind(
+                crate::cluster::local_table("observed_transitions", store.cluster()).as_str(),
+            ),
+        ),
+    ];
+    if let Some(cluster) = store.cluster() {
+        entries.push(render::<PartitionRow>(
+            "partitions of a sharded table on every shard",
             store
                 .client()
-                .query(SELECT_PARTITIONS)
+                .query(SELECT_CLUSTER_PARTITIONS)
+                .bind(cluster.name.as_str())
                 .bind(database)
-                .bind("observed_transitions"),
-        ),
-    ]
+                .bind("observed_transitions_local"),
+        ));
+    }
+    entries
+}
+
+/// Cluster mode's statements that change data: the day partition dropped on every shard.
+pub fn cluster_maintenance_statements(
+    cluster: &ClusterConfig,
+    database: &str,
+) -> Vec<CatalogEntry> {
+    let store = Store::connect(
+        &crate::StoreConfig::new("http://127.0.0.1:9", database).with_cluster(cluster.clone()),
+    )
+    .expect("valid sample config");
+    let drop = store
+        .client()
+        .query(DROP_PARTITION_ON_CLUSTER)
+        .bind(clickhouse::sql::Identifier(database))
+        .bind(clickhouse::sql::Identifier("observed_transitions_local"))
+        .bind(cluster.name.as_str())
+        .bind("20270115");
+    vec![CatalogEntry {
+        name: "drop a day partition on every shard".into(),
+        sql: drop.sql_display().to_string(),
+    }]
 }
 
 /// Statements that change data, rendered with samples; run last, since they remove rows.

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod catalog;
+pub mod cluster;
 pub mod drift_sql;
 pub mod queries;
 pub mod retention;
@@ -21,6 +22,7 @@ pub mod writer;
 
 use std::time::Duration;
 
+pub use cluster::ClusterConfig;
 pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
@@ -35,6 +37,10 @@ pub enum StoreError {
     BadDatabaseName(String),
     #[error("clickhouse url {0:?} is invalid: expected http://host:port or https://host:port")]
     BadUrl(String),
+    #[error("clickhouse cluster name {0:?} is invalid: use 1 to 128 letters, digits, '_', '-' and '.', starting with a letter or digit")]
+    BadClusterName(String),
+    #[error("zookeeper path {0:?} is invalid: expected an absolute path like /clickhouse/fleetscope (letters, digits, '_', '-', '.', '/' and {{macros}}, no trailing '/')")]
+    BadZooKeeperPath(String),
     #[error("{what}: {source}")]
     ClickHouse {
         what: String,
@@ -49,6 +55,12 @@ pub enum StoreError {
     },
     #[error("the database has migration {version}, newer than this build knows (latest {latest}); upgrade fleetscope")]
     SchemaTooNew { version: u32, latest: u32 },
+    #[error("database {database} was migrated {migrated}, but the store is configured {configured}; use the same cluster setting (--clickhouse-cluster) everywhere, or migrate a new database")]
+    SchemaModeMismatch {
+        database: String,
+        migrated: String,
+        configured: String,
+    },
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -78,6 +90,9 @@ pub struct StoreConfig {
     pub timeout: Duration,
     /// Compress inserts and results with LZ4 (saves bandwidth to a remote server; costs CPU).
     pub compression: bool,
+    /// Run on a ClickHouse cluster: `migrate` creates sharded and replicated tables `ON CLUSTER`
+    /// (see [`cluster`]); `None` is a single server.
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl StoreConfig {
@@ -89,6 +104,15 @@ impl StoreConfig {
             database: database.into(),
             timeout: Duration::from_secs(30),
             compression: true,
+            cluster: None,
+        }
+    }
+
+    /// The same configuration in cluster mode.
+    pub fn with_cluster(self, cluster: ClusterConfig) -> StoreConfig {
+        StoreConfig {
+            cluster: Some(cluster),
+            ..self
         }
     }
 }
@@ -100,12 +124,14 @@ pub struct Store {
     /// The same client without a database, for creating the database itself.
     server: clickhouse::Client,
     database: String,
+    cluster: Option<ClusterConfig>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
             .field("database", &self.database)
+            .field("cluster", &self.cluster)
             .finish_non_exhaustive()
     }
 }
@@ -137,6 +163,9 @@ impl Store {
         if !valid_url {
             return Err(StoreError::BadUrl(config.url.clone()));
         }
+        if let Some(cluster) = &config.cluster {
+            cluster.validate()?;
+        }
         let mut server = clickhouse::Client::default()
             .with_url(url)
             // ClickHouse 18.16 lacks RowBinaryWithNamesAndTypes, which validation needs.
@@ -156,16 +185,28 @@ impl Store {
         if let Some(password) = &config.password {
             server = server.with_password(password);
         }
+        if config.cluster.is_some() {
+            // An insert into a Distributed table returns once every shard has its rows, not
+            // when they are queued on the node that received them: an acknowledged report is
+            // stored on its shard, and readers see it.
+            server = server.with_setting("insert_distributed_sync", "1");
+        }
         let client = server.clone().with_database(&config.database);
         Ok(Store {
             client,
             server,
             database: config.database.clone(),
+            cluster: config.cluster.clone(),
         })
     }
 
     pub fn database(&self) -> &str {
         &self.database
+    }
+
+    /// The cluster the store spreads its tables over, in cluster mode.
+    pub fn cluster(&self) -> Option<&ClusterConfig> {
+        self.cluster.as_ref()
     }
 
     pub(crate) fn client(&self) -> &clickhouse::Client {
@@ -181,11 +222,20 @@ impl Store {
             .context(|| "pinging clickhouse".to_owned())
     }
 
-    /// Drops the whole database. For tests and the demo's clean-up only.
+    /// Drops the whole database (on every node in cluster mode). For tests and the demo's
+    /// clean-up only.
     pub async fn drop_database(&self) -> Result<()> {
-        self.server
-            .query("DROP DATABASE IF EXISTS ?")
-            .bind(clickhouse::sql::Identifier(&self.database))
+        let query = match &self.cluster {
+            None => self
+                .server
+                .query("DROP DATABASE IF EXISTS ?")
+                .bind(clickhouse::sql::Identifier(&self.database)),
+            Some(cluster) => self
+                .server
+                .query(&cluster::drop_database(cluster, &self.database))
+                .with_setting("wait_end_of_query", "1"),
+        };
+        query
             .execute()
             .await
             .context(|| format!("dropping database {}", self.database))

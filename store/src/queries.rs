@@ -842,14 +842,28 @@ pub fn observed_transitions_query(
     to: Timestamp,
     limit: u64,
 ) -> Query {
+    // In cluster mode `observed_transitions` is Distributed: a plain `IN (SELECT … FROM
+    // clusters)` would be run by each shard in the default database of the connection it gets,
+    // not in this one. `GLOBAL IN` computes the set once, here, and sends it along.
+    static SQL: OnceLock<[String; 2]> = OnceLock::new();
+    let [single, clustered] = SQL.get_or_init(|| {
+        let sql = |in_: &str| {
+            format!(
+                "SELECT ?fields FROM observed_transitions \
+WHERE observed_at >= toDateTime(?) AND observed_at < toDateTime(?) AND (? = '' OR app = ?) \
+AND (? = '' OR cluster_id {in_} (SELECT cluster_id FROM clusters WHERE has(group_prefixes, ?))) \
+ORDER BY observed_at DESC, cluster_id, seq DESC LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq LIMIT ?"
+            )
+        };
+        [sql("IN"), sql("GLOBAL IN")]
+    });
     store
         .client()
-        .query(
-            "SELECT ?fields FROM observed_transitions \
-WHERE observed_at >= toDateTime(?) AND observed_at < toDateTime(?) AND (? = '' OR app = ?) \
-AND (? = '' OR cluster_id IN (SELECT cluster_id FROM clusters WHERE has(group_prefixes, ?))) \
-ORDER BY observed_at DESC, cluster_id, seq DESC LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq LIMIT ?",
-        )
+        .query(if store.cluster().is_some() {
+            clustered
+        } else {
+            single
+        })
         .bind(to_datetime(from))
         .bind(to_datetime(to))
         .bind(app.unwrap_or_default())

@@ -4,6 +4,7 @@
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::{local_table, placement, Placement};
 use crate::{Context, Result, Store};
 
 /// Tables partitioned by `toYYYYMMDD(…)` whose old days retention drops.
@@ -26,6 +27,61 @@ pub(crate) const SELECT_PARTITIONS: &str =
     "SELECT DISTINCT partition_id FROM system.parts WHERE database = ? AND table = ? AND active ORDER BY partition_id";
 
 pub(crate) const DROP_PARTITION: &str = "ALTER TABLE ? DROP PARTITION ID ?";
+
+/// Cluster mode: the partitions of a sharded table's local parts on every shard (one replica
+/// each), and the drop that reaches every shard (replication takes it to the other replicas).
+pub(crate) const SELECT_CLUSTER_PARTITIONS: &str =
+    "SELECT DISTINCT partition_id FROM cluster(?, system.parts) WHERE database = ? AND table = ? AND active ORDER BY partition_id";
+
+pub(crate) const DROP_PARTITION_ON_CLUSTER: &str =
+    "ALTER TABLE ?.? ON CLUSTER ? DROP PARTITION ID ?";
+
+impl Store {
+    /// Active partition ids of `table` (a table's logical name); in cluster mode those of every
+    /// shard.
+    async fn partitions(&self, table: &str) -> Result<Vec<String>> {
+        let physical = local_table(table, self.cluster());
+        let query = match (self.cluster(), placement(table)) {
+            (Some(cluster), Some(Placement::Sharded)) => self
+                .client()
+                .query(SELECT_CLUSTER_PARTITIONS)
+                .bind(cluster.name.as_str()),
+            _ => self.client().query(SELECT_PARTITIONS),
+        };
+        let rows = query
+            .bind(self.database())
+            .bind(physical.as_str())
+            .fetch_all::<PartitionRow>()
+            .await
+            .context(|| format!("listing partitions of {table}"))?;
+        Ok(rows.into_iter().map(|row| row.partition_id).collect())
+    }
+
+    /// Drops one partition of `table` (a logical name) wherever it is stored.
+    async fn drop_partition(&self, table: &str, partition_id: &str) -> Result<()> {
+        let physical = local_table(table, self.cluster());
+        let query = match (self.cluster(), placement(table)) {
+            (Some(cluster), Some(Placement::Sharded)) => self
+                .client()
+                .query(DROP_PARTITION_ON_CLUSTER)
+                .bind(clickhouse::sql::Identifier(self.database()))
+                .bind(clickhouse::sql::Identifier(&physical))
+                .bind(cluster.name.as_str())
+                .with_setting("wait_end_of_query", "1"),
+            // A table copied to every node is one replicated table: dropping the partition on
+            // this node drops it on every replica.
+            _ => self
+                .client()
+                .query(DROP_PARTITION)
+                .bind(clickhouse::sql::Identifier(&physical)),
+        };
+        query
+            .bind(partition_id)
+            .execute()
+            .await
+            .context(|| format!("dropping partition {partition_id} of {table}"))
+    }
+}
 
 /// `YYYYMMDD` of a day number since the epoch (proleptic Gregorian, UTC).
 pub fn yyyymmdd(days_since_epoch: i64) -> u32 {
@@ -54,18 +110,10 @@ impl Store {
         let oldest_kept = yyyymmdd(today - i64::from(keep_days.max(1)) + 1);
         let mut dropped = Vec::new();
         for table in DAY_PARTITIONED_TABLES {
-            let partitions = self
-                .client()
-                .query(SELECT_PARTITIONS)
-                .bind(self.database())
-                .bind(*table)
-                .fetch_all::<PartitionRow>()
-                .await
-                .context(|| format!("listing partitions of {table}"))?;
-            for partition in partitions {
+            for partition_id in self.partitions(table).await? {
                 // Only ids that are exactly a day; anything else is not ours to drop.
-                let Some(day) = (partition.partition_id.len() == 8)
-                    .then(|| partition.partition_id.parse::<u32>().ok())
+                let Some(day) = (partition_id.len() == 8)
+                    .then(|| partition_id.parse::<u32>().ok())
                     .flatten()
                 else {
                     continue;
@@ -73,13 +121,7 @@ impl Store {
                 if day >= oldest_kept {
                     continue;
                 }
-                self.client()
-                    .query(DROP_PARTITION)
-                    .bind(clickhouse::sql::Identifier(table))
-                    .bind(day.to_string())
-                    .execute()
-                    .await
-                    .context(|| format!("dropping partition {day} of {table}"))?;
+                self.drop_partition(table, &day.to_string()).await?;
                 tracing::info!(table, day, "dropped partition past retention");
                 dropped.push(DroppedPartition { table, day });
             }
@@ -99,29 +141,16 @@ impl Store {
     /// Returns the hours dropped.
     pub async fn trim_arrivals(&self, now: fleetscope_model::Timestamp) -> Result<Vec<i64>> {
         let oldest_kept = now.seconds().div_euclid(3_600) - ARRIVALS_KEEP_HOURS + 1;
-        let partitions = self
-            .client()
-            .query(SELECT_PARTITIONS)
-            .bind(self.database())
-            .bind("observed_arrivals")
-            .fetch_all::<PartitionRow>()
-            .await
-            .context(|| "listing partitions of observed_arrivals".to_owned())?;
         let mut dropped = Vec::new();
-        for partition in partitions {
-            let Ok(hour) = partition.partition_id.parse::<i64>() else {
+        for partition_id in self.partitions("observed_arrivals").await? {
+            let Ok(hour) = partition_id.parse::<i64>() else {
                 continue;
             };
             if hour >= oldest_kept {
                 continue;
             }
-            self.client()
-                .query(DROP_PARTITION)
-                .bind(clickhouse::sql::Identifier("observed_arrivals"))
-                .bind(partition.partition_id.as_str())
-                .execute()
-                .await
-                .context(|| format!("dropping hour {hour} of observed_arrivals"))?;
+            self.drop_partition("observed_arrivals", &partition_id)
+                .await?;
             dropped.push(hour);
         }
         Ok(dropped)

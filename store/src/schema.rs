@@ -9,6 +9,7 @@ use clickhouse::sql::Identifier;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::{self, ClusterConfig};
 use crate::{Context, Result, Store, StoreError};
 
 /// One step of the schema.
@@ -22,15 +23,47 @@ pub struct Migration {
 impl Migration {
     /// FNV-1a over the statements: stable across builds and platforms.
     pub fn checksum(&self) -> String {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for statement in self.statements {
-            for byte in statement.bytes().chain([0]) {
-                hash ^= u64::from(byte);
-                hash = hash.wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        format!("{hash:016x}")
+        fnv(self.statements.iter().copied())
     }
+
+    /// The statements cluster mode runs for this migration, for `database` on `cluster`.
+    pub fn cluster_statements(&self, cluster: &ClusterConfig, database: &str) -> Vec<String> {
+        self.statements
+            .iter()
+            .flat_map(|statement| cluster::clustered_statements(statement, cluster, database))
+            .collect()
+    }
+
+    /// The checksum cluster mode records: FNV-1a over the clustered statements with the cluster,
+    /// the ZooKeeper path and the database left as placeholders, so it changes when the
+    /// translation changes but not with the names a deployment chose.
+    pub fn cluster_checksum(&self) -> String {
+        let template = ClusterConfig {
+            name: "{cluster}".to_owned(),
+            zookeeper_path: "{zookeeper_path}".to_owned(),
+        };
+        let statements = self.cluster_statements(&template, "{database}");
+        fnv(statements.iter().map(String::as_str))
+    }
+
+    /// The checksum recorded for this migration in the given mode.
+    fn checksum_for(&self, cluster: Option<&ClusterConfig>) -> String {
+        match cluster {
+            None => self.checksum(),
+            Some(_) => self.cluster_checksum(),
+        }
+    }
+}
+
+fn fnv<'a>(statements: impl Iterator<Item = &'a str>) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for statement in statements {
+        for byte in statement.bytes().chain([0]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
 }
 
 /// The table that records applied migrations.
@@ -213,18 +246,35 @@ pub struct MigrationReport {
 
 impl Store {
     /// Creates the database if needed and applies every migration not yet applied, in order.
+    ///
+    /// In cluster mode every statement is the clustered variant (see [`crate::cluster`]), run
+    /// `ON CLUSTER` so that each reaches every node, and the cluster checksum is recorded. A
+    /// database migrated in the other mode is refused.
     pub async fn migrate(&self) -> Result<MigrationReport> {
-        self.server
-            .query("CREATE DATABASE IF NOT EXISTS ?")
-            .bind(Identifier(&self.database))
-            .execute()
-            .await
-            .context(|| format!("creating database {}", self.database))?;
-        self.client
-            .query(MIGRATIONS_TABLE_DDL)
-            .execute()
-            .await
-            .context(|| "creating the schema_migrations table".to_owned())?;
+        let cluster = self.cluster.as_ref();
+        match cluster {
+            None => self
+                .server
+                .query("CREATE DATABASE IF NOT EXISTS ?")
+                .bind(Identifier(&self.database))
+                .execute()
+                .await
+                .context(|| format!("creating database {}", self.database))?,
+            Some(cluster) => self
+                .run_ddl(&cluster::create_database(cluster, &self.database), true)
+                .await
+                .context(|| {
+                    format!(
+                        "creating database {} on cluster {}",
+                        self.database, cluster.name
+                    )
+                })?,
+        }
+        for statement in self.migrations_table_statements() {
+            self.run_ddl(&statement, false)
+                .await
+                .context(|| "creating the schema_migrations table".to_owned())?;
+        }
         let applied = self.applied_migrations().await?;
         let latest = latest_version();
         if let Some(newer) = applied.iter().find(|m| m.version > latest) {
@@ -238,9 +288,28 @@ impl Store {
             already_applied: vec![],
         };
         for migration in MIGRATIONS {
-            let checksum = migration.checksum();
+            let checksum = migration.checksum_for(cluster);
             if let Some(done) = applied.iter().find(|m| m.version == migration.version) {
                 if let Some(other) = done.checksums.iter().find(|c| **c != checksum) {
+                    // Recorded by the other mode: say so rather than call it an edit.
+                    let other_mode = match cluster {
+                        None => migration.cluster_checksum(),
+                        Some(_) => migration.checksum(),
+                    };
+                    if *other == other_mode {
+                        let mode = |c: Option<&ClusterConfig>| match c {
+                            None => "for a single server".to_owned(),
+                            Some(c) => format!("for cluster {}", c.name),
+                        };
+                        return Err(StoreError::SchemaModeMismatch {
+                            database: self.database.clone(),
+                            migrated: match cluster {
+                                None => "for a cluster".to_owned(),
+                                Some(_) => mode(None),
+                            },
+                            configured: mode(cluster),
+                        });
+                    }
                     return Err(StoreError::MigrationChanged {
                         version: migration.version,
                         name: migration.name.to_owned(),
@@ -251,8 +320,16 @@ impl Store {
                 report.already_applied.push(migration.version);
                 continue;
             }
-            for (index, statement) in migration.statements.iter().enumerate() {
-                self.client.query(statement).execute().await.context(|| {
+            let statements: Vec<String> = match cluster {
+                None => migration
+                    .statements
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect(),
+                Some(cluster) => migration.cluster_statements(cluster, &self.database),
+            };
+            for (index, statement) in statements.iter().enumerate() {
+                self.run_ddl(statement, false).await.context(|| {
                     format!(
                         "migration {} ({}), statement {}",
                         migration.version,
@@ -286,11 +363,41 @@ impl Store {
             tracing::info!(
                 version = migration.version,
                 name = migration.name,
+                cluster = cluster.map(|c| c.name.as_str()),
                 "applied migration"
             );
             report.applied.push(migration.version);
         }
         Ok(report)
+    }
+
+    /// The `schema_migrations` table's DDL in this store's mode.
+    fn migrations_table_statements(&self) -> Vec<String> {
+        match &self.cluster {
+            None => vec![MIGRATIONS_TABLE_DDL.to_owned()],
+            Some(cluster) => {
+                cluster::clustered_statements(MIGRATIONS_TABLE_DDL, cluster, &self.database)
+            }
+        }
+    }
+
+    /// Runs one DDL statement. In cluster mode the answer (one line per node) is held back until
+    /// every node finished, so that a node's failure arrives as an error status.
+    async fn run_ddl(
+        &self,
+        statement: &str,
+        without_database: bool,
+    ) -> std::result::Result<(), clickhouse::error::Error> {
+        let client = if without_database {
+            &self.server
+        } else {
+            &self.client
+        };
+        let mut query = client.query(statement);
+        if self.cluster.is_some() {
+            query = query.with_setting("wait_end_of_query", "1");
+        }
+        query.execute().await
     }
 
     async fn applied_migrations(&self) -> Result<Vec<AppliedVersion>> {
@@ -326,5 +433,41 @@ mod arrivals_tests {
                 "{quoted} in the arrivals view"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod checksum_tests {
+    use super::MIGRATIONS;
+
+    /// What existing databases recorded: a change to an applied migration (or to its
+    /// clustered translation) makes every such install refuse to start. Append, never edit.
+    const RECORDED: &[(u32, &str, &str)] = &[
+        (1, "68a8e73020bac217", "f11a0f57dbd4953d"),
+        (2, "cd4a1d1683aa52f3", "a277b1ec08d87c47"),
+    ];
+
+    #[test]
+    fn recorded_checksums_never_change() {
+        for (version, single, cluster) in RECORDED {
+            let migration = MIGRATIONS
+                .iter()
+                .find(|m| m.version == *version)
+                .expect("a recorded migration still exists");
+            assert_eq!(
+                migration.checksum(),
+                *single,
+                "migration {version}, single server"
+            );
+            assert_eq!(
+                migration.cluster_checksum(),
+                *cluster,
+                "migration {version}, cluster mode"
+            );
+        }
+        assert_ne!(
+            RECORDED[0].1, RECORDED[0].2,
+            "the two modes record different checksums"
+        );
     }
 }

@@ -162,11 +162,16 @@ impl LocalClickHouseCluster {
         self.started_in
     }
 
-    /// Stops every server gracefully, then ZooKeeper, and removes their directories.
+    /// Stops every server gracefully (all at once), then ZooKeeper, and removes their
+    /// directories. ClickHouse 18.16 takes 6 to 10 s to shut down a server with replicated
+    /// tables; dropping the cluster instead kills everything at once.
     pub fn stop(mut self) {
-        for server in std::mem::take(&mut self.servers) {
-            server.stop();
-        }
+        let servers = std::mem::take(&mut self.servers);
+        std::thread::scope(|scope| {
+            for server in servers {
+                scope.spawn(move || server.stop());
+            }
+        });
         if let Some(keeper) = self.zookeeper.take() {
             keeper.stop();
         }
