@@ -1,0 +1,236 @@
+//! Cluster mode on the current ClickHouse engine (chdb, embedded), configured with macros, a
+//! cluster whose one replica is the engine itself, and a private ZooKeeper: every clustered
+//! statement parses with its `ON CLUSTER` clause and, without it (embedded ClickHouse runs no
+//! distributed DDL), creates its replicated, Distributed or view table; every read query of a
+//! cluster-mode store then runs over those tables. The tables stay empty: embedded replicated
+//! tables are read-only, so results are compared on real 18.16 servers (`tests/cluster.rs`).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fleetscope_local_clickhouse::LocalZooKeeper;
+use fleetscope_store::catalog;
+use fleetscope_store::cluster::{Placement, PLACEMENTS};
+use fleetscope_store::{ClusterConfig, StoreConfig};
+use fleetscope_testkit::grid::{NOW, POLICY};
+
+/// A cluster name that needs quoting, to show it is quoted everywhere.
+const CLUSTER: &str = "fleet-eu";
+
+#[derive(Debug, serde::Serialize)]
+struct Statement {
+    name: String,
+    sql: String,
+    mode: &'static str,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct StatementResult {
+    name: String,
+    ok: bool,
+    output: String,
+    error: String,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Run {
+    version: String,
+    results: Vec<StatementResult>,
+}
+
+fn run(config: &std::path::Path, statements: &[Statement]) -> Run {
+    let python = fleetscope_testkit::chdb::python();
+    let hint = "the current ClickHouse engine comes from chdb: run scripts/install-prereqs --tests";
+    assert!(python.is_file(), "{} not found; {hint}", python.display());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cluster_chdb.py");
+    let mut child = Command::new(&python)
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| panic!("could not run {}: {err}; {hint}", python.display()));
+    let request = serde_json::json!({ "config": config, "statements": statements });
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(request.to_string().as_bytes())
+        .expect("send statements to the runner");
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        stdout.read_to_string(&mut text).map(|_| text)
+    });
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the runner") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the chdb cluster runner did not finish within 180 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr is piped")
+        .read_to_string(&mut stderr);
+    assert!(
+        status.success(),
+        "the chdb runner failed ({status}): {stderr}; {hint}"
+    );
+    let text = reader
+        .join()
+        .expect("reader thread")
+        .expect("runner output");
+    serde_json::from_str(&text).unwrap_or_else(|err| panic!("runner output: {err}: {text}"))
+}
+
+#[test]
+fn clustered_schema_and_queries_run_on_the_current_engine() {
+    let keeper = LocalZooKeeper::start()
+        .unwrap_or_else(|err| panic!("this test needs ZooKeeper for replicated tables: {err}"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // The engine's own address is the cluster's only replica, so Distributed reads stay local.
+    let config = dir.path().join("cluster.xml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"<clickhouse>
+  <tcp_port>9000</tcp_port>
+  <macros><shard>01</shard><replica>r1</replica></macros>
+  <zookeeper><node><host>127.0.0.1</host><port>{}</port></node></zookeeper>
+  <remote_servers>
+    <{CLUSTER}><shard><internal_replication>true</internal_replication>
+      <replica><host>127.0.0.1</host><port>9000</port></replica>
+    </shard></{CLUSTER}>
+  </remote_servers>
+</clickhouse>
+"#,
+            keeper.port()
+        ),
+    )
+    .expect("write the engine's configuration");
+
+    let database = "fleet_current";
+    let cluster = ClusterConfig::new(CLUSTER);
+    let on_cluster = format!(" ON CLUSTER '{CLUSTER}'");
+    let mut statements = Vec::new();
+    let schema = catalog::cluster_schema_statements(&cluster, database);
+    for entry in &schema {
+        assert!(entry.sql.contains(&on_cluster), "{}", entry.sql);
+        statements.push(Statement {
+            name: format!("parse {}", entry.name),
+            sql: entry.sql.clone(),
+            mode: "parse",
+        });
+        statements.push(Statement {
+            name: entry.name.clone(),
+            sql: entry.sql.replace(&on_cluster, ""),
+            mode: "execute",
+        });
+    }
+    for entry in catalog::cluster_maintenance_statements(&cluster, database) {
+        statements.push(Statement {
+            name: entry.name,
+            sql: entry.sql,
+            mode: "parse",
+        });
+    }
+    statements.push(Statement {
+        name: "use the database".into(),
+        sql: format!("USE {database}"),
+        mode: "execute",
+    });
+    statements.push(Statement {
+        name: "tables".into(),
+        sql: format!(
+            "SELECT name, engine FROM system.tables WHERE database = '{database}' ORDER BY name"
+        ),
+        mode: "fetch",
+    });
+    let store_config =
+        StoreConfig::new("http://127.0.0.1:9", database).with_cluster(cluster.clone());
+    let queries = catalog::read_queries_for(&store_config, NOW, &POLICY, "case-0017");
+    for entry in &queries {
+        statements.push(Statement {
+            name: entry.name.clone(),
+            sql: entry.sql.clone(),
+            mode: "fetch",
+        });
+    }
+
+    let run = run(&config, &statements);
+    assert!(
+        run.version.starts_with('2'),
+        "chdb reports a current ClickHouse, got {}",
+        run.version
+    );
+    let failures: Vec<String> = run
+        .results
+        .iter()
+        .zip(&statements)
+        .filter(|(result, _)| !result.ok)
+        .map(|(result, statement)| format!("{}: {}\n{}", result.name, result.error, statement.sql))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "failed on ClickHouse {}:\n{}",
+        run.version,
+        failures.join("\n\n")
+    );
+    assert_eq!(run.results.len(), statements.len());
+
+    // The current engine built the same tables as 18.16 does.
+    let tables = &run
+        .results
+        .iter()
+        .find(|r| r.name == "tables")
+        .expect("the tables")
+        .output;
+    let got: BTreeMap<&str, &str> = tables
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .collect();
+    let mut expected = BTreeMap::new();
+    for (table, placement) in PLACEMENTS {
+        let replicated = if *table == "observed_arrivals" {
+            "ReplicatedMergeTree"
+        } else {
+            "ReplicatedReplacingMergeTree"
+        };
+        match placement {
+            Placement::Sharded => {
+                expected.insert(format!("{table}_local"), replicated);
+                expected.insert(table.to_string(), "Distributed");
+            }
+            Placement::Everywhere => {
+                expected.insert(table.to_string(), replicated);
+            }
+        }
+    }
+    for view in [
+        "desired_latest_mv",
+        "observed_latest_mv",
+        "observed_arrivals_mv",
+    ] {
+        expected.insert(view.to_owned(), "MaterializedView");
+    }
+    let expected: BTreeMap<&str, &str> = expected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(got, expected, "tables on ClickHouse {}", run.version);
+    eprintln!(
+        "{} clustered statements and {} read queries ran on ClickHouse {}",
+        schema.len(),
+        queries.len(),
+        run.version
+    );
+    keeper.stop();
+}
