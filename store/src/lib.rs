@@ -190,6 +190,10 @@ impl Store {
             // when they are queued on the node that received them: an acknowledged report is
             // stored on its shard, and readers see it.
             server = server.with_setting("insert_distributed_sync", "1");
+            // Reads go to one replica of each shard. One that lags by more than this is passed
+            // over while a fresher one is up: the hub's incremental reads look back 60 s, so
+            // rows that reach the answering replica later than that would be missed.
+            server = server.with_setting("max_replica_delay_for_distributed_queries", "30");
         }
         let client = server.clone().with_database(&config.database);
         Ok(Store {
