@@ -663,6 +663,25 @@ async fn a_cluster_answers_like_a_single_server() {
             .unwrap();
         assert_eq!(left, 0, "database dropped on {}", server.url());
     }
+    // Dropping left nothing behind in ZooKeeper that would stop the same database from being
+    // created again; two services migrating a new database at once, through different nodes,
+    // both succeed.
+    assert_eq!(store.migrate().await.unwrap().applied, all);
+    store.drop_database().await.unwrap();
+    let concurrent = fresh_database_name();
+    let (first_node, second_node) = (
+        cluster_store(cluster.server(0, 1), &concurrent),
+        cluster_store(cluster.server(1, 0), &concurrent),
+    );
+    let (one, two) = tokio::join!(first_node.migrate(), second_node.migrate());
+    let (one, two) = (
+        one.expect("first concurrent migration"),
+        two.expect("second concurrent migration"),
+    );
+    let mut done: Vec<u32> = one.applied.iter().chain(&two.applied).copied().collect();
+    done.sort_unstable();
+    done.dedup();
+    assert_eq!(done, all, "{one:?} {two:?}");
     eprintln!("whole test: {:?}", started.elapsed());
     // Killed, not stopped: a graceful stop of 18.16 with replicated tables takes seconds per
     // server, and nothing here needs to survive.
