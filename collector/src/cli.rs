@@ -166,8 +166,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         Duration::from_secs(args.crd_retry_seconds.max(1)),
     );
     tracing::info!(cluster = %config.cluster, collector = %config.collector_url, "agent started");
-    agent::run(config, receiver, shutdown_signal(), stats)
-    .await
+    agent::run(config, receiver, shutdown_signal(), stats).await
 }
 
 /// Runs the central collector until SIGTERM or Ctrl-C.
