@@ -284,6 +284,29 @@ fn an_interrupted_demo_stops_everything_and_removes_its_files() {
         .map(std::path::PathBuf::from)
         .expect("the first line names the work directory");
     assert!(dir.join("gitops").exists());
+    // The two tokens the demo prints: the fleet reader sees every region, the emea reader
+    // only emea, and no token gets a 401.
+    let hub = out
+        .lines()
+        .find_map(|l| l.split("hub http://").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the services line names the hub")
+        .to_owned();
+    let summary = "/api/v1/summary?depth=1";
+    let fleet = http_get_as(&hub, summary, Some("demo-read-token-fleet")).unwrap();
+    assert!(fleet.starts_with("HTTP/1.1 200"), "{fleet}");
+    assert!(
+        fleet.contains("\"emea\"") && fleet.contains("\"amer\""),
+        "{fleet}"
+    );
+    let emea = http_get_as(&hub, summary, Some("demo-read-token-emea")).unwrap();
+    assert!(emea.starts_with("HTTP/1.1 200"), "{emea}");
+    assert!(
+        emea.contains("\"emea\"") && !emea.contains("\"amer\""),
+        "{emea}"
+    );
+    let refused = http_get(&hub, summary).unwrap();
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
 
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -420,12 +443,20 @@ fn the_collector_drops_history_past_its_retention_when_it_starts() {
 
 /// One plain HTTP/1.1 GET; the answer's status line and body.
 fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    http_get_as(addr, path, None)
+}
+
+/// [`http_get`] with a bearer token.
+fn http_get_as(addr: &str, path: &str, token: Option<&str>) -> std::io::Result<String> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
     )?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer)?;

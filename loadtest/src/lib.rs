@@ -7,6 +7,7 @@
 pub mod agents;
 pub mod fleet;
 pub mod hubcheck;
+pub mod pipeline;
 pub mod plot;
 pub mod procs;
 pub mod readers;

@@ -5,8 +5,8 @@
 //! simulator's ground truth.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -14,12 +14,14 @@ use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_model::DriftPolicy;
 use fleetscope_store::{Store, StoreConfig};
 
-use crate::agents::{wall_clock, Agents};
-use crate::hubcheck::HubClient;
+use crate::agents::wall_clock;
+use crate::pipeline::{HubReader, Pipeline, PipelineConfig};
 use crate::procs::{self, Sampler};
 use crate::report::{self, LoadtestReport, RenderNumbers};
 use crate::rng::SplitMix64;
-use crate::scenario::{Ctx, Knobs, PhaseReport, Prober, Scenario};
+use crate::scenario::{
+    DarkKnobs, FlapKnobs, Knobs, PhaseReport, RolloutKnobs, Scenario, SteadyKnobs,
+};
 use crate::sim::SimFleet;
 
 /// Options of `fleetscope loadtest`.
@@ -238,24 +240,6 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     Ok(report)
 }
 
-fn write_token_files(
-    dir: &std::path::Path,
-    fleet: &SimFleet,
-) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let mut agents = String::from("agents:\n");
-    for c in &fleet.clusters {
-        agents.push_str(&format!("  - cluster: {}\n    token: {}\n", c.id, c.token));
-    }
-    let agent_tokens = dir.join("agent-tokens.yaml");
-    std::fs::write(&agent_tokens, agents)?;
-    let hub_tokens = dir.join("hub-tokens.yaml");
-    std::fs::write(
-        &hub_tokens,
-        format!("tokens:\n  - name: loadtest-readers\n    token: {READ_TOKEN}\n    role: read\n"),
-    )?;
-    Ok((agent_tokens, hub_tokens))
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn drive(
     args: &LoadtestArgs,
@@ -268,48 +252,6 @@ async fn drive(
     render: RenderNumbers,
     started: Instant,
 ) -> anyhow::Result<(LoadtestReport, report::PlotData)> {
-    let (agent_tokens, hub_tokens) =
-        write_token_files(platform_dir.parent().unwrap_or(platform_dir), &fleet)?;
-    let ch = [
-        "--clickhouse-url".to_owned(),
-        server.url(),
-        "--clickhouse-compression".into(),
-        "false".into(),
-    ];
-    let mut collector_args = vec![
-        "collector".to_owned(),
-        "--agent-tokens".into(),
-        agent_tokens.display().to_string(),
-    ];
-    collector_args.extend(ch.iter().cloned());
-    let mut collector = procs::start("collector", exe, &collector_args, &args.out).await?;
-    let mut hub_args = vec![
-        "hub".to_owned(),
-        "--tokens".into(),
-        hub_tokens.display().to_string(),
-        "--stale-after".into(),
-        args.stale_after.to_string(),
-    ];
-    hub_args.extend(ch.iter().cloned());
-    let mut hub = procs::start("hub", exe, &hub_args, &args.out).await?;
-    println!(
-        "  services: collector {} (pid {}), hub {} (pid {})",
-        collector.url,
-        collector.pid(),
-        hub.url,
-        hub.pid()
-    );
-
-    let mut watched = vec![
-        ("collector".to_owned(), collector.pid()),
-        ("hub".to_owned(), hub.pid()),
-        ("loadtest".to_owned(), std::process::id()),
-    ];
-    if let Some(pid) = server.pid() {
-        watched.push(("clickhouse".to_owned(), pid));
-    }
-    let sampler = Sampler::start(watched, started);
-
     let cluster_ids: Arc<Vec<String>> =
         Arc::new(fleet.clusters.iter().map(|c| c.id.clone()).collect());
     let app_names: Arc<Vec<String>> = Arc::new(fleet.apps.clone());
@@ -324,53 +266,76 @@ async fn drive(
     let instances: u64 = fleet.clusters.iter().map(|c| c.wants.len() as u64).sum();
     let seed = fleet.seed();
 
-    let agents = Agents::new(
-        fleet,
-        &collector.url,
-        Duration::from_secs(args.heartbeat_seconds),
-        started,
-    )?;
-    let workers = agents.spawn_workers(args.concurrency);
-    let hub_client = HubClient {
-        url: hub.url.clone(),
-        token: READ_TOKEN.to_owned(),
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()?,
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let prober = Prober::new();
-    let probing = prober.spawn(hub_client.clone(), started, stop.clone());
-    let ctx = Ctx {
-        agents: agents.clone(),
-        hub: hub_client.clone(),
-        store: store.clone(),
-        prober: prober.clone(),
-        knobs: Knobs {
-            steady_seconds: args.steady_seconds,
+    let knobs = Knobs {
+        check_timeout: Duration::from_secs(args.check_seconds),
+        drain_timeout: Duration::from_secs(1_800),
+        freshness_samples: args.freshness_samples,
+        steady: SteadyKnobs {
+            seconds: args.steady_seconds,
             change_rate: args.change_rate,
-            rollout_app: args.rollout_app.clone(),
+        },
+        rollout: RolloutKnobs {
+            app: args.rollout_app.clone(),
             waves: args.waves,
             wave_seconds: args.wave_seconds,
             failure_rate: args.failure_rate,
-            flap_share: args.flap_share,
-            flap_seconds: args.flap_seconds,
-            flap_period_seconds: args.flap_period_seconds,
-            dark_share: args.dark_share,
-            stale_after: args.stale_after,
-            check_timeout: Duration::from_secs(args.check_seconds),
-            drain_timeout: Duration::from_secs(1_800),
-            freshness_samples: args.freshness_samples,
-            live: false,
         },
-        started,
-        platform_dir: platform_dir.to_path_buf(),
-        gitops_dir: gitops_dir.to_path_buf(),
-        revision_counter: AtomicU64::new(1),
-        rollout: Mutex::new(None),
-        steady: Mutex::new(None),
-        live_status: Mutex::new(None),
+        flap: FlapKnobs {
+            share: args.flap_share,
+            seconds: args.flap_seconds,
+            period_seconds: args.flap_period_seconds,
+        },
+        dark: DarkKnobs {
+            share: args.dark_share,
+        },
+        ..Knobs::new(args.stale_after)
     };
+    let mut pipeline = Pipeline::start(
+        PipelineConfig {
+            exe: exe.to_path_buf(),
+            clickhouse_url: server.url(),
+            dir: platform_dir.parent().unwrap_or(platform_dir).to_path_buf(),
+            logs: args.out.clone(),
+            collector_port: 0,
+            hub_port: 0,
+            stale_after: args.stale_after,
+            heartbeat: Duration::from_secs(args.heartbeat_seconds),
+            concurrency: args.concurrency,
+            hub_timeout: Duration::from_secs(60),
+            readers: vec![HubReader {
+                name: "loadtest-readers",
+                token: READ_TOKEN,
+                scope: None,
+            }],
+            knobs,
+            platform_dir: platform_dir.to_path_buf(),
+            gitops_dir: gitops_dir.to_path_buf(),
+            started,
+        },
+        fleet,
+        store,
+    )
+    .await?;
+    println!(
+        "  services: collector {} (pid {}), hub {} (pid {})",
+        pipeline.collector.url,
+        pipeline.collector.pid(),
+        pipeline.hub.url,
+        pipeline.hub.pid()
+    );
+    let mut watched = vec![
+        ("collector".to_owned(), pipeline.collector.pid()),
+        ("hub".to_owned(), pipeline.hub.pid()),
+        ("loadtest".to_owned(), std::process::id()),
+    ];
+    if let Some(pid) = server.pid() {
+        watched.push(("clickhouse".to_owned(), pid));
+    }
+    let sampler = Sampler::start(watched, started);
+    let ctx = &pipeline.ctx;
+    let hub_client = ctx.hub.clone();
+    let prober = ctx.prober.clone();
+    let agents = ctx.agents.clone();
     let mut rng = SplitMix64::for_item(seed, 0x5ce7_a210);
     let mut phases: Vec<PhaseReport> = Vec::new();
 
@@ -405,8 +370,8 @@ async fn drive(
 
     let mut storm_numbers = None;
     for scenario in &args.scenarios {
-        collector.check_alive()?;
-        hub.check_alive()?;
+        pipeline.check_alive()?;
+        let ctx = &pipeline.ctx;
         let phase_start = Instant::now();
         let mut notes = Vec::new();
         let (changes, mut check) = match scenario {
@@ -447,15 +412,11 @@ async fn drive(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     readers_stop.store(true, Ordering::Relaxed);
-    stop.store(true, Ordering::Relaxed);
     for task in reader_tasks {
         let _ = task.await;
     }
-    let _ = probing.await;
-    agents.stop();
-    for worker in workers {
-        let _ = worker.await;
-    }
+    pipeline.stop().await;
+    let ctx = &pipeline.ctx;
     let tables = store.table_sizes().await?;
     let samples = sampler.samples.lock().expect("samples lock").clone();
     drop(sampler);

@@ -47,28 +47,72 @@ impl Scenario {
     }
 }
 
-/// The knobs of the scenarios.
+/// The knobs of the scenarios: what every phase shares, and each scenario's own (a caller that
+/// never runs a scenario leaves its knobs at their zero defaults).
 #[derive(Debug, Clone)]
 pub struct Knobs {
-    pub steady_seconds: u64,
-    /// Share of app instances whose status changes per minute in the steady state.
-    pub change_rate: f64,
-    pub rollout_app: Option<String>,
-    pub waves: usize,
-    pub wave_seconds: u64,
-    pub failure_rate: f64,
-    pub flap_share: f64,
-    pub flap_seconds: u64,
-    pub flap_period_seconds: u64,
-    pub dark_share: f64,
     pub stale_after: i64,
     /// How long a check waits for the hub to agree with the ground truth.
     pub check_timeout: Duration,
+    /// How long a check waits for the agents to deliver what they queued.
     pub drain_timeout: Duration,
     /// At most this many freshness samples per phase.
     pub freshness_samples: usize,
     /// Print a line per rollout wave instead of a progress bar (the demo's running commentary).
     pub live: bool,
+    pub steady: SteadyKnobs,
+    pub rollout: RolloutKnobs,
+    pub flap: FlapKnobs,
+    pub dark: DarkKnobs,
+}
+
+impl Knobs {
+    /// The shared knobs with a minute for checks, ten for delivery and 20 freshness samples per
+    /// phase; the scenarios' own knobs at their defaults.
+    pub fn new(stale_after: i64) -> Knobs {
+        Knobs {
+            stale_after,
+            check_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(600),
+            freshness_samples: 20,
+            live: false,
+            steady: SteadyKnobs::default(),
+            rollout: RolloutKnobs::default(),
+            flap: FlapKnobs::default(),
+            dark: DarkKnobs::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SteadyKnobs {
+    pub seconds: u64,
+    /// Share of app instances whose status changes per minute.
+    pub change_rate: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RolloutKnobs {
+    /// The app rolled out (default: the first one).
+    pub app: Option<String>,
+    pub waves: usize,
+    pub wave_seconds: u64,
+    /// Share of a wave's clusters on which the new version fails.
+    pub failure_rate: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FlapKnobs {
+    /// Share of clusters flapping.
+    pub share: f64,
+    pub seconds: u64,
+    pub period_seconds: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct DarkKnobs {
+    /// Share of clusters going dark.
+    pub share: f64,
 }
 
 /// One acknowledged change the freshness prober waits to see in the hub.
@@ -416,8 +460,8 @@ impl Ctx {
                 .map(|&c| fleet.clusters[c].objects.len() as u64)
                 .sum()
         };
-        let per_second = instances as f64 * self.knobs.change_rate / 60.0;
-        let duration = Duration::from_secs(self.knobs.steady_seconds);
+        let per_second = instances as f64 * self.knobs.steady.change_rate / 60.0;
+        let duration = Duration::from_secs(self.knobs.steady.seconds);
         let total = (per_second * duration.as_secs_f64()).round() as u64;
         let probe_every = (total / self.knobs.freshness_samples.max(1) as u64).max(1);
         let bar = progress_bar(duration.as_secs(), "steady", "s");
@@ -443,7 +487,7 @@ impl Ctx {
         let (rows_after, bytes_after) = observed_size(&self.store).await?;
         notes.push(format!(
             "{made} status changes ({per_second:.1}/s, {:.2}% of {instances} app instances per minute) on {} delivering clusters",
-            self.knobs.change_rate * 100.0,
+            self.knobs.steady.change_rate * 100.0,
             clusters.len()
         ));
         *self.steady.lock().expect("steady lock") = Some(SteadyWindow {
@@ -468,7 +512,7 @@ impl Ctx {
     ) -> anyhow::Result<u64> {
         let app = {
             let fleet = self.agents.fleet.lock().expect("fleet lock");
-            match &self.knobs.rollout_app {
+            match &self.knobs.rollout.app {
                 Some(app) => app.clone(),
                 None => fleet
                     .apps
@@ -551,9 +595,9 @@ impl Ctx {
             waves: Vec::new(),
         };
         // Waves follow the group hierarchy: consecutive slices of the clusters sorted by group.
-        let waves = self.knobs.waves.max(1);
+        let waves = self.knobs.rollout.waves.max(1);
         let per_wave = targets.len().div_ceil(waves).max(1);
-        let half = Duration::from_millis(self.knobs.wave_seconds * 500);
+        let half = Duration::from_millis(self.knobs.rollout.wave_seconds * 500);
         let mut changes = 0;
         let chunks = targets.len().div_ceil(per_wave);
         let bar = if self.knobs.live {
@@ -606,7 +650,7 @@ impl Ctx {
                 let mut fleet = self.agents.fleet.lock().expect("fleet lock");
                 let now = Ctx::now();
                 for (n, &(_, c)) in slice.iter().enumerate() {
-                    let fails = rng.chance(self.knobs.failure_rate);
+                    let fails = rng.chance(self.knobs.rollout.failure_rate);
                     failed += u64::from(fails);
                     let version = fleet.clusters[c]
                         .wants
@@ -682,7 +726,7 @@ impl Ctx {
     /// A share of clusters flip one app between healthy and failing every period.
     pub async fn flap(&self, rng: &mut SplitMix64, notes: &mut Vec<String>) -> anyhow::Result<u64> {
         let delivering = self.delivering();
-        let count = ((delivering.len() as f64 * self.knobs.flap_share).ceil() as usize)
+        let count = ((delivering.len() as f64 * self.knobs.flap.share).ceil() as usize)
             .min(delivering.len());
         let mut chosen: Vec<(usize, u16)> = Vec::new();
         {
@@ -701,8 +745,8 @@ impl Ctx {
                 }
             }
         }
-        let period = Duration::from_secs(self.knobs.flap_period_seconds.max(1));
-        let rounds = (self.knobs.flap_seconds / self.knobs.flap_period_seconds.max(1)).max(1);
+        let period = Duration::from_secs(self.knobs.flap.period_seconds.max(1));
+        let rounds = (self.knobs.flap.seconds / self.knobs.flap.period_seconds.max(1)).max(1);
         let probe_every =
             (chosen.len() * rounds as usize / self.knobs.freshness_samples.max(1)).max(1);
         let mut changes = 0u64;
@@ -771,7 +815,7 @@ impl Ctx {
     ) -> anyhow::Result<(u64, CheckOutcome)> {
         self.agents.drained(self.knobs.drain_timeout).await?;
         let delivering = self.delivering();
-        let count = ((delivering.len() as f64 * self.knobs.dark_share).ceil() as usize)
+        let count = ((delivering.len() as f64 * self.knobs.dark.share).ceil() as usize)
             .min(delivering.len());
         let mut dark: Vec<usize> = Vec::new();
         for _ in 0..count {

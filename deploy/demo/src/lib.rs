@@ -15,16 +15,15 @@ pub mod table;
 pub mod where_to_look;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use fleetscope_loadtest::agents::{wall_clock, Agents};
-use fleetscope_loadtest::hubcheck::HubClient;
+use fleetscope_loadtest::agents::wall_clock;
+use fleetscope_loadtest::pipeline::{HubReader, Pipeline, PipelineConfig};
 use fleetscope_loadtest::procs::{self, Service};
 use fleetscope_loadtest::rng::SplitMix64;
-use fleetscope_loadtest::scenario::{clock_time, Ctx, Knobs, Prober};
+use fleetscope_loadtest::scenario::{clock_time, Ctx, Knobs, RolloutKnobs};
 use fleetscope_loadtest::sim::{SimFleet, UNEXPECTED_APP};
 use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_model::{DriftPolicy, DriftState};
@@ -273,25 +272,6 @@ async fn run_in(args: &DemoArgs, exe: &Path, work: &Path) -> anyhow::Result<()> 
     result
 }
 
-/// The token files of the collector (one per cluster) and the hub (a fleet-wide and a scoped
-/// reader).
-fn write_token_files(work: &Path, fleet: &SimFleet) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let mut agents = String::from("agents:\n");
-    for c in &fleet.clusters {
-        agents.push_str(&format!("  - cluster: {}\n    token: {}\n", c.id, c.token));
-    }
-    let agent_tokens = work.join("agent-tokens.yaml");
-    std::fs::write(&agent_tokens, agents)?;
-    let hub_tokens = work.join("hub-tokens.yaml");
-    std::fs::write(
-        &hub_tokens,
-        format!(
-            "tokens:\n  - name: demo-reader\n    token: {READ_TOKEN}\n    role: read\n  - name: demo-emea-reader\n    token: {EMEA_TOKEN}\n    role: read\n    scope: emea\n"
-        ),
-    )?;
-    Ok((agent_tokens, hub_tokens))
-}
-
 /// The running pipeline: services, agents, and the scenario loop until interrupted.
 async fn live(
     args: &DemoArgs,
@@ -302,44 +282,6 @@ async fn live(
     work: &Path,
     logs: &Path,
 ) -> anyhow::Result<()> {
-    let (agent_tokens, hub_tokens) = write_token_files(work, &fleet)?;
-    let ch = [
-        "--clickhouse-url".to_owned(),
-        server.url(),
-        "--clickhouse-compression".into(),
-        "false".into(),
-    ];
-    let t = Instant::now();
-    let mut collector_args = vec![
-        "collector".to_owned(),
-        "--agent-tokens".into(),
-        agent_tokens.display().to_string(),
-    ];
-    collector_args.extend(ch.iter().cloned());
-    let port = procs::port_or_free(args.collector_port)?;
-    let mut collector = procs::start_on("collector", exe, &collector_args, logs, port).await?;
-    let mut hub_args = vec![
-        "hub".to_owned(),
-        "--tokens".into(),
-        hub_tokens.display().to_string(),
-        "--stale-after".into(),
-        args.stale_after.to_string(),
-    ];
-    hub_args.extend(ch.iter().cloned());
-    let port = procs::port_or_free(args.hub_port)?;
-    let mut hub = procs::start_on("hub", exe, &hub_args, logs, port).await?;
-    step(
-        t,
-        &format!(
-            "services: collector {} (pid {}), hub {} (pid {}), logs in {}",
-            collector.url,
-            collector.pid(),
-            hub.url,
-            hub.pid(),
-            logs.display()
-        ),
-    );
-
     let seed = fleet.seed();
     let apps: Vec<String> = fleet
         .apps
@@ -347,56 +289,64 @@ async fn live(
         .filter(|a| *a != UNEXPECTED_APP)
         .cloned()
         .collect();
-    let started = Instant::now();
-    let agents = Agents::new(
-        fleet,
-        &collector.url,
-        Duration::from_secs(args.heartbeat_seconds),
-        started,
-    )?;
-    let workers = agents.spawn_workers(16);
-    let hub_client = HubClient {
-        url: hub.url.clone(),
-        token: READ_TOKEN.to_owned(),
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()?,
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let prober = Prober::new();
-    let probing = prober.spawn(hub_client.clone(), started, stop.clone());
-    let ctx = Ctx {
-        agents: agents.clone(),
-        hub: hub_client.clone(),
-        store: store.clone(),
-        prober: prober.clone(),
-        knobs: Knobs {
-            steady_seconds: 0,
-            change_rate: args.change_rate,
-            rollout_app: None,
+    let t = Instant::now();
+    let knobs = Knobs {
+        live: true,
+        rollout: RolloutKnobs {
+            app: None,
             waves: args.waves,
             wave_seconds: args.wave_seconds,
             failure_rate: args.failure_rate,
-            flap_share: 0.0,
-            flap_seconds: 0,
-            flap_period_seconds: 1,
-            dark_share: args.dark_share,
-            stale_after: args.stale_after,
-            check_timeout: Duration::from_secs(60),
-            drain_timeout: Duration::from_secs(600),
-            freshness_samples: 20,
-            live: true,
         },
-        started,
-        platform_dir: work.join("platform"),
-        gitops_dir: work.join("gitops"),
-        revision_counter: AtomicU64::new(1),
-        rollout: Mutex::new(None),
-        steady: Mutex::new(None),
-        live_status: Mutex::new(None),
+        ..Knobs::new(args.stale_after)
     };
+    let mut pipeline = Pipeline::start(
+        PipelineConfig {
+            exe: exe.to_path_buf(),
+            clickhouse_url: server.url(),
+            dir: work.to_path_buf(),
+            logs: logs.to_path_buf(),
+            collector_port: args.collector_port,
+            hub_port: args.hub_port,
+            stale_after: args.stale_after,
+            heartbeat: Duration::from_secs(args.heartbeat_seconds),
+            concurrency: 16,
+            hub_timeout: Duration::from_secs(30),
+            readers: vec![
+                HubReader {
+                    name: "demo-reader",
+                    token: READ_TOKEN,
+                    scope: None,
+                },
+                HubReader {
+                    name: "demo-emea-reader",
+                    token: EMEA_TOKEN,
+                    scope: Some("emea"),
+                },
+            ],
+            knobs,
+            platform_dir: work.join("platform"),
+            gitops_dir: work.join("gitops"),
+            started: Instant::now(),
+        },
+        fleet,
+        store,
+    )
+    .await?;
+    step(
+        t,
+        &format!(
+            "services: collector {} (pid {}), hub {} (pid {}), logs in {}",
+            pipeline.collector.url,
+            pipeline.collector.pid(),
+            pipeline.hub.url,
+            pipeline.hub.pid(),
+            logs.display()
+        ),
+    );
 
     let result = async {
+        let ctx = &pipeline.ctx;
         // Every agent connects and sends its snapshot.
         let mut notes = Vec::new();
         ctx.storm(&mut notes).await?;
@@ -416,29 +366,31 @@ async fn live(
         );
         print_sql_rollup(store, &policy_of(args)).await?;
         where_to_look::print(&where_to_look::Endpoints {
-            hub: hub.url.clone(),
-            collector: collector.url.clone(),
+            hub: pipeline.hub.url.clone(),
+            collector: pipeline.collector.url.clone(),
             clickhouse: server.url(),
             clickhouse_version: store.server_version().await?,
             work: work.to_path_buf(),
             logs: logs.to_path_buf(),
-            example_cluster: first_cluster(&ctx),
+            example_cluster: first_cluster(ctx),
             rollout_app: apps.first().cloned().unwrap_or_default(),
             stale_after: args.stale_after,
         })?;
-        drive(args, &ctx, &apps, seed, &mut collector, &mut hub).await
+        drive(
+            args,
+            &pipeline.ctx,
+            &apps,
+            seed,
+            &mut pipeline.collector,
+            &mut pipeline.hub,
+        )
+        .await
     }
     .await;
 
-    stop.store(true, Ordering::Relaxed);
-    agents.stop();
-    for worker in workers {
-        let _ = worker.await;
-    }
-    let _ = probing.await;
-    let pids = (collector.pid(), hub.pid());
-    drop(collector);
-    drop(hub);
+    pipeline.stop().await;
+    let pids = (pipeline.collector.pid(), pipeline.hub.pid());
+    drop(pipeline);
     println!(
         "Stopped the agents, the collector (pid {}) and the hub (pid {}).",
         pids.0, pids.1

@@ -159,7 +159,7 @@ mod tests {
     fn grows_the_example_into_a_valid_fleet_of_the_asked_size() {
         let dir = tempfile::tempdir().unwrap();
         write_example(dir.path()).unwrap();
-        let (before, _) = fleetscope_renderer::plan(dir.path()).unwrap();
+        let (before, example) = fleetscope_renderer::plan(dir.path()).unwrap();
         let own = before.clusters.len();
         assert_eq!(grow(dir.path(), 300).unwrap(), 300 - own);
         let (after, assigned) = fleetscope_renderer::plan(dir.path()).unwrap();
@@ -176,34 +176,24 @@ mod tests {
         let later = &after.clusters[&fleetscope_model::ClusterId::parse("berlin-01-0021").unwrap()];
         assert_eq!(later.group.as_str(), "emea/de/berlin-03");
         // The example's own render groups are what the simulated fleet falls into.
-        let example_dir = tempfile::tempdir().unwrap();
-        write_example(example_dir.path()).unwrap();
-        let (_, example) = fleetscope_renderer::plan(example_dir.path()).unwrap();
-        let mut example_groups: Vec<_> = example
+        assert_eq!(render_groups(assigned), render_groups(example));
+    }
+
+    /// Each render group's apps as `app@version` lists, sorted and without repeats.
+    fn render_groups(assigned: fleetscope_renderer::assign::Assigned) -> Vec<Vec<String>> {
+        let mut groups: Vec<Vec<String>> = assigned
             .groups
             .into_values()
             .map(|g| {
                 g.assignments
                     .iter()
                     .map(|a| format!("{}@{}", a.app, a.version))
-                    .collect::<Vec<_>>()
+                    .collect()
             })
             .collect();
-        example_groups.sort();
-        example_groups.dedup();
-        let mut grown_groups: Vec<_> = assigned
-            .groups
-            .into_values()
-            .map(|g| {
-                g.assignments
-                    .iter()
-                    .map(|a| format!("{}@{}", a.app, a.version))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        grown_groups.sort();
-        grown_groups.dedup();
-        assert_eq!(grown_groups, example_groups);
+        groups.sort();
+        groups.dedup();
+        groups
     }
 
     #[test]
