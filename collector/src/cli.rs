@@ -100,22 +100,6 @@ async fn kube_client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Clien
     kube::Client::try_from(config).context("creating the kubernetes client")
 }
 
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-}
-
 /// Runs the agent until SIGTERM or Ctrl-C.
 pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let cluster = ClusterId::parse(&args.cluster).context("--cluster")?;
@@ -166,7 +150,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         Duration::from_secs(args.crd_retry_seconds.max(1)),
     );
     tracing::info!(cluster = %config.cluster, collector = %config.collector_url, "agent started");
-    agent::run(config, receiver, shutdown_signal(), stats).await
+    agent::run(config, receiver, fleetscope_store::shutdown_signal(), stats).await
 }
 
 /// Runs the central collector until SIGTERM or Ctrl-C.
@@ -224,7 +208,7 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         listener.local_addr()?
     );
     axum::serve(listener, collector.router())
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(fleetscope_store::shutdown_signal())
         .await?;
     Ok(())
 }

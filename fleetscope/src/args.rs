@@ -220,7 +220,7 @@ async fn until_interrupted<T>(
 ) -> anyhow::Result<T> {
     tokio::select! {
         result = work => result,
-        () = fleetscope_collector::cli::shutdown_signal() => {
+        () = fleetscope_store::shutdown_signal() => {
             anyhow::bail!("{what} interrupted; the services it started were stopped")
         }
     }

@@ -531,3 +531,110 @@ fn the_agent_serves_its_metrics_on_metrics_listen() {
     assert!(!ok);
     assert!(err.contains("--metrics-listen 127.0.0.1:"), "{err}");
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `fleetscope <args>`, waits until `ready` says it is serving, sends SIGTERM (what
+/// Kubernetes sends a pod it stops) and returns how it exited and how long that took.
+fn terminate_when_ready(
+    args: &[String],
+    ready: impl Fn() -> bool,
+) -> (std::process::ExitStatus, std::time::Duration, String) {
+    use std::time::{Duration, Instant};
+    let logs = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(logs.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        if let Some(exit) = child.try_wait().unwrap() {
+            panic!(
+                "fleetscope {args:?} exited before it was ready ({exit}): {}",
+                std::fs::read_to_string(logs.path()).unwrap()
+            );
+        }
+        assert!(
+            Instant::now() < until,
+            "fleetscope {args:?} never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sent = Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let until = Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("fleetscope {args:?} did not stop within 20 s of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (
+        exit,
+        sent.elapsed(),
+        std::fs::read_to_string(logs.path()).unwrap(),
+    )
+}
+
+#[test]
+fn the_hub_collector_and_render_loop_stop_cleanly_on_sigterm() {
+    let server = LocalClickHouse::start().expect("private clickhouse-server");
+    let ch = ["--clickhouse-url".to_owned(), server.url()];
+    let (ok, out, err) = fleetscope(&["migrate", "--clickhouse-url", &server.url()]);
+    assert!(ok, "{out}{err}");
+    let serving = |port: u16| move || http_get(&format!("127.0.0.1:{port}"), "/healthz").is_ok();
+
+    let port = free_port();
+    let mut hub = vec!["hub".to_owned(), "--insecure".into(), "--listen".into()];
+    hub.push(format!("127.0.0.1:{port}"));
+    hub.extend(ch.iter().cloned());
+    let (exit, took, log) = terminate_when_ready(&hub, serving(port));
+    assert!(exit.success(), "hub: {exit} {log}");
+    assert!(took.as_secs() < 10, "hub took {took:?}");
+
+    let port = free_port();
+    let mut collector = vec![
+        "collector".to_owned(),
+        "--insecure".into(),
+        "--listen".into(),
+    ];
+    collector.push(format!("127.0.0.1:{port}"));
+    collector.extend(ch.iter().cloned());
+    let (exit, took, log) = terminate_when_ready(&collector, serving(port));
+    assert!(exit.success(), "collector: {exit} {log}");
+    assert!(took.as_secs() < 10, "collector took {took:?}");
+
+    // The render loop: ready once its first render is committed.
+    let work = tempfile::tempdir().unwrap();
+    let output = work.path().join("gitops");
+    let platform = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/platform");
+    let render = vec![
+        "render".to_owned(),
+        "--platform".into(),
+        platform.display().to_string(),
+        "--output".into(),
+        output.display().to_string(),
+        "--every".into(),
+        "3600".into(),
+    ];
+    let committed = || output.join(".git").exists() && output.join("clusters").exists();
+    let (exit, took, log) = terminate_when_ready(&render, committed);
+    assert!(exit.success(), "render --every: {exit} {log}");
+    assert!(took.as_secs() < 10, "render --every took {took:?}");
+}

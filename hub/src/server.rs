@@ -409,9 +409,7 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
         if auth.is_insecure() { " (insecure: no authentication)" } else { "" }
     );
     axum::serve(listener, router(state, Arc::new(auth), args.open_metrics))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(fleetscope_store::shutdown_signal())
         .await?;
     Ok(())
 }

@@ -84,28 +84,6 @@ fn print_warnings(warnings: &[String]) {
     }
 }
 
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM. The handlers are installed when this is called,
-/// not when the future is first polled, so a signal that comes in between is not lost (nor
-/// does it end the process the default way). Call it inside the runtime.
-pub fn shutdown_signal() -> impl Future<Output = ()> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut interrupt = signal(SignalKind::interrupt()).expect("install SIGINT handler");
-        let mut terminate = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-        async move {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    async {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 /// Runs `fleetscope render`.
 pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
     if let Some(RenderCommand::Explain { cluster, app }) = &args.command {
@@ -142,7 +120,7 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
     }
     if let Some(every) = args.service.every {
         // Installed before the first pass, so that a signal during it is not lost.
-        let shutdown = shutdown_signal();
+        let shutdown = fleetscope_store::shutdown_signal();
         let report = watch(args, Duration::from_secs(every), shutdown).await?;
         println!(
             "render: stopped after {} pass(es): {} commit(s), {} failed pass(es)",

@@ -17,6 +17,7 @@ pub mod queries;
 pub mod retention;
 pub mod rows;
 pub mod schema;
+pub mod signal;
 pub mod sizes;
 pub mod writer;
 
@@ -27,6 +28,7 @@ pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
 };
+pub use signal::shutdown_signal;
 pub use sizes::TableSize;
 pub use writer::{BatchOutcome, BatchWriter, BatchWriterConfig, Receipt, WriteError};
 

@@ -511,7 +511,7 @@ async fn drive(
         }
     };
     tokio::pin!(work);
-    let interrupted = fleetscope_collector::cli::shutdown_signal();
+    let interrupted = fleetscope_store::shutdown_signal();
     tokio::pin!(interrupted);
     let deadline = async {
         match args.duration {
