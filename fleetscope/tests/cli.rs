@@ -638,3 +638,76 @@ fn the_hub_collector_and_render_loop_stop_cleanly_on_sigterm() {
     assert!(exit.success(), "render --every: {exit} {log}");
     assert!(took.as_secs() < 10, "render --every took {took:?}");
 }
+
+#[test]
+fn render_publishes_into_a_clickhouse_cluster_with_clickhouse_cluster() {
+    use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouseCluster};
+
+    // Two shards of one replica each: the renderer's tables are replicated to every node, so
+    // each node must answer with the whole desired state.
+    let cluster = LocalClickHouseCluster::start(&ClusterSpec {
+        name: "fleet".into(),
+        shards: 2,
+        replicas: 1,
+        zookeeper: true,
+    })
+    .unwrap_or_else(|err| {
+        panic!("this test needs clickhouse-server and ZooKeeper (scripts/install-prereqs --tests): {err}")
+    });
+    let first = cluster.servers()[0].url();
+    let (ok, out, err) = fleetscope(&[
+        "migrate",
+        "--clickhouse-url",
+        &first,
+        "--clickhouse-cluster",
+        "fleet",
+    ]);
+    assert!(ok, "{out}{err}");
+    let work = tempfile::tempdir().unwrap();
+    let output = work.path().join("gitops");
+    let platform = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/platform");
+    let render = |cluster_flag: bool| {
+        let mut args = vec![
+            "render",
+            "--platform",
+            platform.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--clickhouse-url",
+            &first,
+        ];
+        if cluster_flag {
+            args.extend(["--clickhouse-cluster", "fleet"]);
+        }
+        fleetscope(&args)
+    };
+    // Without the flag the renderer would create single-server tables: it refuses, saying why.
+    let (ok, out, err) = render(false);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("was migrated for a cluster") && err.contains("--clickhouse-cluster"),
+        "{err}"
+    );
+    let (ok, out, err) = render(true);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("12 desired rows"), "{out}");
+    let desired_rows = |url: &str| {
+        let out = Command::new("curl")
+            .args(["-sS", "--fail", url, "--data-binary"])
+            .arg("SELECT count() FROM fleetscope.desired_latest FINAL")
+            .output()
+            .expect("curl");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    for server in cluster.servers() {
+        // Replication is asynchronous: wait for this node to have the rows.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut rows = desired_rows(&server.url());
+        while rows != "12" && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            rows = desired_rows(&server.url());
+        }
+        assert_eq!(rows, "12", "desired rows on {}", server.url());
+    }
+}

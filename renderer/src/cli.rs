@@ -44,7 +44,7 @@ pub struct RenderArgs {
 
 /// What running the renderer as a long-lived service needs: the interval, and the credentials
 /// of a ClickHouse whose default user is not the one to publish as.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ServiceArgs {
     /// Keep running: render again whenever the platform repo changed, checking every SECONDS
     /// (counted from the end of one pass to the start of the next), until SIGTERM or Ctrl-C.
@@ -63,6 +63,31 @@ pub struct ServiceArgs {
     /// Its password; prefer the variable, a flag shows in the process list.
     #[arg(long, env = "FLEETSCOPE_CLICKHOUSE_PASSWORD", hide_env_values = true)]
     pub clickhouse_password: Option<String>,
+    /// Publish to this ClickHouse cluster (its name in the servers' `remote_servers`), as the
+    /// collector and hub do: give every component the same value (see docs/scaling.md).
+    #[arg(long, env = "FLEETSCOPE_CLICKHOUSE_CLUSTER")]
+    pub clickhouse_cluster: Option<String>,
+    /// ZooKeeper path of the replicated tables in cluster mode; the database name follows it.
+    #[arg(
+        long,
+        env = "FLEETSCOPE_CLICKHOUSE_ZOOKEEPER_PATH",
+        default_value = fleetscope_store::cluster::DEFAULT_ZOOKEEPER_PATH
+    )]
+    pub clickhouse_zookeeper_path: String,
+}
+
+/// One pass, the server's default user, a single ClickHouse server: what the command line
+/// gives when none of these flags is set.
+impl Default for ServiceArgs {
+    fn default() -> Self {
+        ServiceArgs {
+            every: None,
+            clickhouse_user: None,
+            clickhouse_password: None,
+            clickhouse_cluster: None,
+            clickhouse_zookeeper_path: fleetscope_store::cluster::DEFAULT_ZOOKEEPER_PATH.to_owned(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -231,6 +256,12 @@ impl Renderer {
                 &fleetscope_store::StoreConfig {
                     user: args.service.clickhouse_user.clone(),
                     password: args.service.clickhouse_password.clone(),
+                    cluster: args.service.clickhouse_cluster.as_ref().map(|name| {
+                        fleetscope_store::ClusterConfig {
+                            name: name.clone(),
+                            zookeeper_path: args.service.clickhouse_zookeeper_path.clone(),
+                        }
+                    }),
                     ..fleetscope_store::StoreConfig::new(
                         url.clone(),
                         args.clickhouse_database.clone(),
