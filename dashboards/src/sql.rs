@@ -84,6 +84,20 @@ fn mark_store() -> &'static Store {
     })
 }
 
+/// The same handle in cluster mode, for the store's queries that differ there: their clustered
+/// text (`GLOBAL IN` over a Distributed table) answers the same on one server, and one dashboard
+/// then serves both.
+fn mark_cluster_store() -> &'static Store {
+    static STORE: OnceLock<Store> = OnceLock::new();
+    STORE.get_or_init(|| {
+        Store::connect(
+            &StoreConfig::new("http://127.0.0.1:9", "fleetscope")
+                .with_cluster(fleetscope_store::ClusterConfig::new("fleet")),
+        )
+        .expect("a valid placeholder store config")
+    })
+}
+
 fn mark_policy() -> DriftPolicy {
     DriftPolicy {
         stale_after_seconds: STALE_MARK,
@@ -629,6 +643,10 @@ FROM ({pairs}) WHERE app = {app} AND {in_group} AND {in_env})",
 
 /// Clusters that have reported the selected version of the selected app, cumulated over the
 /// time range (clusters that reached it before the range count from its start).
+///
+/// `GLOBAL IN`: on a ClickHouse cluster `observed_transitions` is Distributed, and a plain `IN`
+/// subquery would be sent to every shard, which resolves `clusters` in its own default
+/// database; `GLOBAL` computes the set once on the asking node. On one server it is a plain `IN`.
 pub fn rollout_progress() -> String {
     format!(
         "SELECT time, clusters FROM (\
@@ -637,7 +655,7 @@ arrayCumSum(arrayMap(p -> tupleElement(p, 2), points)) AS totals FROM (\
 SELECT {bucket} AS bucket, count() AS reached FROM (\
 SELECT cluster_id, greatest(min(observed_at), $__fromTime) AS first_seen FROM observed_transitions \
 WHERE app = {app} AND version = {v} AND deleted = 0 AND object_kind IN ({kinds}) AND observed_at <= $__toTime \
-AND cluster_id IN (SELECT cluster_id FROM ({inventory}) WHERE {in_group} AND {in_env}) \
+AND cluster_id GLOBAL IN (SELECT cluster_id FROM ({inventory}) WHERE {in_group} AND {in_env}) \
 GROUP BY cluster_id\
 ) GROUP BY bucket)\
 ) ARRAY JOIN buckets AS time, totals AS clusters ORDER BY time",
@@ -866,7 +884,8 @@ WHERE {filter} GROUP BY render_group, app, render_id\
     )
 }
 
-/// Observed transitions per interval by reported health, of the selected app and group.
+/// Observed transitions per interval by reported health, of the selected app and group
+/// (`GLOBAL IN` for a Distributed `observed_transitions`, as in [`rollout_progress`]).
 pub fn transitions_over_time() -> String {
     let mut columns = Vec::new();
     for health in [Health::Healthy, Health::Progressing, Health::Degraded] {
@@ -886,7 +905,7 @@ pub fn transitions_over_time() -> String {
         "SELECT {bucket} AS time, {columns} FROM (\
 SELECT cluster_id, object_kind, object_namespace, object_name, seq, any(observed_at) AS change_time, any(health) AS reported_health \
 FROM observed_transitions WHERE $__timeFilter(observed_at) AND {app} AND \
-({g} = '' OR cluster_id IN (SELECT cluster_id FROM ({inventory}) WHERE {in_group})) \
+({g} = '' OR cluster_id GLOBAL IN (SELECT cluster_id FROM ({inventory}) WHERE {in_group})) \
 GROUP BY cluster_id, object_kind, object_namespace, object_name, seq\
 ) GROUP BY time ORDER BY time",
         bucket = bucket("change_time"),
@@ -964,11 +983,11 @@ pub const GROUP_TRANSITION_COLUMNS: [&str; 10] = [
 ];
 
 /// The store's observed transitions of the selected group and app in the time range, newest
-/// first.
+/// first; its cluster-mode text, which filters the Distributed table with `GLOBAL IN`.
 pub fn group_transitions() -> String {
     let (from, to) = range();
     let text = queries::observed_transitions_query(
-        mark_store(),
+        mark_cluster_store(),
         Some(GROUP_MARK),
         Some(APP_MARK),
         from,

@@ -477,3 +477,108 @@ fn is_child(path: &str, parent: &str) -> bool {
         None => parent.is_empty(),
     }
 }
+
+/// Every panel and variable query on a ClickHouse cluster (two shards with ZooKeeper, the store
+/// migrated in cluster mode, so the sharded tables are Distributed) answers exactly as on one
+/// server with the same rows. A plain `IN` over a Distributed table, for example, fails there:
+/// each shard resolves the subquery's tables in its own default database.
+#[tokio::test]
+async fn every_panel_query_answers_on_a_clickhouse_cluster_as_on_one_server() {
+    use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouseCluster};
+    use fleetscope_store::{ClusterConfig, Store, StoreConfig};
+
+    let data = common::dataset(300, 12);
+    let inserts = data.insert_statements();
+    let dashboards = fleetscope_dashboards::all();
+    let scenarios = scenarios(&data);
+    let cases: Vec<Case> = cases(&dashboards, &scenarios)
+        .into_iter()
+        .filter(|c| c.scenario != FLEET_EARLY_MACROS)
+        .collect();
+
+    let single = TestStore::start().await;
+    let cluster = LocalClickHouseCluster::start(&ClusterSpec {
+        name: "fleet".into(),
+        shards: 2,
+        replicas: 1,
+        zookeeper: true,
+    })
+    .unwrap_or_else(|err| {
+        panic!("this test needs clickhouse-server and ZooKeeper (scripts/install-prereqs --tests): {err}")
+    });
+    let database = single.store.database().to_owned();
+    let first = &cluster.servers()[0];
+    let store = Store::connect(
+        &StoreConfig::new(first.url(), database.clone()).with_cluster(ClusterConfig::new("fleet")),
+    )
+    .expect("a valid cluster store config");
+    store
+        .migrate()
+        .await
+        .expect("cluster-mode migrations apply");
+
+    let on_single = server_client(&single);
+    // Inserts wait for every shard (as the store's own inserts do in cluster mode).
+    let on_cluster = clickhouse::Client::default()
+        .with_url(first.url())
+        .with_database(&database)
+        .with_validation(false)
+        .with_setting("insert_distributed_sync", "1");
+    for sql in &inserts {
+        on_single.query(sql).execute().await.expect("insert");
+        on_cluster
+            .query(sql)
+            .execute()
+            .await
+            .unwrap_or_else(|err| panic!("insert on the cluster: {err}"));
+    }
+    // The replicated tables copy to the other node in the background: wait until it has them.
+    for server in cluster.servers() {
+        let client = clickhouse::Client::default()
+            .with_url(server.url())
+            .with_database(&database)
+            .with_validation(false);
+        let tables: Vec<String> = client
+            .query("SELECT table FROM system.replicas WHERE database = ?")
+            .bind(&database)
+            .fetch_all()
+            .await
+            .expect("replicated tables");
+        for table in tables {
+            client
+                .query("SYSTEM SYNC REPLICA ?.?")
+                .bind(clickhouse::sql::Identifier(&database))
+                .bind(clickhouse::sql::Identifier(&table))
+                .execute()
+                .await
+                .unwrap_or_else(|err| panic!("sync {table}: {err}"));
+        }
+    }
+
+    let mut failures = Vec::new();
+    let mut with_rows = 0;
+    for case in &cases {
+        let expected = run_on_server(&on_single, &case.sql)
+            .await
+            .unwrap_or_else(|err| panic!("{} on one server: {err}", case.name));
+        match run_on_server(&on_cluster, &case.sql).await {
+            Ok(answer) if answer == expected => {
+                with_rows += usize::from(answer.lines().count() > 1);
+            }
+            Ok(answer) => failures.push(format!(
+                "{} differs on the cluster:\n--- cluster\n{answer}\n--- one server\n{expected}",
+                case.name
+            )),
+            Err(err) => failures.push(format!(
+                "{} failed on the cluster: {err}\n{}",
+                case.name, case.sql
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(
+        with_rows > 40,
+        "only {with_rows} of {} answers had rows",
+        cases.len()
+    );
+}
