@@ -211,22 +211,20 @@ async fn every_panel_and_variable_query_runs_on_both_clickhouse_versions() {
     let database = "dashboards";
     let mut statements: Vec<Statement> = catalog::schema_statements()
         .into_iter()
-        .map(|entry| Statement {
-            name: entry.name,
-            sql: entry.sql,
-            fetch: false,
-        })
+        .map(|entry| Statement::execute(entry.name, entry.sql))
         .collect();
-    statements.extend(inserts.iter().enumerate().map(|(i, sql)| Statement {
-        name: format!("insert {}", i + 1),
-        sql: sql.clone(),
-        fetch: false,
-    }));
+    statements.extend(
+        inserts
+            .iter()
+            .enumerate()
+            .map(|(i, sql)| Statement::execute(format!("insert {}", i + 1), sql.clone())),
+    );
     let first_case = statements.len();
-    statements.extend(cases.iter().map(|case| Statement {
-        name: case.name.clone(),
-        sql: format!("{} FORMAT {WITH_NAMES}", case.sql),
-        fetch: true,
+    statements.extend(cases.iter().map(|case| {
+        Statement::fetch(
+            case.name.clone(),
+            format!("{} FORMAT {WITH_NAMES}", case.sql),
+        )
     }));
     let run = chdb::run(database, &statements);
     assert!(

@@ -6,93 +6,16 @@
 //! tables are read-only, so results are compared on real 18.16 servers (`tests/cluster.rs`).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use fleetscope_local_clickhouse::LocalZooKeeper;
 use fleetscope_store::catalog;
 use fleetscope_store::cluster::{Placement, PLACEMENTS};
 use fleetscope_store::{ClusterConfig, StoreConfig};
+use fleetscope_testkit::chdb::{self, Statement};
 use fleetscope_testkit::grid::{NOW, POLICY};
 
 /// A cluster name that needs quoting, to show it is quoted everywhere.
 const CLUSTER: &str = "fleet-eu";
-
-#[derive(Debug, serde::Serialize)]
-struct Statement {
-    name: String,
-    sql: String,
-    mode: &'static str,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct StatementResult {
-    name: String,
-    ok: bool,
-    output: String,
-    error: String,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct Run {
-    version: String,
-    results: Vec<StatementResult>,
-}
-
-fn run(config: &std::path::Path, statements: &[Statement]) -> Run {
-    let python = fleetscope_testkit::chdb::python();
-    let hint = "the current ClickHouse engine comes from chdb: run scripts/install-prereqs --tests";
-    assert!(python.is_file(), "{} not found; {hint}", python.display());
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cluster_chdb.py");
-    let mut child = Command::new(&python)
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|err| panic!("could not run {}: {err}; {hint}", python.display()));
-    let request = serde_json::json!({ "config": config, "statements": statements });
-    child
-        .stdin
-        .take()
-        .expect("stdin is piped")
-        .write_all(request.to_string().as_bytes())
-        .expect("send statements to the runner");
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        stdout.read_to_string(&mut text).map(|_| text)
-    });
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for the runner") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the chdb cluster runner did not finish within 180 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    let _ = child
-        .stderr
-        .take()
-        .expect("stderr is piped")
-        .read_to_string(&mut stderr);
-    assert!(
-        status.success(),
-        "the chdb runner failed ({status}): {stderr}; {hint}"
-    );
-    let text = reader
-        .join()
-        .expect("reader thread")
-        .expect("runner output");
-    serde_json::from_str(&text).unwrap_or_else(|err| panic!("runner output: {err}: {text}"))
-}
 
 #[test]
 fn clustered_schema_and_queries_run_on_the_current_engine() {
@@ -127,48 +50,36 @@ fn clustered_schema_and_queries_run_on_the_current_engine() {
     let schema = catalog::cluster_schema_statements(&cluster, database);
     for entry in &schema {
         assert!(entry.sql.contains(&on_cluster), "{}", entry.sql);
-        statements.push(Statement {
-            name: format!("parse {}", entry.name),
-            sql: entry.sql.clone(),
-            mode: "parse",
-        });
-        statements.push(Statement {
-            name: entry.name.clone(),
-            sql: entry.sql.replace(&on_cluster, ""),
-            mode: "execute",
-        });
+        statements.push(Statement::parse(
+            format!("parse {}", entry.name),
+            entry.sql.clone(),
+        ));
+        statements.push(Statement::execute(
+            entry.name.clone(),
+            entry.sql.replace(&on_cluster, ""),
+        ));
     }
     for entry in catalog::cluster_maintenance_statements(&cluster, database) {
-        statements.push(Statement {
-            name: entry.name,
-            sql: entry.sql,
-            mode: "parse",
-        });
+        statements.push(Statement::parse(entry.name, entry.sql));
     }
-    statements.push(Statement {
-        name: "use the database".into(),
-        sql: format!("USE {database}"),
-        mode: "execute",
-    });
-    statements.push(Statement {
-        name: "tables".into(),
-        sql: format!(
+    statements.push(Statement::execute(
+        "use the database",
+        format!("USE {database}"),
+    ));
+    statements.push(Statement::fetch(
+        "tables",
+        format!(
             "SELECT name, engine FROM system.tables WHERE database = '{database}' ORDER BY name"
         ),
-        mode: "fetch",
-    });
+    ));
     let store_config =
         StoreConfig::new("http://127.0.0.1:9", database).with_cluster(cluster.clone());
     let queries = catalog::read_queries_for(&store_config, NOW, &POLICY, "case-0017");
     for entry in &queries {
-        statements.push(Statement {
-            name: entry.name.clone(),
-            sql: entry.sql.clone(),
-            mode: "fetch",
-        });
+        statements.push(Statement::fetch(entry.name.clone(), entry.sql.clone()));
     }
 
-    let run = run(&config, &statements);
+    let run = chdb::run_configured(&config, &statements);
     assert!(
         run.version.starts_with('2'),
         "chdb reports a current ClickHouse, got {}",

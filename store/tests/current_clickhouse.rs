@@ -18,22 +18,19 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
 
     let mut statements: Vec<Statement> = catalog::schema_statements()
         .into_iter()
-        .map(|entry| Statement {
-            name: entry.name,
-            sql: entry.sql,
-            fetch: false,
-        })
+        .map(|entry| Statement::execute(entry.name, entry.sql))
         .collect();
-    statements.extend(inserts.iter().enumerate().map(|(i, sql)| Statement {
-        name: format!("grid insert {}", i + 1),
-        sql: sql.clone(),
-        fetch: false,
-    }));
-    statements.extend(queries.iter().map(|entry| Statement {
-        name: entry.name.clone(),
-        sql: entry.sql.clone(),
-        fetch: true,
-    }));
+    statements.extend(
+        inserts
+            .iter()
+            .enumerate()
+            .map(|(i, sql)| Statement::execute(format!("grid insert {}", i + 1), sql.clone())),
+    );
+    statements.extend(
+        queries
+            .iter()
+            .map(|entry| Statement::fetch(entry.name.clone(), entry.sql.clone())),
+    );
 
     // The real server: the schema is already there (TestStore migrated it); load the same data.
     let client = clickhouse::Client::default()
@@ -83,7 +80,11 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
     let fetched: Vec<_> = run
         .results
         .iter()
-        .filter(|r| statements.iter().any(|s| s.name == r.name && s.fetch))
+        .filter(|r| {
+            statements
+                .iter()
+                .any(|s| s.name == r.name && s.mode == chdb::Mode::Fetch)
+        })
         .collect();
     assert_eq!(fetched.len(), queries.len());
     for ((entry, server), current) in queries.iter().zip(&server_outputs).zip(fetched) {
