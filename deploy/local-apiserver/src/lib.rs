@@ -20,16 +20,13 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use fleetscope_local_process::{log_tail, ChildProcess, SpawnError, StartFailure};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
@@ -691,116 +688,62 @@ fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
     name
 }
 
-/// A child process with its output in a log file.
+/// A child process with its output in a log file, named in errors.
 #[derive(Debug)]
 struct Process {
     name: &'static str,
-    child: Option<Child>,
+    process: ChildProcess,
     log: PathBuf,
 }
 
 impl Process {
-    fn spawn(name: &'static str, mut command: Command, cwd: &Path, log: &Path) -> Result<Process> {
-        let stdout = File::create(log).map_err(|source| LocalApiServerError::Prepare {
-            path: log.to_owned(),
-            source,
+    fn spawn(name: &'static str, command: Command, cwd: &Path, log: &Path) -> Result<Process> {
+        let process = ChildProcess::spawn(command, cwd, log, log).map_err(|err| match err {
+            SpawnError::Log { path, source } => LocalApiServerError::Prepare { path, source },
+            SpawnError::Spawn { program, source } => LocalApiServerError::Spawn {
+                binary: program,
+                source,
+            },
         })?;
-        let stderr = stdout
-            .try_clone()
-            .map_err(|source| LocalApiServerError::Prepare {
-                path: log.to_owned(),
-                source,
-            })?;
-        let child = command
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .map_err(|source| LocalApiServerError::Spawn {
-                binary: PathBuf::from(command.get_program()),
-                source,
-            })?;
         Ok(Process {
             name,
-            child: Some(child),
+            process,
             log: log.to_owned(),
         })
     }
 
     fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.pid()
     }
 
     /// Polls `ready` until it holds, the process exits, or [`START_LIMIT`] passes.
-    fn wait_for(&mut self, probe: &str, mut ready: impl FnMut() -> bool) -> Result<()> {
-        let started = Instant::now();
-        while started.elapsed() < START_LIMIT {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(LocalApiServerError::Exited {
-                        process: self.name,
-                        status: status.to_string(),
-                        log: self.log.clone(),
-                        tail: self.log_tail(),
-                    });
-                }
-            }
-            if ready() {
-                return Ok(());
-            }
-            std::thread::sleep(POLL);
-        }
-        Err(LocalApiServerError::NotReady {
-            process: self.name,
-            probe: probe.to_owned(),
-            waited: START_LIMIT,
-            log: self.log.clone(),
-            tail: self.log_tail(),
-        })
-    }
-
-    fn log_tail(&self) -> String {
-        let content = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = content.lines().collect();
-        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
-        if tail.is_empty() {
-            "(empty)".to_owned()
-        } else {
-            tail
-        }
+    fn wait_for(&mut self, probe: &str, ready: impl FnMut() -> bool) -> Result<()> {
+        self.process
+            .wait_until(START_LIMIT, ready)
+            .map_err(|failure| match failure {
+                StartFailure::Exited(status) => LocalApiServerError::Exited {
+                    process: self.name,
+                    status: status.to_string(),
+                    log: self.log.clone(),
+                    tail: log_tail(&[&self.log], 20),
+                },
+                StartFailure::NotReady(waited) => LocalApiServerError::NotReady {
+                    process: self.name,
+                    probe: probe.to_owned(),
+                    waited,
+                    log: self.log.clone(),
+                    tail: log_tail(&[&self.log], 20),
+                },
+            })
     }
 
     /// SIGTERM, then SIGKILL after [`STOP_GRACE`].
     fn terminate(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Ok(pid) = i32::try_from(child.id()) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-            }
-            let deadline = Instant::now() + STOP_GRACE;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.terminate(STOP_GRACE);
     }
 
     fn kill_now(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill_now();
+        self.process.kill_now();
     }
 }
 
@@ -955,13 +898,10 @@ fn write_file(path: &Path, content: &str) -> Result<()> {
 }
 
 fn free_port(home: &Path) -> Result<u16> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|source| LocalApiServerError::Prepare {
-            path: home.to_owned(),
-            source,
-        })
+    fleetscope_local_process::free_port().map_err(|source| LocalApiServerError::Prepare {
+        path: home.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -11,13 +11,12 @@ pub use cluster::{replica_macro, shard_macro, ClusterSpec, LocalClickHouseCluste
 pub use zookeeper::{find_zookeeper, LocalZooKeeper, JAVA_ENV, ZOOKEEPER_JAR_ENV};
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use fleetscope_local_process::{log_tail, ChildProcess, SpawnError, StartFailure};
 
 /// Environment variable naming the `clickhouse-server` binary, when it is not in a usual place.
 pub const SERVER_BINARY_ENV: &str = "FLEETSCOPE_CLICKHOUSE_SERVER";
@@ -101,7 +100,9 @@ impl Home {
 /// directory; [`LocalClickHouse::stop`] shuts it down gracefully.
 #[derive(Debug)]
 pub struct LocalClickHouse {
-    child: Option<Child>,
+    /// Before `home`: fields drop in order, so the server is killed before a temporary
+    /// directory is removed.
+    process: Option<ChildProcess>,
     home: Home,
     binary: PathBuf,
     http_port: u16,
@@ -135,7 +136,7 @@ impl LocalClickHouse {
         for _ in 0..3 {
             let (http_port, tcp_port) = (free_port(&home)?, free_port(&home)?);
             let mut server = LocalClickHouse {
-                child: None,
+                process: None,
                 home,
                 binary: binary.clone(),
                 http_port,
@@ -173,7 +174,7 @@ impl LocalClickHouse {
         extra_config: String,
     ) -> Result<LocalClickHouse, LocalClickHouseError> {
         Ok(LocalClickHouse {
-            child: None,
+            process: None,
             home: Home::Temporary(dir),
             binary: find_server_binary()?,
             http_port,
@@ -205,44 +206,45 @@ impl LocalClickHouse {
             let file = dir.join("cluster.xml");
             prepare(&file, std::fs::write(&file, extra))?;
         }
-        let stdout = prepare_file(&home.join("log/stdout.log"))?;
-        let stderr = prepare_file(&home.join("log/stderr.log"))?;
-        let child = Command::new(&self.binary)
-            .arg(format!("--config-file={}", config.display()))
-            .current_dir(&home)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .map_err(|source| LocalClickHouseError::Spawn {
+        let mut command = Command::new(&self.binary);
+        command.arg(format!("--config-file={}", config.display()));
+        let process = ChildProcess::spawn(
+            command,
+            &home,
+            &home.join("log/stdout.log"),
+            &home.join("log/stderr.log"),
+        )
+        .map_err(|err| match err {
+            SpawnError::Log { path, source } => LocalClickHouseError::Prepare { path, source },
+            SpawnError::Spawn { source, .. } => LocalClickHouseError::Spawn {
                 binary: self.binary.clone(),
                 source,
-            })?;
-        self.child = Some(child);
+            },
+        })?;
+        self.process = Some(process);
         Ok(())
     }
 
     pub(crate) fn wait_ready(&mut self, limit: Duration) -> Result<(), LocalClickHouseError> {
-        let started = Instant::now();
-        while started.elapsed() < limit {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(LocalClickHouseError::Exited {
-                        status: status.to_string(),
-                        log: self.error_log_tail(),
-                    });
-                }
-            }
-            if ping(self.http_port) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Err(LocalClickHouseError::NotReady {
-            waited: limit,
-            log: self.error_log_tail(),
-        })
+        let port = self.http_port;
+        let Some(process) = self.process.as_mut() else {
+            return Err(LocalClickHouseError::NotReady {
+                waited: Duration::ZERO,
+                log: "(the server was not started)".to_owned(),
+            });
+        };
+        process
+            .wait_until(limit, || ping(port))
+            .map_err(|failure| match failure {
+                StartFailure::Exited(status) => LocalClickHouseError::Exited {
+                    status: status.to_string(),
+                    log: self.error_log_tail(),
+                },
+                StartFailure::NotReady(waited) => LocalClickHouseError::NotReady {
+                    waited,
+                    log: self.error_log_tail(),
+                },
+            })
     }
 
     fn config_xml(&self, home: &Path) -> String {
@@ -282,22 +284,14 @@ impl LocalClickHouse {
     }
 
     fn error_log_tail(&self) -> String {
-        let mut text = String::new();
-        for name in ["log/server.err.log", "log/stderr.log"] {
-            if let Ok(content) = std::fs::read_to_string(self.home.path().join(name)) {
-                let lines: Vec<&str> = content.lines().collect();
-                text.extend(
-                    lines[lines.len().saturating_sub(15)..]
-                        .iter()
-                        .map(|l| format!("{l}\n")),
-                );
-            }
-        }
-        if text.is_empty() {
-            "(empty)".to_owned()
-        } else {
-            text
-        }
+        let home = self.home.path();
+        log_tail(
+            &[
+                &home.join("log/server.err.log"),
+                &home.join("log/stderr.log"),
+            ],
+            15,
+        )
     }
 
     /// The HTTP interface, for example `http://127.0.0.1:41234`.
@@ -320,23 +314,14 @@ impl LocalClickHouse {
 
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.as_ref().and_then(ChildProcess::pid)
     }
 
     /// Stops the server gracefully (SIGTERM, then SIGKILL after 20 s), keeping its data, so
     /// [`LocalClickHouse::restart`] can bring the same server back.
     pub fn shut_down(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut process) = self.process.take() {
+            process.terminate(Duration::from_secs(20));
         }
     }
 
@@ -354,7 +339,7 @@ impl LocalClickHouse {
     /// Leaves the server running after this value is gone (the demo's `--keep`). Returns its
     /// process id and directory; a temporary directory is kept too.
     pub fn keep_running(mut self) -> (Option<u32>, PathBuf) {
-        let pid = self.child.take().map(|child| child.id());
+        let pid = self.process.take().and_then(ChildProcess::detach);
         let home = std::mem::replace(&mut self.home, Home::Kept(PathBuf::new()));
         let path = match home {
             Home::Temporary(dir) => dir.keep(),
@@ -364,34 +349,16 @@ impl LocalClickHouse {
     }
 
     fn kill_now(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        // Dropping the process kills it.
+        self.process = None;
     }
-}
-
-impl Drop for LocalClickHouse {
-    fn drop(&mut self) {
-        self.kill_now();
-    }
-}
-
-fn prepare_file(path: &Path) -> Result<std::fs::File, LocalClickHouseError> {
-    std::fs::File::create(path).map_err(|source| LocalClickHouseError::Prepare {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 fn free_port(home: &Home) -> Result<u16, LocalClickHouseError> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|source| LocalClickHouseError::Prepare {
-            path: home.path().to_owned(),
-            source,
-        })
+    fleetscope_local_process::free_port().map_err(|source| LocalClickHouseError::Prepare {
+        path: home.path().to_owned(),
+        source,
+    })
 }
 
 /// True when the HTTP interface answers `GET /ping` with `Ok.`.

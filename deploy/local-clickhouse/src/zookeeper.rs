@@ -3,13 +3,12 @@
 //! It comes from Debian's `zookeeper` package (Java), started directly with its jar.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use fleetscope_local_process::{log_tail, ChildProcess, SpawnError, StartFailure};
 
 /// Environment variable naming the `java` binary, when it is not on the `PATH`.
 pub const JAVA_ENV: &str = "FLEETSCOPE_JAVA";
@@ -64,7 +63,8 @@ pub fn find_zookeeper() -> Result<(PathBuf, PathBuf), ZooKeeperError> {
 /// A running private ZooKeeper. Dropping it kills the process and removes its directory.
 #[derive(Debug)]
 pub struct LocalZooKeeper {
-    child: Option<Child>,
+    /// Before `home`: fields drop in order, so the process is gone before its directory is.
+    process: Option<ChildProcess>,
     home: tempfile::TempDir,
     port: u16,
 }
@@ -84,9 +84,14 @@ impl LocalZooKeeper {
                     path: std::env::temp_dir(),
                     source,
                 })?;
-            let port = free_port(home.path())?;
+            let port = fleetscope_local_process::free_port().map_err(|source| {
+                ZooKeeperError::Prepare {
+                    path: home.path().to_owned(),
+                    source,
+                }
+            })?;
             let mut keeper = LocalZooKeeper {
-                child: None,
+                process: None,
                 home,
                 port,
             };
@@ -123,16 +128,9 @@ impl LocalZooKeeper {
         );
         prepare(&config, std::fs::write(&config, text))?;
         let log = home.join("zookeeper.log");
-        let out = std::fs::File::create(&log).map_err(|source| ZooKeeperError::Prepare {
-            path: log.clone(),
-            source,
-        })?;
-        let err = out.try_clone().map_err(|source| ZooKeeperError::Prepare {
-            path: log.clone(),
-            source,
-        })?;
-        let child = Command::new(java)
-            // A small heap and the quick JIT: this ZooKeeper serves a handful of test servers.
+        let mut command = Command::new(java);
+        // A small heap and the quick JIT: this ZooKeeper serves a handful of test servers.
+        command
             .args([
                 "-Xms32m",
                 "-Xmx256m",
@@ -144,50 +142,28 @@ impl LocalZooKeeper {
             .arg("-cp")
             .arg(jar)
             .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-            .arg(&config)
-            .current_dir(&home)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|source| ZooKeeperError::Spawn {
+            .arg(&config);
+        let process = ChildProcess::spawn(command, &home, &log, &log).map_err(|err| match err {
+            SpawnError::Log { path, source } => ZooKeeperError::Prepare { path, source },
+            SpawnError::Spawn { source, .. } => ZooKeeperError::Spawn {
                 java: java.to_owned(),
                 source,
-            })?;
-        self.child = Some(child);
-        let limit = Duration::from_secs(60);
-        let started = Instant::now();
-        while started.elapsed() < limit {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(ZooKeeperError::Exited {
+            },
+        })?;
+        let port = self.port;
+        let process = self.process.insert(process);
+        process
+            .wait_until(Duration::from_secs(60), || serves(port))
+            .map_err(|failure| {
+                let log = log_tail(&[&log], 15);
+                match failure {
+                    StartFailure::Exited(status) => ZooKeeperError::Exited {
                         status: status.to_string(),
-                        log: self.log_tail(),
-                    });
+                        log,
+                    },
+                    StartFailure::NotReady(waited) => ZooKeeperError::NotReady { waited, log },
                 }
-            }
-            if self.is_ok() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Err(ZooKeeperError::NotReady {
-            waited: limit,
-            log: self.log_tail(),
-        })
-    }
-
-    fn log_tail(&self) -> String {
-        let content =
-            std::fs::read_to_string(self.home.path().join("zookeeper.log")).unwrap_or_default();
-        let lines: Vec<&str> = content.lines().collect();
-        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-        if tail.is_empty() {
-            "(empty)".to_owned()
-        } else {
-            tail
-        }
+            })
     }
 
     /// The client port on 127.0.0.1.
@@ -197,52 +173,26 @@ impl LocalZooKeeper {
 
     /// The process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.as_ref().and_then(ChildProcess::pid)
     }
 
-    /// True while ZooKeeper serves requests (`ruok` is answered earlier, before it does).
+    /// True while ZooKeeper serves requests.
     pub fn is_ok(&self) -> bool {
-        four_letter_word(self.port, "srvr").is_some_and(|answer| answer.contains("Mode: "))
+        serves(self.port)
     }
 
     /// Stops ZooKeeper (SIGTERM, then SIGKILL after 10 s) and removes its directory.
     pub fn stop(mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn kill_now(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(process) = self.process.as_mut() {
+            process.terminate(Duration::from_secs(10));
         }
     }
 }
 
-impl Drop for LocalZooKeeper {
-    fn drop(&mut self) {
-        self.kill_now();
-    }
-}
-
-fn free_port(home: &Path) -> Result<u16, ZooKeeperError> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|source| ZooKeeperError::Prepare {
-            path: home.to_owned(),
-            source,
-        })
+/// True while the ZooKeeper on `port` serves requests (`ruok` is answered earlier, before it
+/// does).
+fn serves(port: u16) -> bool {
+    four_letter_word(port, "srvr").is_some_and(|answer| answer.contains("Mode: "))
 }
 
 /// Sends one of ZooKeeper's four-letter commands and returns the answer.
@@ -262,7 +212,7 @@ mod tests {
 
     #[test]
     fn starts_answers_and_stops() {
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         let keeper = LocalZooKeeper::start().expect("start a private ZooKeeper");
         eprintln!("ZooKeeper answered after {:?}", started.elapsed());
         assert!(keeper.is_ok());

@@ -1,0 +1,246 @@
+//! A child process the way the private servers of the demo and the tests need one (ClickHouse,
+//! ZooKeeper, etcd, the Kubernetes API server): its output in log files, started and polled until
+//! a probe says it serves (or it exits, or a time limit passes), stopped with SIGTERM and then
+//! SIGKILL, and killed when dropped so that a failing test leaves nothing running.
+
+#![forbid(unsafe_code)]
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// How often readiness and exit are polled.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Why a process did not become ready. The caller adds its own context and log tail.
+#[derive(Debug)]
+pub enum StartFailure {
+    /// It exited during start-up.
+    Exited(ExitStatus),
+    /// The probe never held within the limit.
+    NotReady(Duration),
+}
+
+/// A running child process. Dropping it kills the process (no grace).
+#[derive(Debug)]
+pub struct ChildProcess {
+    child: Option<Child>,
+}
+
+impl ChildProcess {
+    /// Starts `command` in `cwd` with stdin closed, stdout into `stdout_log` and stderr into
+    /// `stderr_log` (the same file when both name it).
+    pub fn spawn(
+        mut command: Command,
+        cwd: &Path,
+        stdout_log: &Path,
+        stderr_log: &Path,
+    ) -> Result<ChildProcess, SpawnError> {
+        let prepare = |path: &Path| {
+            File::create(path).map_err(|source| SpawnError::Log {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        let stdout = prepare(stdout_log)?;
+        let stderr = if stderr_log == stdout_log {
+            stdout.try_clone().map_err(|source| SpawnError::Log {
+                path: stderr_log.to_owned(),
+                source,
+            })?
+        } else {
+            prepare(stderr_log)?
+        };
+        let child = command
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|source| SpawnError::Spawn {
+                program: PathBuf::from(command.get_program()),
+                source,
+            })?;
+        Ok(ChildProcess { child: Some(child) })
+    }
+
+    /// Polls `ready` until it holds, the process exits, or `limit` passes.
+    pub fn wait_until(
+        &mut self,
+        limit: Duration,
+        mut ready: impl FnMut() -> bool,
+    ) -> Result<(), StartFailure> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(StartFailure::Exited(status));
+                }
+            }
+            if ready() {
+                return Ok(());
+            }
+            std::thread::sleep(POLL);
+        }
+        Err(StartFailure::NotReady(limit))
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops it: SIGTERM, then SIGKILL when it has not exited after `grace`.
+    pub fn terminate(&mut self, grace: Duration) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills it at once and reaps it.
+    pub fn kill_now(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Lets it run on after this value is gone; its process id.
+    pub fn detach(mut self) -> Option<u32> {
+        self.child.take().map(|child| child.id())
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        self.kill_now();
+    }
+}
+
+/// Why a child process could not be started.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// Its log file could not be created.
+    Log {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The last `lines` lines of each of `logs` that exists, or `(empty)`.
+pub fn log_tail(logs: &[&Path], lines: usize) -> String {
+    let mut tail = Vec::new();
+    for log in logs {
+        if let Ok(content) = std::fs::read_to_string(log) {
+            let all: Vec<&str> = content.lines().collect();
+            tail.extend(
+                all[all.len().saturating_sub(lines)..]
+                    .iter()
+                    .map(|l| l.to_string()),
+            );
+        }
+    }
+    if tail.is_empty() {
+        "(empty)".to_owned()
+    } else {
+        tail.join("\n")
+    }
+}
+
+/// A loopback port nothing listens on now (it can be taken before the caller binds it, so
+/// callers retry a failed start on another).
+pub fn free_port() -> std::io::Result<u16> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(script: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]);
+        command
+    }
+
+    #[test]
+    fn waits_for_readiness_and_stops_with_sigterm() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out.log");
+        let flag = dir.path().join("ready");
+        let script = format!(
+            "trap 'echo stopping; exit 0' TERM; echo starting; sleep 0.2; touch {}; while :; do sleep 0.05; done",
+            flag.display()
+        );
+        let mut process = ChildProcess::spawn(shell(&script), dir.path(), &log, &log).unwrap();
+        process
+            .wait_until(Duration::from_secs(10), || flag.exists())
+            .unwrap();
+        let pid = process.pid().expect("running");
+        process.terminate(Duration::from_secs(10));
+        assert!(process.pid().is_none());
+        assert!(log_tail(&[&log], 5).contains("starting"), "{pid}");
+        assert!(log_tail(&[&log], 5).contains("stopping"));
+    }
+
+    #[test]
+    fn an_exit_during_start_up_and_a_probe_that_never_holds_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, err) = (dir.path().join("out.log"), dir.path().join("err.log"));
+        let mut exits =
+            ChildProcess::spawn(shell("echo bad config >&2; exit 3"), dir.path(), &out, &err)
+                .unwrap();
+        match exits.wait_until(Duration::from_secs(10), || false) {
+            Err(StartFailure::Exited(status)) => assert_eq!(status.code(), Some(3)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(log_tail(&[&out, &err], 5), "bad config");
+        let mut hangs = ChildProcess::spawn(shell("sleep 30"), dir.path(), &out, &err).unwrap();
+        match hangs.wait_until(Duration::from_millis(300), || false) {
+            Err(StartFailure::NotReady(waited)) => assert_eq!(waited, Duration::from_millis(300)),
+            other => panic!("{other:?}"),
+        }
+        let pid = hangs.pid().unwrap();
+        drop(hangs);
+        // Dropped means killed and reaped: no process of that id runs `sleep` any more.
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(!cmdline.contains("sleep"), "{cmdline:?}");
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out.log");
+        let err = ChildProcess::spawn(
+            Command::new("/nonexistent/fleetscope-test-binary"),
+            dir.path(),
+            &log,
+            &log,
+        )
+        .unwrap_err();
+        assert!(matches!(err, SpawnError::Spawn { .. }), "{err:?}");
+    }
+}
