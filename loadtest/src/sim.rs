@@ -218,11 +218,12 @@ impl SimFleet {
                     kind,
                     version: want.version.clone(),
                     content_hash: want.content_hash.clone(),
-                    revision: intern(&format!(
-                        "{}@sha1:{}",
-                        a.version,
-                        &hash[..12.min(hash.len())]
-                    )),
+                    // A Flux-style revision: the version and a short digest (the content
+                    // hash's hex, without its `sha256:` prefix).
+                    revision: intern(&format!("{}@sha1:{}", a.version, {
+                        let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
+                        &hex[..12.min(hex.len())]
+                    })),
                     health: Health::Healthy,
                     sync: settled_sync(kind),
                     reason: "ReconciliationSucceeded",
