@@ -103,16 +103,16 @@ pub async fn summary(
     let depth = params.number("depth", 0.0, 16.0, 16.0)? as usize;
     let csv_wanted = params.csv()?;
     let key = format!("summary|{filter:?}|{depth}");
+    // Rows are the caller's scope and the asked group and what lies below them; an ancestor
+    // would hold only the selected part of its clusters under its own name.
+    let within = filter.groups.clone();
     let rollup = state
         .cached(key, move |fleet, now, policy| {
             fleet.rollup(now, policy, &filter)
         })
         .await?;
-    let scope = principal.scope.clone();
-    let visible = |group: &str| match &scope {
-        None => true,
-        Some(scope) => GroupPath::parse(group).is_ok_and(|g| g.is_within(scope)),
-    };
+    let visible =
+        |group: &str| GroupPath::parse(group).is_ok_and(|g| within.iter().all(|w| g.is_within(w)));
     let total = rollup.get("").copied().unwrap_or_default();
     let rows: Vec<(&String, &Counts)> = rollup
         .iter()

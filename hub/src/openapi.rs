@@ -63,7 +63,7 @@ const FORMAT: (&str, &str, bool, &str, &str) = (
 pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         path: "/api/v1/summary",
-        summary: "The fleet and every group at every level: clusters total, reporting and stale; app instances per drift state.",
+        summary: "The fleet and every group at every level: clusters total, reporting and stale; app instances per drift state. With `group` (or a scoped token), `total` is that subtree and the rows are that group and the groups below it.",
         params: &[GROUP, ENVIRONMENT, LABEL, APP, ("depth", "query", false, "integer", "Deepest group level listed (default all)."), FORMAT],
         csv: true,
     },

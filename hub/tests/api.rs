@@ -416,6 +416,16 @@ async fn a_scoped_token_is_confined_on_every_route() {
                     .json(ADMIN, &format!("/api/v1/summary?group={SCOPE}"))
                     .await;
                 assert_eq!(mine["total"], admin["total"], "totals cover the scope only");
+                // The asked group's rows start at that group: no ancestor under its own name
+                // holding only the selected part of its clusters.
+                let groups: Vec<&str> = admin["groups"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|g| g["group"].as_str().unwrap())
+                    .collect();
+                assert!(groups.contains(&SCOPE), "{groups:?}");
+                assert!(groups.iter().all(|g| within(g, SCOPE)), "{groups:?}");
                 let wider = hub.json(SCOPED, "/api/v1/summary?group=emea").await;
                 assert_eq!(
                     wider["total"], admin["total"],
