@@ -111,6 +111,12 @@ fn write_dir(
 
 /// Opens the repository at `path`, or creates it (non-bare, branch `main`).
 pub fn open_or_init(path: &Path) -> Result<Repository, git2::Error> {
+    // libgit2 hashes every object it reads again to verify it, with the collision-detecting
+    // SHA-1, which is most of the time a render spends reading the previous commit's trees and
+    // records. The output repository is written by the renderer alone, and `git fsck` (tested)
+    // checks it; the setting is process-wide and the renderer is the only user of libgit2 in
+    // the binary.
+    git2::opts::strict_hash_verification(false);
     match Repository::open(path) {
         Ok(repo) => Ok(repo),
         Err(_) => {
@@ -241,8 +247,16 @@ pub fn commit_files(
         if written.is_empty() && commit.is_none() {
             return Ok((outcome, commit));
         }
+        let objects: Vec<Oid> = written.iter().chain(commit.as_ref()).copied().collect();
+        if objects.len() <= LOOSE_LIMIT {
+            // A few objects (a change to some apps): loose files cost less than a pack, whose
+            // delta search alone takes longer than writing them.
+            write_loose(repo, &odb, &objects)?;
+            tracing::debug!(elapsed = ?started.elapsed(), objects = objects.len(), "loose objects written");
+            return Ok((outcome, commit));
+        }
         let mut builder = repo.packbuilder()?;
-        for oid in written.iter().chain(commit.as_ref()) {
+        for oid in &objects {
             builder.insert_object(*oid, None)?;
         }
         let mut pack = git2::Buf::new();
@@ -270,6 +284,8 @@ pub fn commit_files(
         let mut checkout = git2::build::CheckoutBuilder::new();
         checkout.force();
         if parent.is_some() {
+            // Exact paths, not patterns: no wildcard matching against every entry.
+            checkout.disable_pathspec_match(true);
             for path in &outcome.changed {
                 checkout.path(path);
             }
@@ -279,6 +295,45 @@ pub fn commit_files(
         repo.checkout_head(Some(&mut checkout))?;
     }
     Ok(outcome)
+}
+
+/// Up to this many new objects are stored loose, more as one pack.
+const LOOSE_LIMIT: usize = 2_000;
+
+/// Stores `objects` (held in the in-memory backend) as loose objects in the repository's
+/// object directory, as Git lays them out: `objects/<2 hex>/<38 hex>`, the zlib-compressed
+/// `<type> <size>\0<content>`. Each is written to a temporary file and renamed into place, so
+/// a reader never sees half an object; one already there is left alone.
+fn write_loose(repo: &Repository, odb: &git2::Odb<'_>, objects: &[Oid]) -> Result<(), git2::Error> {
+    use std::io::Write as _;
+    let failed = |what: &str, path: &Path, err: std::io::Error| {
+        git2::Error::from_str(&format!("{what} {}: {err}", path.display()))
+    };
+    let root = repo.path().join("objects");
+    for oid in objects {
+        let hex = oid.to_string();
+        let dir = root.join(&hex[..2]);
+        let path = dir.join(&hex[2..]);
+        if path.exists() {
+            continue;
+        }
+        let object = odb.read(*oid)?;
+        let kind = object.kind().str();
+        let mut encoder =
+            flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder
+            .write_all(format!("{kind} {}\0", object.len()).as_bytes())
+            .and_then(|()| encoder.write_all(object.data()))
+            .map_err(|err| failed("compressing", &path, err))?;
+        let bytes = encoder
+            .finish()
+            .map_err(|err| failed("compressing", &path, err))?;
+        std::fs::create_dir_all(&dir).map_err(|err| failed("creating", &dir, err))?;
+        let temporary = dir.join(format!("tmp_obj_{hex}"));
+        std::fs::write(&temporary, bytes).map_err(|err| failed("writing", &temporary, err))?;
+        std::fs::rename(&temporary, &path).map_err(|err| failed("renaming", &path, err))?;
+    }
+    Ok(())
 }
 
 /// Writes the tree and, when it differs from the parent's, the commit object (the branch is

@@ -541,3 +541,69 @@ fn unaffected_render_groups_are_kept_and_hand_edits_are_undone() {
     render(platform.path(), fresh.path()).unwrap();
     assert_eq!(tree(out.path()), tree(fresh.path()));
 }
+
+/// A first render of many files stores its objects as one pack; a small change stores its few
+/// new objects loose. Both must leave a repository Git itself finds sound and a clean checkout.
+#[test]
+fn large_renders_go_into_a_pack_and_small_changes_loose_and_git_agrees() {
+    let platform = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    // 2,500 clusters: one entry file each, more objects than are ever stored loose.
+    fleetscope_renderer::generate::generate(platform.path(), 2_500, 3).unwrap();
+    render(platform.path(), out.path()).unwrap();
+    let objects = out.path().join(".git/objects");
+    let packs = || {
+        std::fs::read_dir(objects.join("pack"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "pack")
+            })
+            .count()
+    };
+    let loose = || {
+        std::fs::read_dir(&objects)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().len() == 2)
+            .map(|e| std::fs::read_dir(e.path()).unwrap().count())
+            .sum::<usize>()
+    };
+    assert_eq!((packs(), loose()), (1, 0), "the first render is one pack");
+
+    let apps = platform.path().join("apps/apps.yaml");
+    let text = std::fs::read_to_string(&apps).unwrap();
+    let at = text.find("name: app-000\nversion: ").unwrap() + "name: app-000\nversion: ".len();
+    let end = at + text[at..].find('\n').unwrap();
+    std::fs::write(&apps, format!("{}9.9.9{}", &text[..at], &text[end..])).unwrap();
+    let second = render(platform.path(), out.path()).unwrap();
+    assert!(second.commit.commit.is_some());
+    assert_eq!(packs(), 1, "a small change adds no pack");
+    assert!(loose() > 0, "its objects are loose");
+
+    for args in [&["fsck", "--strict"][..], &["status", "--porcelain"][..]] {
+        let run = std::process::Command::new("git")
+            .arg("-C")
+            .arg(out.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&run.stdout), "", "git {args:?}");
+    }
+    // The checkout holds the new version.
+    let log = std::process::Command::new("git")
+        .arg("-C")
+        .arg(out.path())
+        .args(["grep", "-l", "9.9.9", "HEAD", "--", "render-groups"])
+        .output()
+        .unwrap();
+    assert!(!log.stdout.is_empty(), "the new version is in the commit");
+}
