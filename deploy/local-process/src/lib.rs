@@ -148,6 +148,43 @@ pub enum SpawnError {
     },
 }
 
+/// True when process `pid` holds a socket listening on TCP `port` (IPv4 or IPv6), read from
+/// `/proc`. A readiness probe alone cannot tell: a port picked as free can be taken by another
+/// test's server before this one binds it, and then that server answers the probe.
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // local_address is `ADDRESS:PORT` in hex; state 0A is LISTEN; field 9 the inode.
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let listening_port = local
+                .rsplit_once(':')
+                .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok());
+            if *state == "0A" && listening_port == Some(port) {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+    })
+}
+
 /// The last `lines` lines of each of `logs` that exists, or `(empty)`.
 pub fn log_tail(logs: &[&Path], lines: usize) -> String {
     let mut tail = Vec::new();
@@ -228,6 +265,24 @@ mod tests {
         // Dropped means killed and reaped: no process of that id runs `sleep` any more.
         let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         assert!(!cmdline.contains("sleep"), "{cmdline:?}");
+    }
+
+    #[test]
+    fn tells_whose_socket_listens_on_a_port() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listens_on(std::process::id(), port), "this process listens");
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out.log");
+        let mut other = ChildProcess::spawn(shell("sleep 30"), dir.path(), &log, &log).unwrap();
+        let pid = other.pid().unwrap();
+        assert!(!listens_on(pid, port), "another process does not");
+        other.kill_now();
+        drop(listener);
+        assert!(
+            !listens_on(std::process::id(), port),
+            "nobody listens any more"
+        );
     }
 
     #[test]
