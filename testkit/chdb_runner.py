@@ -56,6 +56,8 @@ def main():
     json.dump({"version": version, "results": results}, sys.stdout)
     sys.stdout.flush()
     if config:
+        # Its files go first: the engine's threads may still hold some, and exit ends them.
+        shutil.rmtree(path, ignore_errors=True)
         os._exit(0)
     session.close()
     shutil.rmtree(path, ignore_errors=True)
