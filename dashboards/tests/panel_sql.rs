@@ -24,6 +24,11 @@ const CURRENT_ONLY: &[(&str, &str)] = &[];
 
 const WITH_NAMES: &str = "TabSeparatedWithNames";
 
+/// The tests of this file run one at a time: each starts its own servers (the cluster test two
+/// nodes and ZooKeeper), and a ClickHouse 18.16 node starting under that much load was seen to
+/// drop, and then die on, the first distributed DDL.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// One query of one dashboard expanded for one scenario.
 #[derive(Debug)]
 struct Case {
@@ -196,6 +201,7 @@ const CHILD_ROLLUPS: &str = "panel \"Rollup per group\" A";
 
 #[tokio::test]
 async fn every_panel_and_variable_query_runs_on_both_clickhouse_versions() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let data = common::dataset(300, 12);
     let inserts = data.insert_statements();
     let dashboards = fleetscope_dashboards::all();
@@ -366,6 +372,7 @@ async fn every_panel_and_variable_query_runs_on_both_clickhouse_versions() {
 
 #[tokio::test]
 async fn the_overview_rollup_is_the_store_rollup() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let test = TestStore::start().await;
     let fleet = fleetscope_loadtest::GeneratedFleet::new(fleetscope_loadtest::FleetSpec {
         clusters: 1_500,
@@ -482,6 +489,7 @@ fn is_child(path: &str, parent: &str) -> bool {
 /// each shard resolves the subquery's tables in its own default database.
 #[tokio::test]
 async fn every_panel_query_answers_on_a_clickhouse_cluster_as_on_one_server() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouseCluster};
     use fleetscope_store::{ClusterConfig, Store, StoreConfig};
 

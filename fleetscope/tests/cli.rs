@@ -6,6 +6,17 @@ use std::process::Command;
 
 use fleetscope_local_clickhouse::LocalClickHouse;
 
+/// The tests of this file run one at a time: several start servers and the demo a whole
+/// pipeline, and a ClickHouse 18.16 cluster node starting under that much load was seen to
+/// drop, and then die on, the first distributed DDL.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn fleetscope(args: &[&str]) -> (bool, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
         .args(args)
@@ -20,6 +31,7 @@ fn fleetscope(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn migrate_applies_once_then_reports_nothing_to_do() {
+    let _one_at_a_time = one_at_a_time();
     let server = LocalClickHouse::start().expect("private clickhouse-server");
     let url = server.url();
     let (ok, out, err) = fleetscope(&[
@@ -68,6 +80,7 @@ fn migrate_applies_once_then_reports_nothing_to_do() {
 
 #[test]
 fn migrate_against_nothing_says_what_failed() {
+    let _one_at_a_time = one_at_a_time();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -144,6 +157,7 @@ fn status_numbers(line: &str) -> Option<(u64, u64)> {
 
 #[test]
 fn demo_runs_the_real_pipeline_with_a_rollout_drift_and_stale_clusters() {
+    let _one_at_a_time = one_at_a_time();
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("demo");
     let (ok, out, err) = fleetscope(&[
@@ -254,6 +268,7 @@ fn demo_runs_the_real_pipeline_with_a_rollout_drift_and_stale_clusters() {
 
 #[test]
 fn an_interrupted_demo_stops_everything_and_removes_its_files() {
+    let _one_at_a_time = one_at_a_time();
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
@@ -326,6 +341,7 @@ fn an_interrupted_demo_stops_everything_and_removes_its_files() {
 
 #[test]
 fn demo_refuses_bad_arguments() {
+    let _one_at_a_time = one_at_a_time();
     let (ok, _, err) = fleetscope(&["demo", "--clusters", "0"]);
     assert!(!ok);
     assert!(
@@ -370,6 +386,7 @@ fn demo_refuses_bad_arguments() {
 
 #[test]
 fn the_collector_drops_history_past_its_retention_when_it_starts() {
+    let _one_at_a_time = one_at_a_time();
     use fleetscope_store::{ObservedRow, Store, StoreConfig};
 
     let server = LocalClickHouse::start().expect("private clickhouse-server");
@@ -465,6 +482,7 @@ fn http_get_as(addr: &str, path: &str, token: Option<&str>) -> std::io::Result<S
 
 #[test]
 fn the_agent_serves_its_metrics_on_metrics_listen() {
+    let _one_at_a_time = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     // A kubeconfig naming an API server that is not there: the agent keeps retrying its
     // watchers, and its metrics say so meanwhile.
@@ -594,6 +612,7 @@ fn terminate_when_ready(
 
 #[test]
 fn the_hub_collector_and_render_loop_stop_cleanly_on_sigterm() {
+    let _one_at_a_time = one_at_a_time();
     let server = LocalClickHouse::start().expect("private clickhouse-server");
     let ch = ["--clickhouse-url".to_owned(), server.url()];
     let (ok, out, err) = fleetscope(&["migrate", "--clickhouse-url", &server.url()]);
@@ -641,6 +660,7 @@ fn the_hub_collector_and_render_loop_stop_cleanly_on_sigterm() {
 
 #[test]
 fn render_publishes_into_a_clickhouse_cluster_with_clickhouse_cluster() {
+    let _one_at_a_time = one_at_a_time();
     use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouseCluster};
 
     // Two shards of one replica each: the renderer's tables are replicated to every node, so
