@@ -393,30 +393,11 @@ impl Store {
         } else {
             &self.client
         };
-        if self.cluster.is_none() {
-            return client.query(statement).execute().await;
+        let mut query = client.query(statement);
+        if self.cluster.is_some() {
+            query = query.with_setting("wait_end_of_query", "1");
         }
-        // Distributed DDL on a cluster whose nodes have just started sometimes loses its
-        // connection before any answer comes (seen with 18.16 under load). Every statement
-        // here is `IF NOT EXISTS`, so sending it again is safe; other errors are final.
-        let mut wait = std::time::Duration::from_secs(1);
-        let mut attempts_left = 4;
-        loop {
-            let result = client
-                .query(statement)
-                .with_setting("wait_end_of_query", "1")
-                .execute()
-                .await;
-            match result {
-                Err(clickhouse::error::Error::Network(err)) if attempts_left > 0 => {
-                    tracing::warn!(error = %err, retry_in = ?wait, "cluster DDL lost its connection; sending it again");
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
-                    attempts_left -= 1;
-                }
-                other => return other,
-            }
-        }
+        query.execute().await
     }
 
     async fn applied_migrations(&self) -> Result<Vec<AppliedVersion>> {
