@@ -62,8 +62,8 @@ pub struct Pipeline {
     pub collector: Service,
     pub hub: Service,
     pub ctx: Ctx,
-    /// Set to stop the prober (and anything else the caller hangs on it).
-    pub stop: Arc<AtomicBool>,
+    /// Set by [`Pipeline::stop`] to stop the prober.
+    stop: Arc<AtomicBool>,
     workers: Vec<JoinHandle<()>>,
     probing: JoinHandle<()>,
 }
