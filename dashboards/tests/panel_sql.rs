@@ -490,7 +490,6 @@ fn is_child(path: &str, parent: &str) -> bool {
 #[tokio::test]
 async fn every_panel_query_answers_on_a_clickhouse_cluster_as_on_one_server() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouseCluster};
     use fleetscope_store::{ClusterConfig, Store, StoreConfig};
 
     let data = common::dataset(300, 12);
@@ -503,15 +502,7 @@ async fn every_panel_query_answers_on_a_clickhouse_cluster_as_on_one_server() {
         .collect();
 
     let single = TestStore::start().await;
-    let cluster = LocalClickHouseCluster::start(&ClusterSpec {
-        name: "fleet".into(),
-        shards: 2,
-        replicas: 1,
-        zookeeper: true,
-    })
-    .unwrap_or_else(|err| {
-        panic!("this test needs clickhouse-server and ZooKeeper (scripts/install-prereqs --tests): {err}")
-    });
+    let cluster = fleetscope_testkit::cluster::start("fleet", 2, 1);
     let database = single.store.database().to_owned();
     let first = &cluster.servers()[0];
     let store = Store::connect(
@@ -539,27 +530,7 @@ async fn every_panel_query_answers_on_a_clickhouse_cluster_as_on_one_server() {
             .unwrap_or_else(|err| panic!("insert on the cluster: {err}"));
     }
     // The replicated tables copy to the other node in the background: wait until it has them.
-    for server in cluster.servers() {
-        let client = clickhouse::Client::default()
-            .with_url(server.url())
-            .with_database(&database)
-            .with_validation(false);
-        let tables: Vec<String> = client
-            .query("SELECT table FROM system.replicas WHERE database = ?")
-            .bind(&database)
-            .fetch_all()
-            .await
-            .expect("replicated tables");
-        for table in tables {
-            client
-                .query("SYSTEM SYNC REPLICA ?.?")
-                .bind(clickhouse::sql::Identifier(&database))
-                .bind(clickhouse::sql::Identifier(&table))
-                .execute()
-                .await
-                .unwrap_or_else(|err| panic!("sync {table}: {err}"));
-        }
-    }
+    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
 
     let mut failures = Vec::new();
     let mut with_rows = 0;

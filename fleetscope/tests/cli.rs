@@ -661,19 +661,10 @@ fn the_hub_collector_and_render_loop_stop_cleanly_on_sigterm() {
 #[test]
 fn render_publishes_into_a_clickhouse_cluster_with_clickhouse_cluster() {
     let _one_at_a_time = one_at_a_time();
-    use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouseCluster};
 
     // Two shards of one replica each: the renderer's tables are replicated to every node, so
     // each node must answer with the whole desired state.
-    let cluster = LocalClickHouseCluster::start(&ClusterSpec {
-        name: "fleet".into(),
-        shards: 2,
-        replicas: 1,
-        zookeeper: true,
-    })
-    .unwrap_or_else(|err| {
-        panic!("this test needs clickhouse-server and ZooKeeper (scripts/install-prereqs --tests): {err}")
-    });
+    let cluster = fleetscope_testkit::cluster::start("fleet", 2, 1);
     let first = cluster.servers()[0].url();
     let (ok, out, err) = fleetscope(&[
         "migrate",

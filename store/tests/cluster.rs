@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouse, LocalClickHouseCluster};
+use fleetscope_local_clickhouse::{LocalClickHouse, LocalClickHouseCluster};
 use fleetscope_store::cluster::{Placement, PLACEMENTS};
 use fleetscope_store::queries::ObservedSource;
 use fleetscope_store::writer::{BatchWriter, BatchWriterConfig};
@@ -24,15 +24,7 @@ const SHARDS: usize = 2;
 const REPLICAS: usize = 2;
 
 fn start_cluster() -> LocalClickHouseCluster {
-    LocalClickHouseCluster::start(&ClusterSpec {
-        name: CLUSTER.into(),
-        shards: SHARDS,
-        replicas: REPLICAS,
-        zookeeper: true,
-    })
-    .unwrap_or_else(|err| {
-        panic!("this test needs clickhouse-server and ZooKeeper (scripts/install-prereqs --tests): {err}")
-    })
+    fleetscope_testkit::cluster::start(CLUSTER, SHARDS, REPLICAS)
 }
 
 fn cluster_store(server: &LocalClickHouse, database: &str) -> Store {
@@ -48,29 +40,6 @@ fn node(server: &LocalClickHouse, database: &str) -> clickhouse::Client {
         .with_url(server.url())
         .with_database(database)
         .with_validation(false)
-}
-
-/// Waits until every replica of every replicated table of `database` has fetched what its
-/// peers hold, so that reads do not depend on which replica answers.
-async fn sync_replicas(cluster: &LocalClickHouseCluster, database: &str) {
-    for server in cluster.servers() {
-        let client = node(server, database);
-        let tables: Vec<String> = client
-            .query("SELECT table FROM system.replicas WHERE database = ? ORDER BY table")
-            .bind(database)
-            .fetch_all()
-            .await
-            .expect("list replicated tables");
-        for table in tables {
-            client
-                .query("SYSTEM SYNC REPLICA ?.?")
-                .bind(clickhouse::sql::Identifier(database))
-                .bind(clickhouse::sql::Identifier(&table))
-                .execute()
-                .await
-                .unwrap_or_else(|err| panic!("sync {table} on {}: {err}", server.url()));
-        }
-    }
 }
 
 /// Loads the grid: the renderer's tables in one insert each, the collector's rows through
@@ -191,7 +160,7 @@ async fn a_cluster_answers_like_a_single_server() {
     let second = second.elapsed();
     assert_eq!(report.already_applied, all);
     assert!(report.applied.is_empty());
-    sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
     let far = cluster_store(cluster.server(1, 1), &database);
     assert_eq!(far.migrate().await.unwrap().already_applied, all);
     eprintln!("migrate on the cluster: first {first:?}, again {second:?}");
@@ -241,7 +210,7 @@ async fn a_cluster_answers_like_a_single_server() {
     load(&store, &rows).await;
     let loaded_in = load_started.elapsed();
     load(&single.store, &rows).await;
-    sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
     eprintln!(
         "{} observed rows and {} heartbeats of {} clusters written to the cluster in {loaded_in:?}",
         rows.observed.len(),
@@ -542,7 +511,7 @@ async fn a_cluster_answers_like_a_single_server() {
             .await
             .unwrap()
     );
-    sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
     assert_eq!(
         far.rollup_trend("grid", NOW.plus_seconds(-86_400), NOW.plus_seconds(1))
             .await
@@ -592,7 +561,7 @@ async fn a_cluster_answers_like_a_single_server() {
         .collect();
     store.insert_rows(&old_rows).await.unwrap();
     single.store.insert_rows(&old_rows).await.unwrap();
-    sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
     let dropped = store.apply_retention(NOW, 30).await.unwrap();
     assert_eq!(
         dropped,
@@ -602,7 +571,7 @@ async fn a_cluster_answers_like_a_single_server() {
     let trimmed = store.trim_arrivals(NOW).await.unwrap();
     assert_eq!(trimmed, single.store.trim_arrivals(NOW).await.unwrap());
     assert_eq!(trimmed, vec![NOW.seconds().div_euclid(3_600) - 10]);
-    sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
     for server in cluster.servers() {
         let client = node(server, &database);
         let retired: u64 = client

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chdb;
+pub mod cluster;
 pub mod grid;
 pub mod otlp;
 pub mod prometheus;
