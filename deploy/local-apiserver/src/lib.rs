@@ -539,7 +539,7 @@ fn launch(
     }
     let mut etcd = Process::spawn("etcd", etcd_command, home, &home.join("log/etcd.log"))?;
     let health_url = format!("{etcd_url}/health");
-    etcd.wait_for(&format!("GET {health_url}"), || {
+    etcd.wait_for(etcd_port, &format!("GET {health_url}"), || {
         http(None, "GET", &health_url, None)
             .is_ok_and(|answer| answer.status == 200 && answer.body.contains("true"))
     })?;
@@ -574,13 +574,17 @@ fn launch(
     )?;
     let tls = pki.client_tls();
     let base = format!("https://127.0.0.1:{secure_port}");
-    apiserver.wait_for(&format!("GET {base}/livez and {CRD_API}"), || {
-        let answers = |path: &str| {
-            http(Some(&tls), "GET", &format!("{base}{path}"), None)
-                .is_ok_and(|answer| answer.status == 200)
-        };
-        answers("/livez") && answers(CRD_API)
-    })?;
+    apiserver.wait_for(
+        secure_port,
+        &format!("GET {base}/livez and {CRD_API}"),
+        || {
+            let answers = |path: &str| {
+                http(Some(&tls), "GET", &format!("{base}{path}"), None)
+                    .is_ok_and(|answer| answer.status == 200)
+            };
+            answers("/livez") && answers(CRD_API)
+        },
+    )?;
     Ok((etcd, etcd_port, apiserver, secure_port))
 }
 
@@ -716,10 +720,10 @@ impl Process {
         self.process.pid()
     }
 
-    /// Polls `ready` until it holds, the process exits, or [`START_LIMIT`] passes.
-    fn wait_for(&mut self, probe: &str, ready: impl FnMut() -> bool) -> Result<()> {
+    /// Polls until it listens on `port` and `ready` holds, it exits, or [`START_LIMIT`] passes.
+    fn wait_for(&mut self, port: u16, probe: &str, ready: impl FnMut() -> bool) -> Result<()> {
         self.process
-            .wait_until(START_LIMIT, ready)
+            .wait_until_serving(START_LIMIT, port, ready)
             .map_err(|failure| match failure {
                 StartFailure::Exited(status) => LocalApiServerError::Exited {
                     process: self.name,

@@ -233,13 +233,8 @@ impl LocalClickHouse {
                 log: "(the server was not started)".to_owned(),
             });
         };
-        // Ours must be the process listening: a port picked as free can be taken by another
-        // test's server first, which would then answer the ping.
-        let pid = process.pid().unwrap_or_default();
         process
-            .wait_until(limit, || {
-                ping(port) && fleetscope_local_process::listens_on(pid, port)
-            })
+            .wait_until_serving(limit, port, || ping(port))
             .map_err(|failure| match failure {
                 StartFailure::Exited(status) => LocalClickHouseError::Exited {
                     status: status.to_string(),

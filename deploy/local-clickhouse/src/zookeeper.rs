@@ -153,7 +153,7 @@ impl LocalZooKeeper {
         let port = self.port;
         let process = self.process.insert(process);
         process
-            .wait_until(Duration::from_secs(60), || serves(port))
+            .wait_until_serving(Duration::from_secs(60), port, || serves(port))
             .map_err(|failure| {
                 let log = log_tail(&[&log], 15);
                 match failure {

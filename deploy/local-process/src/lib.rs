@@ -69,10 +69,13 @@ impl ChildProcess {
         Ok(ChildProcess { child: Some(child) })
     }
 
-    /// Polls `ready` until it holds, the process exits, or `limit` passes.
-    pub fn wait_until(
+    /// Polls until this process listens on `port` and `ready` holds, the process exits, or
+    /// `limit` passes. The port check comes first: a port picked as free can be taken by
+    /// another server before this one binds it, and that server would answer the probe.
+    pub fn wait_until_serving(
         &mut self,
         limit: Duration,
+        port: u16,
         mut ready: impl FnMut() -> bool,
     ) -> Result<(), StartFailure> {
         let started = Instant::now();
@@ -83,7 +86,8 @@ impl ChildProcess {
                     return Err(StartFailure::Exited(status));
                 }
             }
-            if ready() {
+            let ours = self.pid().is_some_and(|pid| listens_on(pid, port));
+            if ours && ready() {
                 return Ok(());
             }
             std::thread::sleep(POLL);
@@ -149,8 +153,7 @@ pub enum SpawnError {
 }
 
 /// True when process `pid` holds a socket listening on TCP `port` (IPv4 or IPv6), read from
-/// `/proc`. A readiness probe alone cannot tell: a port picked as free can be taken by another
-/// test's server before this one binds it, and then that server answers the probe.
+/// `/proc`.
 pub fn listens_on(pid: u32, port: u16) -> bool {
     let mut inodes = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
@@ -232,10 +235,30 @@ mod tests {
             "trap 'echo stopping; exit 0' TERM; echo starting; sleep 0.2; touch {}; while :; do sleep 0.05; done",
             flag.display()
         );
+        // A port this test holds itself: the shell never listens on it, so the wait must run
+        // out even though the probe holds.
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
         let mut process = ChildProcess::spawn(shell(&script), dir.path(), &log, &log).unwrap();
-        process
-            .wait_until(Duration::from_secs(10), || flag.exists())
-            .unwrap();
+        match process.wait_until_serving(Duration::from_millis(500), port, || flag.exists()) {
+            Err(StartFailure::NotReady(_)) => {}
+            other => panic!("another process's port counted as ours: {other:?}"),
+        }
+        assert!(flag.exists(), "the probe itself held");
+        // A process that does listen on its port is ready.
+        let port = free_port().unwrap();
+        let listen = format!(
+            "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(30)"
+        );
+        let mut command = Command::new("python3");
+        command.args(["-c", &listen]);
+        let server_log = dir.path().join("server.log");
+        let mut server =
+            ChildProcess::spawn(command, dir.path(), &server_log, &server_log).unwrap();
+        server
+            .wait_until_serving(Duration::from_secs(10), port, || true)
+            .expect("its own listening socket counts");
+        drop(server);
         let pid = process.pid().expect("running");
         process.terminate(Duration::from_secs(10));
         assert!(process.pid().is_none());
@@ -250,13 +273,13 @@ mod tests {
         let mut exits =
             ChildProcess::spawn(shell("echo bad config >&2; exit 3"), dir.path(), &out, &err)
                 .unwrap();
-        match exits.wait_until(Duration::from_secs(10), || false) {
+        match exits.wait_until_serving(Duration::from_secs(10), free_port().unwrap(), || true) {
             Err(StartFailure::Exited(status)) => assert_eq!(status.code(), Some(3)),
             other => panic!("{other:?}"),
         }
         assert_eq!(log_tail(&[&out, &err], 5), "bad config");
         let mut hangs = ChildProcess::spawn(shell("sleep 30"), dir.path(), &out, &err).unwrap();
-        match hangs.wait_until(Duration::from_millis(300), || false) {
+        match hangs.wait_until_serving(Duration::from_millis(300), free_port().unwrap(), || true) {
             Err(StartFailure::NotReady(waited)) => assert_eq!(waited, Duration::from_millis(300)),
             other => panic!("{other:?}"),
         }
