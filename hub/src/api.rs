@@ -567,17 +567,23 @@ pub async fn explain(
             .iter()
             .filter(|p| app.as_deref().is_none_or(|a| s.text(p.app) == a))
             .map(|p| match p.desired {
-                Some(d) => json!({
-                    "app": s.text(p.app),
-                    "desired": true,
-                    "version": s.text(d.version),
-                    "reasons": d.reasons.as_ref(),
-                    "render_group": render_group,
-                    "commit": s.text(d.commit),
-                    "render_id": d.render_id,
-                    "desired_since": time_text(d.since),
-                    "state": p.state.as_str(),
-                }),
+                Some(d) => {
+                    // The cluster's own reasons; the render group's only for desired state
+                    // published before reason sets existed.
+                    let why = fleet.reasons_of(cluster, p.app);
+                    json!({
+                        "app": s.text(p.app),
+                        "desired": true,
+                        "version": s.text(d.version),
+                        "reasons": why.map_or(d.reasons.as_ref(), |r| r.reasons.as_ref()),
+                        "pinned_by": why.and_then(|r| r.pinned_by).map(|p| s.text(p)),
+                        "render_group": render_group,
+                        "commit": s.text(d.commit),
+                        "render_id": d.render_id,
+                        "desired_since": time_text(d.since),
+                        "state": p.state.as_str(),
+                    })
+                }
                 None => json!({
                     "app": s.text(p.app),
                     "desired": false,

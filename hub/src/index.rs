@@ -1,5 +1,7 @@
-//! The fleet in memory: inventory, render group membership, desired state per render group, the
-//! latest state of every app object, and each cluster's last heartbeat. Loaded whole from the
+//! The fleet in memory: inventory, render group membership, desired state per render group,
+//! reason set membership and the reasons per reason set (why each app is desired: clusters of
+//! one render group may have different reasons), the latest state of every app object, and each
+//! cluster's last heartbeat. Loaded whole from the
 //! store at start, then kept current: observed state and heartbeats by what arrived since the
 //! last read (with an overlap, so rows that became visible late are not missed), the small
 //! tables again whenever their change markers move.
@@ -16,7 +18,7 @@ use fleetscope_model::drift::{classify, DesiredForDrift, DriftInput, ObservedFor
 use fleetscope_model::state::{Health, ObjectKind, SyncStatus};
 use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
 use fleetscope_store::queries::{ChangeMarkers, ObservedSource};
-use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow, Store};
+use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow, ReasonSetRow, Store};
 
 /// How far back each incremental read of observed state and heartbeats reaches before the
 /// newest row already seen: rows are stamped when received but become visible when their
@@ -90,7 +92,18 @@ pub struct DesiredRec {
     pub commit: u32,
     pub kind: u32,
     pub namespace: u32,
+    /// What the desired row says: the reasons of every cluster of the render group together.
+    /// One cluster's own are in its reason set ([`Fleet::reasons_of`]).
     pub reasons: Arc<[String]>,
+}
+
+/// Why one app is desired on the clusters of one reason set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReasonRec {
+    pub app: u32,
+    pub reasons: Arc<[String]>,
+    /// The policy whose pin decided the version; `None` for the app's default.
+    pub pinned_by: Option<u32>,
 }
 
 /// One cluster: its inventory entry (if registered), membership, last heartbeat and objects.
@@ -99,6 +112,8 @@ pub struct ClusterRec {
     /// `None` until the cluster is in the inventory; only inventory clusters have pairs.
     pub info: Option<ClusterInfo>,
     pub render_group: Option<u32>,
+    /// Its reason set, when the renderer published one.
+    pub reason_set: Option<u32>,
     pub last_seen: Option<u32>,
     pub agent_version: Option<u32>,
     /// Sorted by (kind, namespace, name).
@@ -164,6 +179,8 @@ pub struct Fleet {
     pub clusters: BTreeMap<String, ClusterRec>,
     /// Render group symbol → desired apps, sorted by app symbol.
     pub desired: HashMap<u32, Vec<DesiredRec>>,
+    /// Reason set symbol → why each app is desired, sorted by app symbol.
+    pub reasons: HashMap<u32, Vec<ReasonRec>>,
     pub markers: Option<ChangeMarkers>,
     /// The newest `received_at` of observed rows read so far.
     pub observed_watermark: u32,
@@ -227,6 +244,52 @@ impl Fleet {
             self.cluster_mut(&cluster).render_group = Some(group);
         }
         self.generation += 1;
+    }
+
+    /// Replaces reason set membership with `(cluster, reason set, removed)` rows.
+    pub fn set_reason_membership(&mut self, rows: Vec<(String, String, bool)>) {
+        for cluster in self.clusters.values_mut() {
+            cluster.reason_set = None;
+        }
+        for (cluster, set, removed) in rows {
+            if removed {
+                continue;
+            }
+            let set = self.symbols.intern(&set);
+            self.cluster_mut(&cluster).reason_set = Some(set);
+        }
+        self.generation += 1;
+    }
+
+    /// Replaces the reason sets with the current row per (reason set, app).
+    pub fn set_reason_sets(&mut self, rows: Vec<ReasonSetRow>) {
+        let mut reasons: HashMap<u32, Vec<ReasonRec>> = HashMap::new();
+        for row in rows {
+            if row.removed != 0 {
+                continue;
+            }
+            let set = self.symbols.intern(&row.reason_set);
+            let rec = ReasonRec {
+                app: self.symbols.intern(&row.app),
+                reasons: row.reasons.into(),
+                pinned_by: (!row.pinned_by.is_empty()).then(|| self.symbols.intern(&row.pinned_by)),
+            };
+            reasons.entry(set).or_default().push(rec);
+        }
+        for apps in reasons.values_mut() {
+            apps.sort_by_key(|r| r.app);
+        }
+        self.reasons = reasons;
+        self.generation += 1;
+    }
+
+    /// Why `app` (a symbol) is desired on `cluster`, from the cluster's reason set; `None` when
+    /// the cluster has no reason set or its reason set does not have the app.
+    pub fn reasons_of(&self, cluster: &ClusterRec, app: u32) -> Option<&ReasonRec> {
+        let apps = self.reasons.get(&cluster.reason_set?)?;
+        apps.binary_search_by_key(&app, |r| r.app)
+            .ok()
+            .map(|at| &apps[at])
     }
 
     /// Replaces desired state with the current row per (render group, app).
@@ -615,7 +678,7 @@ pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
     Ok(fleet)
 }
 
-/// Inventory, membership and desired state as read at one moment, with the markers read
+/// Inventory, membership, desired state and reasons as read at one moment, with the markers read
 /// before them (so a change during the read is seen again at the next refresh).
 #[derive(Debug)]
 pub struct Tables {
@@ -623,6 +686,8 @@ pub struct Tables {
     inventory: Vec<ClusterRow>,
     members: Vec<fleetscope_store::queries::CurrentMemberRow>,
     desired: Vec<DesiredRow>,
+    reason_members: Vec<fleetscope_store::queries::CurrentReasonMemberRow>,
+    reason_sets: Vec<ReasonSetRow>,
 }
 
 impl Tables {
@@ -632,12 +697,14 @@ impl Tables {
             inventory: store.inventory_rows().await?,
             members: store.current_members().await?,
             desired: store.desired_rows().await?,
+            reason_members: store.current_reason_members().await?,
+            reason_sets: store.reason_set_rows().await?,
         })
     }
 }
 
 impl Fleet {
-    /// Replaces inventory, membership and desired state.
+    /// Replaces inventory, membership, desired state and reasons.
     pub fn set_tables(&mut self, tables: Tables) {
         self.set_inventory(tables.inventory);
         self.set_membership(
@@ -648,6 +715,14 @@ impl Fleet {
                 .collect(),
         );
         self.set_desired(tables.desired);
+        self.set_reason_membership(
+            tables
+                .reason_members
+                .into_iter()
+                .map(|m| (m.cluster_id, m.reason_set, m.removed != 0))
+                .collect(),
+        );
+        self.set_reason_sets(tables.reason_sets);
         self.markers = Some(tables.markers);
     }
 }

@@ -24,7 +24,52 @@ pub struct Assignment {
     pub pinned_by: Option<String>,
 }
 
+/// Why one app is on a cluster, as `explain` says it: the reasons and the pin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppReasons {
+    pub app: AppName,
+    /// As [`Assignment::reasons`].
+    pub reasons: Vec<String>,
+    /// As [`Assignment::pinned_by`].
+    pub pinned_by: Option<String>,
+}
+
+/// The explanation of every app of a cluster, sorted by app. Clusters matched by the same
+/// policies share one; clusters of one render group may have different ones.
+pub type ReasonSet = Vec<AppReasons>;
+
+/// The name of a reason set: `rs-` and 12 hex digits of a hash of its apps, reasons and pins,
+/// so equal explanations share a name and a name never changes its meaning.
+pub fn reason_set_name(reasons: &[AppReasons]) -> String {
+    let mut hasher = Sha256::new();
+    for a in reasons {
+        hasher.update([0]);
+        hasher.update(a.app.as_str().as_bytes());
+        for reason in &a.reasons {
+            hasher.update([1]);
+            hasher.update(reason.as_bytes());
+        }
+        if let Some(policy) = &a.pinned_by {
+            hasher.update([2]);
+            hasher.update(policy.as_bytes());
+        }
+    }
+    let digest = hasher.finalize();
+    format!(
+        "rs-{}",
+        digest
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )
+}
+
 /// Everything one render group gets. Equal content means equal render group.
+///
+/// The `reasons` and `pinned_by` of its assignments are those of the first clusters assigned to
+/// it; other clusters of the group may have got the same content for other reasons (their own
+/// are in [`Assigned::reason_sets`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupContent {
     pub reconciler: Reconciler,
@@ -77,6 +122,10 @@ pub struct Assigned {
     pub groups: BTreeMap<String, GroupContent>,
     /// Cluster → its render group.
     pub members: BTreeMap<ClusterId, String>,
+    /// Reason set name → why each app is there (one per distinct explanation, not per cluster).
+    pub reason_sets: BTreeMap<String, ReasonSet>,
+    /// Cluster → its reason set.
+    pub reason_set_of: BTreeMap<ClusterId, String>,
 }
 
 /// Merges `over` into `base`: objects merge key by key, anything else is replaced.
@@ -227,19 +276,36 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
     // Clusters matched by the same policies (on the same reconciler) get the same content:
     // assign once per such signature. Distinct signatures may still give equal content; those
     // share a group named by the smallest signature name.
-    let mut by_signature: BTreeMap<(Reconciler, Vec<usize>), usize> = BTreeMap::new();
+    // Each signature also has its reasons (a reason set): a render group can hold clusters
+    // with different reason sets, and one reason set can span render groups.
+    let mut by_signature: BTreeMap<(Reconciler, Vec<usize>), (usize, usize)> = BTreeMap::new();
     let mut contents: Vec<(String, GroupContent)> = Vec::new();
     let mut by_content: BTreeMap<String, usize> = BTreeMap::new();
-    let mut cluster_slot: Vec<(ClusterId, usize)> = Vec::with_capacity(platform.clusters.len());
+    let mut reason_names: Vec<String> = Vec::new();
+    let mut reason_sets: BTreeMap<String, ReasonSet> = BTreeMap::new();
+    let mut cluster_slot: Vec<(ClusterId, (usize, usize))> =
+        Vec::with_capacity(platform.clusters.len());
     for (id, cluster) in &platform.clusters {
         let matched = matching_policies(platform, id);
         let signature = (cluster.reconciler, matched);
-        if let Some(&slot) = by_signature.get(&signature) {
-            cluster_slot.push((id.clone(), slot));
+        if let Some(&slots) = by_signature.get(&signature) {
+            cluster_slot.push((id.clone(), slots));
             continue;
         }
         match assign_matched(platform, &apps_of, &signature.1, id) {
             Ok(assignments) => {
+                let reasons: ReasonSet = assignments
+                    .iter()
+                    .map(|a| AppReasons {
+                        app: a.app.clone(),
+                        reasons: a.reasons.clone(),
+                        pinned_by: a.pinned_by.clone(),
+                    })
+                    .collect();
+                let reason_name = reason_set_name(&reasons);
+                reason_sets.entry(reason_name.clone()).or_insert(reasons);
+                let reason_slot = reason_names.len();
+                reason_names.push(reason_name);
                 let content = GroupContent {
                     reconciler: cluster.reconciler,
                     assignments,
@@ -258,8 +324,8 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
                         contents.len() - 1
                     }
                 };
-                by_signature.insert(signature, slot);
-                cluster_slot.push((id.clone(), slot));
+                by_signature.insert(signature, (slot, reason_slot));
+                cluster_slot.push((id.clone(), (slot, reason_slot)));
             }
             Err(found) => {
                 for err in found {
@@ -293,9 +359,15 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
             .collect());
     }
     let mut assigned = Assigned::default();
-    for (id, slot) in cluster_slot {
-        assigned.members.insert(id, contents[slot].0.clone());
+    for (id, (slot, reason_slot)) in cluster_slot {
+        assigned
+            .members
+            .insert(id.clone(), contents[slot].0.clone());
+        assigned
+            .reason_set_of
+            .insert(id, reason_names[reason_slot].clone());
     }
+    assigned.reason_sets = reason_sets;
     for (name, content) in contents {
         assigned.groups.insert(name, content);
     }

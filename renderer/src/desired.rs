@@ -1,13 +1,18 @@
 //! Desired state into ClickHouse: after each render, the cluster inventory, which render group
-//! each cluster belongs to, and per render group and app the version, content hash, commit and
-//! reasons. Only what changed since the last render is written (each render a row in `renders`,
-//! so the history of desired state is complete).
+//! and which reason set each cluster belongs to, per render group and app the version, content
+//! hash and commit, and per reason set and app why it is desired. Only what changed since the
+//! last render is written (each render a row in `renders`, so the history of desired state is
+//! complete). Nothing here is per cluster and app: rows grow with clusters plus apps × distinct
+//! configurations.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use fleetscope_model::Timestamp;
-use fleetscope_store::{ClusterRow, DesiredRow, MembershipRow, RenderRow, Store};
+use fleetscope_store::{
+    ClusterRow, DesiredRow, MembershipRow, ReasonMemberRow, ReasonSetRow, RenderRow, Store,
+};
 
+use crate::assign::Assigned;
 use crate::RenderOutcome;
 
 /// What one publication wrote.
@@ -18,6 +23,36 @@ pub struct Published {
     pub removed_rows: usize,
     pub membership_rows: usize,
     pub cluster_rows: usize,
+    /// Rows of `reason_sets` written (new reason sets, and those no cluster has any more).
+    pub reason_set_rows: usize,
+    /// Rows of `reason_set_members` written (clusters whose reason set changed or that left).
+    pub reason_member_rows: usize,
+}
+
+/// Per render group and app, the reasons of every reason set among the group's clusters, each
+/// reason once, in the order first met (reason sets by name). What a desired row says for a
+/// render group; one cluster's own reasons are its reason set's.
+pub fn render_group_reasons(assigned: &Assigned) -> BTreeMap<(&str, &str), Vec<&str>> {
+    let pairs: BTreeSet<(&str, &str)> = assigned
+        .members
+        .iter()
+        .filter_map(|(cluster, group)| {
+            let set = assigned.reason_set_of.get(cluster)?;
+            Some((group.as_str(), set.as_str()))
+        })
+        .collect();
+    let mut out: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    for (group, set) in pairs {
+        for app in &assigned.reason_sets[set] {
+            let reasons = out.entry((group, app.app.as_str())).or_default();
+            for reason in &app.reasons {
+                if !reasons.contains(&reason.as_str()) {
+                    reasons.push(reason);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Writes the desired state of one render. `render_id` must grow from render to render
@@ -36,6 +71,7 @@ pub async fn publish(
         .into_iter()
         .map(|r| ((r.render_group, r.app), (r.content_hash, r.removed)))
         .collect();
+    let group_reasons = render_group_reasons(assigned);
     let mut desired = Vec::new();
     let mut present = BTreeSet::new();
     for (group, content) in &assigned.groups {
@@ -62,7 +98,10 @@ pub async fn publish(
                     app.kind.as_str().into()
                 },
                 namespace: app.namespace.clone(),
-                reasons: a.reasons.clone(),
+                reasons: group_reasons
+                    .get(&(group.as_str(), a.app.as_str()))
+                    .map(|r| r.iter().map(|&r| r.to_owned()).collect())
+                    .unwrap_or_else(|| a.reasons.clone()),
                 commit: commit.to_owned(),
                 desired_since: fleetscope_store::to_datetime(now),
                 removed: 0,
@@ -89,6 +128,7 @@ pub async fn publish(
             });
         }
     }
+    let in_platform: BTreeSet<&str> = platform.clusters.keys().map(|c| c.as_str()).collect();
     let members_now: BTreeMap<String, (String, u8)> = store
         .current_members()
         .await?
@@ -111,7 +151,7 @@ pub async fn publish(
         });
     }
     for (cluster, (group, removed)) in &members_now {
-        if *removed == 0 && !assigned.members.keys().any(|c| c.as_str() == cluster) {
+        if *removed == 0 && !in_platform.contains(cluster.as_str()) {
             members.push(MembershipRow {
                 cluster_id: cluster.clone(),
                 render_group: group.clone(),
@@ -120,10 +160,79 @@ pub async fn publish(
             });
         }
     }
+    // Reason sets are named by their content: a row is written when a reason set appears
+    // (or comes back) and when no cluster has it any more.
+    let sets_now: BTreeMap<(String, String), ReasonSetRow> = store
+        .reason_set_rows()
+        .await?
+        .into_iter()
+        .map(|r| ((r.reason_set.clone(), r.app.clone()), r))
+        .collect();
+    let mut reason_sets = Vec::new();
+    for (name, apps) in &assigned.reason_sets {
+        for a in apps {
+            let key = (name.clone(), a.app.to_string());
+            if sets_now.get(&key).is_some_and(|r| r.removed == 0) {
+                continue;
+            }
+            reason_sets.push(ReasonSetRow {
+                reason_set: name.clone(),
+                app: a.app.to_string(),
+                render_id,
+                reasons: a.reasons.clone(),
+                pinned_by: a.pinned_by.clone().unwrap_or_default(),
+                removed: 0,
+            });
+        }
+    }
+    for ((name, _), row) in &sets_now {
+        if row.removed == 0 && !assigned.reason_sets.contains_key(name) {
+            reason_sets.push(ReasonSetRow {
+                render_id,
+                removed: 1,
+                ..row.clone()
+            });
+        }
+    }
+    let reason_members_now: BTreeMap<String, (String, u8)> = store
+        .current_reason_members()
+        .await?
+        .into_iter()
+        .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
+        .collect();
+    let mut reason_members = Vec::new();
+    for (cluster, set) in &assigned.reason_set_of {
+        if reason_members_now
+            .get(cluster.as_str())
+            .is_some_and(|(s, removed)| s == set && *removed == 0)
+        {
+            continue;
+        }
+        reason_members.push(ReasonMemberRow {
+            cluster_id: cluster.to_string(),
+            reason_set: set.clone(),
+            render_id,
+            removed: 0,
+        });
+    }
+    for (cluster, (set, removed)) in &reason_members_now {
+        if *removed == 0 && !in_platform.contains(cluster.as_str()) {
+            reason_members.push(ReasonMemberRow {
+                cluster_id: cluster.clone(),
+                reason_set: set.clone(),
+                render_id,
+                removed: 1,
+            });
+        }
+    }
     // The inventory is small (one row per cluster) and carries labels that may have changed
     // without any desired change: write it whole with each render that changed anything.
     let mut clusters = Vec::new();
-    if !desired.is_empty() || !members.is_empty() || current.is_empty() {
+    if !desired.is_empty()
+        || !members.is_empty()
+        || !reason_members.is_empty()
+        || current.is_empty()
+    {
         for entry in platform.clusters.values() {
             let cluster = fleetscope_model::Cluster {
                 id: entry.id.clone(),
@@ -142,7 +251,6 @@ pub async fn publish(
     }
     // Clusters taken out of the platform repo leave the inventory too (their membership is
     // marked removed above); otherwise they would count as quiet forever.
-    let in_platform: BTreeSet<&str> = platform.clusters.keys().map(|c| c.as_str()).collect();
     for cluster in store.known_clusters().await? {
         if !in_platform.contains(cluster.as_str()) {
             clusters.push(ClusterRow {
@@ -165,6 +273,12 @@ pub async fn publish(
     if !members.is_empty() {
         store.insert_rows(&members).await?;
     }
+    if !reason_sets.is_empty() {
+        store.insert_rows(&reason_sets).await?;
+    }
+    if !reason_members.is_empty() {
+        store.insert_rows(&reason_members).await?;
+    }
     if !clusters.is_empty() {
         store.insert_rows(&clusters).await?;
     }
@@ -186,5 +300,7 @@ pub async fn publish(
         removed_rows: removed,
         membership_rows: members.len(),
         cluster_rows: clusters.len(),
+        reason_set_rows: reason_sets.len(),
+        reason_member_rows: reason_members.len(),
     })
 }

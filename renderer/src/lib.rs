@@ -144,8 +144,9 @@ pub fn summarize(changed: &[String], assigned: &assign::Assigned) -> String {
 }
 
 /// Identifies the renderer's output format: part of every input digest, so a renderer that
-/// renders differently never mistakes an old commit for up to date.
-pub const OUTPUT_FORMAT: &str = concat!("fleetscope-render/1/", env!("CARGO_PKG_VERSION"));
+/// renders differently never mistakes an old commit for up to date. Format 2: content hashes
+/// leave out the render group annotation (see [`output::canonical_object`]).
+pub const OUTPUT_FORMAT: &str = concat!("fleetscope-render/2/", env!("CARGO_PKG_VERSION"));
 
 /// The trailer that records, in each render commit, the digest of the inputs it came from.
 pub const DIGEST_TRAILER: &str = "Platform-Digest: ";

@@ -65,7 +65,8 @@ fn source_name(source: &AppSource) -> String {
     }
 }
 
-/// The content hash of an object: SHA-256 of its canonical JSON, before the hash is stamped.
+/// SHA-256 of an object's JSON (keys sorted, no spaces), as `sha256:<64 hex>`. An app's
+/// content hash is this of its [`canonical_object`].
 pub fn content_hash(object: &Value) -> String {
     let digest = Sha256::digest(serde_json::to_vec(object).expect("json serializes"));
     format!(
@@ -77,11 +78,25 @@ pub fn content_hash(object: &Value) -> String {
     )
 }
 
+/// What an app's content hash is taken of: its object as rendered, without the two stamps that
+/// are not content: the render group annotation (which render group folder carries the object,
+/// not what it deploys) and the content hash annotation itself. So an app keeps its hash when
+/// its cluster moves to another render group with the same content for it.
+pub fn canonical_object(object: &Value) -> Value {
+    let mut canonical = object.clone();
+    if let Some(annotations) = canonical["metadata"]["annotations"].as_object_mut() {
+        annotations.remove(ANNOTATION_RENDER_GROUP);
+        annotations.remove(ANNOTATION_CONTENT_HASH);
+    }
+    canonical
+}
+
 fn stamp(mut object: Value, assignment: &Assignment, render_group: &str) -> (Value, String) {
     object["metadata"]["labels"] =
         json!({ LABEL_APP: assignment.app.as_str(), LABEL_MANAGED_BY: MANAGED_BY_VALUE });
-    object["metadata"]["annotations"] = json!({ ANNOTATION_VERSION: assignment.version.as_str(), ANNOTATION_RENDER_GROUP: render_group });
-    let hash = content_hash(&object);
+    object["metadata"]["annotations"] = json!({ ANNOTATION_VERSION: assignment.version.as_str() });
+    let hash = content_hash(&canonical_object(&object));
+    object["metadata"]["annotations"][ANNOTATION_RENDER_GROUP] = json!(render_group);
     object["metadata"]["annotations"][ANNOTATION_CONTENT_HASH] = json!(hash);
     (object, hash)
 }
@@ -546,4 +561,66 @@ pub fn entries_inputs_digest(platform: &Platform, assigned: &Assigned) -> String
         hasher.update(part.to_string().as_bytes());
     }
     sha256_text(hasher)
+}
+
+#[cfg(test)]
+mod content_hash_tests {
+    use super::*;
+
+    /// The example platform with its assignment.
+    fn example() -> (Platform, Assigned) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/platform");
+        crate::plan(&dir).expect("the example platform is valid")
+    }
+
+    #[test]
+    fn an_apps_hash_does_not_depend_on_the_render_group_that_carries_it() {
+        let (platform, assigned) = example();
+        for content in assigned.groups.values() {
+            for assignment in &content.assignments {
+                let (here, hash_here) =
+                    app_object(&platform, content, assignment, "rg-aaaaaaaaaaaa");
+                let (there, hash_there) =
+                    app_object(&platform, content, assignment, "rg-bbbbbbbbbbbb");
+                assert_ne!(here, there, "the render group annotation names the folder");
+                assert_eq!(hash_here, hash_there, "{}", assignment.app);
+                // The stated rule: the hash of the object without the two annotations.
+                assert_eq!(hash_here, content_hash(&canonical_object(&here)));
+                assert_eq!(
+                    here["metadata"]["annotations"][ANNOTATION_CONTENT_HASH],
+                    json!(hash_here)
+                );
+                let mut stripped = here.clone();
+                let annotations = stripped["metadata"]["annotations"].as_object_mut().unwrap();
+                annotations.remove(ANNOTATION_RENDER_GROUP);
+                annotations.remove(ANNOTATION_CONTENT_HASH);
+                assert_eq!(
+                    hash_here,
+                    format!(
+                        "sha256:{}",
+                        Sha256::digest(serde_json::to_vec(&stripped).unwrap())
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<String>()
+                    )
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn whatever_is_rendered_for_the_app_changes_its_hash() {
+        let (platform, assigned) = example();
+        let content = assigned.groups.values().next().unwrap();
+        let assignment = &content.assignments[0];
+        let (_, hash) = app_object(&platform, content, assignment, "rg-aaaaaaaaaaaa");
+        let mut other = assignment.clone();
+        other.values.insert("replicas".into(), json!(17));
+        let (_, values_hash) = app_object(&platform, content, &other, "rg-aaaaaaaaaaaa");
+        assert_ne!(hash, values_hash, "values");
+        let mut other = assignment.clone();
+        other.version = fleetscope_model::Version::parse("9.9.9").unwrap();
+        let (_, version_hash) = app_object(&platform, content, &other, "rg-aaaaaaaaaaaa");
+        assert_ne!(hash, version_hash, "version");
+    }
 }

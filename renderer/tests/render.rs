@@ -607,3 +607,55 @@ fn large_renders_go_into_a_pack_and_small_changes_loose_and_git_agrees() {
         .unwrap();
     assert!(!log.stdout.is_empty(), "the new version is in the commit");
 }
+
+/// Reasons are kept per reason set, not per render group: every cluster's reason set says, app
+/// for app, what assigning that cluster alone says (the reasons and the pin), also in render
+/// groups whose clusters got the same content for different reasons; and there are no more
+/// reason sets than distinct sets of matching policies.
+#[test]
+fn every_clusters_reason_set_is_its_own_explanation() {
+    let platform = tempfile::tempdir().unwrap();
+    fleetscope_renderer::generate::generate(platform.path(), 1_500, 40).unwrap();
+    // Two policies that change no content: one more reason for an app the clusters of one
+    // site run anyway, and a pin to an app's own default version on another site's.
+    std::fs::write(
+        platform.path().join("policies/same-content.yaml"),
+        "kind: Policy\nname: site-extra\napps: {names: [app-000]}\nclusters: {groups: [emea/de/site-001]}\n---\n\
+kind: Policy\nname: hold-app-004\npriority: 2\napps: {names: [app-004]}\nclusters: {groups: [emea/fr/site-003]}\nversion: 1.4.0\n",
+    )
+    .unwrap();
+    let (platform, assigned) = fleetscope_renderer::plan(platform.path()).unwrap();
+    let mut signatures = std::collections::BTreeSet::new();
+    let mut per_group: std::collections::BTreeMap<&str, std::collections::BTreeSet<&str>> =
+        Default::default();
+    for (cluster, group) in &assigned.members {
+        let set = &assigned.reason_set_of[cluster];
+        per_group.entry(group).or_default().insert(set);
+        let own: Vec<_> = fleetscope_renderer::assign::assign_cluster(&platform, cluster)
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.app, a.reasons, a.pinned_by))
+            .collect();
+        let published: Vec<_> = assigned.reason_sets[set]
+            .iter()
+            .map(|a| (a.app.clone(), a.reasons.clone(), a.pinned_by.clone()))
+            .collect();
+        assert_eq!(published, own, "{cluster} in {group} with {set}");
+        signatures.insert((
+            platform.clusters[cluster].reconciler,
+            fleetscope_renderer::assign::matching_policies(&platform, cluster),
+        ));
+    }
+    assert!(assigned.reason_sets.len() <= signatures.len());
+    let mixed = per_group.values().filter(|sets| sets.len() > 1).count();
+    assert!(mixed >= 2, "mixed render groups: {mixed}");
+    assert_eq!(
+        assigned
+            .reason_set_of
+            .values()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        assigned.reason_sets.len(),
+        "every reason set belongs to a cluster"
+    );
+}

@@ -103,6 +103,8 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("observed_latest", Placement::Sharded),
     ("rollup_snapshots", Placement::Everywhere),
     ("observed_arrivals", Placement::Sharded),
+    ("reason_sets", Placement::Everywhere),
+    ("reason_set_members", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

@@ -608,6 +608,46 @@ FROM render_group_members GROUP BY cluster_id ORDER BY cluster_id",
     )
 }
 
+/// Each cluster's current reason set, removed memberships included.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct CurrentReasonMemberRow {
+    pub cluster_id: String,
+    pub reason_set: String,
+    pub removed: u8,
+}
+
+pub fn current_reason_members_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT cluster_id, argMax(reason_set, render_id) AS current_reason_set, argMax(removed, render_id) AS current_removed \
+FROM reason_set_members GROUP BY cluster_id ORDER BY cluster_id",
+    )
+}
+
+/// The current row of every (reason set, app), removed ones included.
+pub fn reason_set_rows_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT ?fields FROM reason_sets ORDER BY reason_set, app, render_id DESC LIMIT 1 BY reason_set, app",
+    )
+}
+
+impl Store {
+    /// Each cluster's current reason set (removed ones included, flagged), by cluster.
+    pub async fn current_reason_members(&self) -> Result<Vec<CurrentReasonMemberRow>> {
+        current_reason_members_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading reason set membership".to_owned())
+    }
+
+    /// The current row of every (reason set, app) (removed ones included, flagged).
+    pub async fn reason_set_rows(&self) -> Result<Vec<crate::ReasonSetRow>> {
+        reason_set_rows_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading reason sets".to_owned())
+    }
+}
+
 /// The GitOps commit of the newest render recorded (one row; empty when there is none).
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct LastRenderRow {

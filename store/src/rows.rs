@@ -125,6 +125,28 @@ pub struct MembershipRow {
     pub removed: u8,
 }
 
+/// Why one app is desired on the clusters of one reason set.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ReasonSetRow {
+    pub reason_set: String,
+    pub app: String,
+    pub render_id: u64,
+    /// The policies that selected the app (lowest precedence first), or `dependency of <app>`.
+    pub reasons: Vec<String>,
+    /// The policy whose pin decided the version; empty when the version is the app's default.
+    pub pinned_by: String,
+    pub removed: u8,
+}
+
+/// Which reason set a cluster has, by render.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ReasonMemberRow {
+    pub cluster_id: String,
+    pub reason_set: String,
+    pub render_id: u64,
+    pub removed: u8,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct ObservedRow {
     pub cluster_id: String,
@@ -222,6 +244,12 @@ impl Table for DesiredRow {
 }
 impl Table for MembershipRow {
     const TABLE: &'static str = "render_group_members";
+}
+impl Table for ReasonSetRow {
+    const TABLE: &'static str = "reason_sets";
+}
+impl Table for ReasonMemberRow {
+    const TABLE: &'static str = "reason_set_members";
 }
 impl Table for ObservedRow {
     const TABLE: &'static str = "observed_transitions";

@@ -214,6 +214,29 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
         FROM observed_transitions
         WHERE object_kind IN ('Kustomization', 'HelmRelease', 'Application')",
     ],
+}, Migration {
+    version: 3,
+    name: "reason sets",
+    statements: &[
+        // Why each app is desired, per reason set (the clusters matched by the same policies
+        // share one); a reason set's name is a hash of its content, so its rows never change
+        // except to be marked removed (removed = 1) when no cluster has it any more.
+        "CREATE TABLE IF NOT EXISTS reason_sets (
+            reason_set String,
+            app String,
+            render_id UInt64,
+            reasons Array(String),
+            pinned_by String,
+            removed UInt8
+        ) ENGINE = ReplacingMergeTree(render_id) ORDER BY (reason_set, app)",
+        // Which reason set each cluster has; the highest render id wins.
+        "CREATE TABLE IF NOT EXISTS reason_set_members (
+            cluster_id String,
+            reason_set String,
+            render_id UInt64,
+            removed UInt8
+        ) ENGINE = ReplacingMergeTree(render_id) ORDER BY cluster_id",
+    ],
 }];
 
 /// The newest migration this build knows.
@@ -445,6 +468,7 @@ mod checksum_tests {
     const RECORDED: &[(u32, &str, &str)] = &[
         (1, "68a8e73020bac217", "f11a0f57dbd4953d"),
         (2, "cd4a1d1683aa52f3", "a277b1ec08d87c47"),
+        (3, "b5693ec7c4d501c3", "12ede3b997c1ce16"),
     ];
 
     #[test]
