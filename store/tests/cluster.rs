@@ -49,6 +49,14 @@ async fn load(store: &Store, rows: &GridRows) {
     store.insert_rows(&rows.clusters).await.expect("inventory");
     store.insert_rows(&rows.members).await.expect("membership");
     store.insert_rows(&rows.desired).await.expect("desired");
+    store
+        .insert_rows(&rows.reason_members)
+        .await
+        .expect("reason set membership");
+    store
+        .insert_rows(&rows.reason_sets)
+        .await
+        .expect("reason sets");
     store.insert_rows(&rows.snapshots).await.expect("snapshots");
     let observed =
         BatchWriter::<ObservedRow>::spawn(store.clone(), BatchWriterConfig::default(), None);

@@ -9,7 +9,8 @@ use fleetscope_model::{
     SyncStatus, Timestamp,
 };
 use fleetscope_store::{
-    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RollupSnapshotRow,
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, ReasonMemberRow,
+    ReasonSetRow, RollupSnapshotRow,
 };
 
 use crate::sql_literal::table_inserts;
@@ -249,6 +250,10 @@ pub struct GridRows {
     pub heartbeats: Vec<HeartbeatRow>,
     pub members: Vec<MembershipRow>,
     pub desired: Vec<DesiredRow>,
+    /// Every cluster's reason set: an older one (render 1) superseded by render 2's.
+    pub reason_members: Vec<ReasonMemberRow>,
+    /// The two reason sets: the older one, removed by render 2, and the current one.
+    pub reason_sets: Vec<ReasonSetRow>,
     pub observed: Vec<ObservedRow>,
     /// A few trend snapshots (not derived from the cases; they only feed the trend query).
     pub snapshots: Vec<RollupSnapshotRow>,
@@ -288,7 +293,35 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
             unknown: 2,
         });
     }
+    let reason_set =
+        |name: &str, reasons: &[&str], pinned_by: &str, render_id, removed| ReasonSetRow {
+            reason_set: name.into(),
+            app: APP.into(),
+            render_id,
+            reasons: reasons.iter().map(|r| (*r).to_owned()).collect(),
+            pinned_by: pinned_by.into(),
+            removed,
+        };
+    rows.reason_sets.extend([
+        reason_set("rs-old", &["policy/all-stores"], "", 1, 0),
+        reason_set("rs-old", &["policy/all-stores"], "", 2, 1),
+        reason_set(
+            "rs-grid",
+            &["policy/all-stores", "policy/pin-prod"],
+            "pin-prod",
+            2,
+            0,
+        ),
+    ]);
     for case in cases {
+        for (reason_set, render_id) in [("rs-old", 1), ("rs-grid", 2)] {
+            rows.reason_members.push(ReasonMemberRow {
+                cluster_id: case.cluster_id.clone(),
+                reason_set: reason_set.into(),
+                render_id,
+                removed: 0,
+            });
+        }
         let group = fleetscope_model::GroupPath::parse(&case.group_path)
             .expect("grid group paths are valid");
         rows.clusters.push(ClusterRow {
@@ -429,6 +462,8 @@ impl GridRows {
         out.extend(table_inserts("heartbeats", &self.heartbeats));
         out.extend(table_inserts("render_group_members", &self.members));
         out.extend(table_inserts("desired_history", &self.desired));
+        out.extend(table_inserts("reason_set_members", &self.reason_members));
+        out.extend(table_inserts("reason_sets", &self.reason_sets));
         out.extend(table_inserts("observed_transitions", &self.observed));
         out.extend(table_inserts("rollup_snapshots", &self.snapshots));
         out

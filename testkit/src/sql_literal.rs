@@ -85,7 +85,8 @@ pub fn table_inserts<T: SqlRow>(table: &str, rows: &[T]) -> Vec<String> {
 }
 
 use fleetscope_store::{
-    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, ReasonMemberRow,
+    ReasonSetRow, RenderRow, RollupSnapshotRow,
 };
 
 impl SqlRow for ClusterRow {
@@ -125,6 +126,32 @@ impl SqlRow for MembershipRow {
         vec![
             r.cluster_id.literal(),
             r.render_group.literal(),
+            r.render_id.literal(),
+            r.removed.literal(),
+        ]
+    }
+}
+
+impl SqlRow for ReasonSetRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.reason_set.literal(),
+            r.app.literal(),
+            r.render_id.literal(),
+            r.reasons.literal(),
+            r.pinned_by.literal(),
+            r.removed.literal(),
+        ]
+    }
+}
+
+impl SqlRow for ReasonMemberRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.cluster_id.literal(),
+            r.reason_set.literal(),
             r.render_id.literal(),
             r.removed.literal(),
         ]
