@@ -197,3 +197,133 @@ async fn the_cli_publishes_a_commit_clickhouse_does_not_have_yet() {
         "up to date everywhere: nothing published again"
     );
 }
+
+/// What the store holds as current reason sets and reason set membership, as the renderer's
+/// own maps: reason set → app → (reasons, pin), and cluster → reason set.
+type StoredReasons = (
+    std::collections::BTreeMap<String, Vec<(String, Vec<String>, String)>>,
+    std::collections::BTreeMap<String, String>,
+);
+
+async fn stored_reasons(store: &fleetscope_store::Store) -> StoredReasons {
+    let mut sets: std::collections::BTreeMap<String, Vec<(String, Vec<String>, String)>> =
+        Default::default();
+    for row in store.reason_set_rows().await.unwrap() {
+        if row.removed == 0 {
+            sets.entry(row.reason_set)
+                .or_default()
+                .push((row.app, row.reasons, row.pinned_by));
+        }
+    }
+    let members = store
+        .current_reason_members()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.removed == 0)
+        .map(|m| (m.cluster_id, m.reason_set))
+        .collect();
+    (sets, members)
+}
+
+fn expected_reasons(outcome: &fleetscope_renderer::RenderOutcome) -> StoredReasons {
+    let sets = outcome
+        .assigned
+        .reason_sets
+        .iter()
+        .filter(|(_, apps)| !apps.is_empty())
+        .map(|(name, apps)| {
+            let apps = apps
+                .iter()
+                .map(|a| {
+                    (
+                        a.app.to_string(),
+                        a.reasons.clone(),
+                        a.pinned_by.clone().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            (name.clone(), apps)
+        })
+        .collect();
+    let members = outcome
+        .assigned
+        .reason_set_of
+        .iter()
+        .map(|(cluster, set)| (cluster.to_string(), set.clone()))
+        .collect();
+    (sets, members)
+}
+
+/// Reason sets are published once per distinct explanation, only when they appear or go, and
+/// each cluster's reason set only when it changes; the store's current state is always the
+/// render's.
+#[tokio::test]
+async fn reason_sets_are_published_incrementally() {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let platform = tempfile::tempdir().unwrap();
+    fleetscope_testkit::copy_dir(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform"),
+        platform.path(),
+    );
+    let out = tempfile::tempdir().unwrap();
+
+    let first = render(platform.path(), out.path()).unwrap();
+    let published = desired::publish(store, &first, 1, Timestamp(1_800_000_000))
+        .await
+        .unwrap();
+    let app_rows: usize = first.assigned.reason_sets.values().map(Vec::len).sum();
+    assert_eq!(
+        (published.reason_set_rows, published.reason_member_rows),
+        (app_rows, 7)
+    );
+    assert!(
+        first.assigned.reason_sets.len() < 7,
+        "clusters share reason sets"
+    );
+    assert_eq!(stored_reasons(store).await, expected_reasons(&first));
+
+    let same = render(platform.path(), out.path()).unwrap();
+    let published = desired::publish(store, &same, 2, Timestamp(1_800_000_100))
+        .await
+        .unwrap();
+    assert_eq!(
+        (published.reason_set_rows, published.reason_member_rows),
+        (0, 0)
+    );
+
+    // A pin of payments to its default version in Austin: nothing renders differently, but
+    // Austin's explanation changes (a new reason set); one no cluster has any more must be
+    // marked removed for the store to equal the render.
+    let policies = platform.path().join("policies/baseline.yaml");
+    std::fs::write(
+        &policies,
+        std::fs::read_to_string(&policies).unwrap()
+            + "---\nkind: Policy\nname: austin-hold\npriority: 30\napps: {names: [payments]}\nclusters: {groups: [amer/us/austin]}\nversion: 2.0.1\n",
+    )
+    .unwrap();
+    let pinned = render(platform.path(), out.path()).unwrap();
+    let published = desired::publish(store, &pinned, 3, Timestamp(1_800_000_200))
+        .await
+        .unwrap();
+    assert!(published.reason_member_rows >= 1, "{published:?}");
+    assert_eq!(
+        published.desired_rows, 0,
+        "a pin to the default version renders nothing new"
+    );
+    let (sets, members) = stored_reasons(store).await;
+    assert_eq!((sets.clone(), members.clone()), expected_reasons(&pinned));
+    let austin = &sets[&members["austin-01"]];
+    assert!(
+        austin.contains(&(
+            "payments".to_owned(),
+            vec![
+                "policy/all-stores".to_owned(),
+                "policy/austin-hold".to_owned()
+            ],
+            "austin-hold".to_owned()
+        )),
+        "{austin:?}"
+    );
+}
