@@ -6,7 +6,7 @@
 //! it again. Each change inside carries a per-cluster change number (`change_seq`), which orders
 //! changes in the store and makes the same change delivered twice collapse into one row.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 
 use fleetscope_model::state::ObjectKind;
@@ -23,6 +23,23 @@ pub const MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
 pub const MAX_CHANGES: usize = 100_000;
 /// Reporter timestamps more than this far in the future are refused.
 pub const MAX_FUTURE_SKEW_SECONDS: i64 = 86_400;
+
+/// The largest report or change number: 2^53 - 1, the largest integer every JSON
+/// implementation reads exactly.
+pub const MAX_SEQ: u64 = (1 << 53) - 1;
+/// How far a report or change number may be ahead of the collector's clock in microseconds
+/// (one day). Agents start their counters at the clock in microseconds and count up by one, so
+/// a legitimate number is never that far ahead.
+pub const MAX_SEQ_AHEAD_MICROS: u64 = 86_400_000_000;
+
+/// The largest report or change number the collector accepts at `now`: the clock in
+/// microseconds plus a day, and never above [`MAX_SEQ`].
+pub fn seq_limit(now: Timestamp) -> u64 {
+    let micros = u64::try_from(now.seconds())
+        .unwrap_or(0)
+        .saturating_mul(1_000_000);
+    micros.saturating_add(MAX_SEQ_AHEAD_MICROS).min(MAX_SEQ)
+}
 
 /// What a report is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +160,55 @@ fn check_len(field: &str, value: &str, max: usize) -> Result<(), ReportError> {
     Ok(())
 }
 
+fn check_seq(field: &str, value: u64, limit: u64) -> Result<(), ReportError> {
+    if value > MAX_SEQ {
+        return Err(bad(
+            field,
+            format!("{value} is above the largest number allowed, {MAX_SEQ} (2^53 - 1)"),
+        ));
+    }
+    if value > limit {
+        return Err(bad(
+            field,
+            format!(
+                "{value} is more than a day ahead of the collector's clock in microseconds (at most {limit})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Two different states of one object under one change number would leave the store and the
+/// hub to pick one of them; refused, naming the later of the two.
+fn check_conflicting_numbers(changes: &[Change]) -> Result<(), ReportError> {
+    if changes.len() < 2 {
+        return Ok(());
+    }
+    let mut seen: HashMap<(u64, &str, &str, &str), usize> = HashMap::with_capacity(changes.len());
+    for (index, change) in changes.iter().enumerate() {
+        let key = (
+            change.change_seq,
+            change.kind.as_str(),
+            change.namespace.as_str(),
+            change.name.as_str(),
+        );
+        if let Some(&first) = seen.get(&key) {
+            if changes[first] != *change {
+                return Err(bad(
+                    format!("changes[{index}].change_seq"),
+                    format!(
+                        "{} is also the change number of changes[{first}], a different state of the same object",
+                        change.change_seq
+                    ),
+                ));
+            }
+        } else {
+            seen.insert(key, index);
+        }
+    }
+    Ok(())
+}
+
 /// A report that passed validation, in the model's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidReport {
@@ -165,6 +231,9 @@ impl Report {
         if self.seq == 0 && self.kind != ReportKind::Heartbeat {
             return Err(bad("seq", "must be at least 1"));
         }
+        let limit = seq_limit(now);
+        check_seq("seq", self.seq, limit)?;
+        check_seq("change_seq_high", self.change_seq_high, limit)?;
         if self.reconcilers.len() > 16 {
             return Err(bad(
                 "reconcilers",
@@ -184,6 +253,7 @@ impl Report {
                 format!("has {} entries, at most {MAX_CHANGES}", self.changes.len()),
             ));
         }
+        check_conflicting_numbers(&self.changes)?;
         let latest_allowed = now.seconds() + MAX_FUTURE_SKEW_SECONDS;
         let mut items = Vec::with_capacity(self.changes.len());
         for (index, change) in self.changes.into_iter().enumerate() {
@@ -248,6 +318,7 @@ impl Report {
             if change.change_seq == 0 {
                 return Err(bad(at("change_seq"), "must be at least 1"));
             }
+            check_seq(&at("change_seq"), change.change_seq, limit)?;
             let message = fleetscope_model::state::truncate_on_char_boundary(
                 &change.message,
                 ObservedItem::MAX_MESSAGE_BYTES,
@@ -338,6 +409,7 @@ mod tests {
     use super::*;
 
     const NOW: Timestamp = Timestamp(1_800_000_000);
+    const NOW_MICROS: u64 = 1_800_000_000_000_000;
 
     fn change(seq: u64) -> Change {
         Change {
@@ -443,6 +515,31 @@ mod tests {
                 Box::new(|r| r.changes[0].change_seq = 0),
             ),
             ("changes", Box::new(|r| r.kind = ReportKind::Heartbeat)),
+            ("seq", Box::new(|r| r.seq = u64::MAX)),
+            ("seq", Box::new(|r| r.seq = MAX_SEQ + 1)),
+            (
+                "seq",
+                Box::new(|r| r.seq = NOW_MICROS + MAX_SEQ_AHEAD_MICROS + 1),
+            ),
+            (
+                "changes[1].change_seq",
+                Box::new(|r| r.changes[1].change_seq = u64::MAX),
+            ),
+            (
+                "changes[0].change_seq",
+                Box::new(|r| r.changes[0].change_seq = NOW_MICROS + 2 * MAX_SEQ_AHEAD_MICROS),
+            ),
+            (
+                "change_seq_high",
+                Box::new(|r| r.change_seq_high = u64::MAX),
+            ),
+            (
+                "changes[1].change_seq",
+                Box::new(|r| {
+                    r.changes[1].change_seq = 1;
+                    r.changes[1].health = "degraded".into();
+                }),
+            ),
         ];
         for (field, mutate) in cases {
             let mut r = report(vec![change(1), change(2)]);
@@ -450,6 +547,27 @@ mod tests {
             let err = r.validate(NOW).unwrap_err();
             assert_eq!(err.field, field, "{err}");
         }
+    }
+
+    #[test]
+    fn numbers_up_to_the_limits_are_accepted() {
+        let limit = NOW_MICROS + MAX_SEQ_AHEAD_MICROS;
+        assert_eq!(seq_limit(NOW), limit);
+        let mut r = report(vec![change(1), change(limit)]);
+        r.seq = limit;
+        r.kind = ReportKind::Snapshot;
+        r.change_seq_high = limit;
+        let valid = r.validate(NOW).unwrap();
+        assert_eq!((valid.seq, valid.change_seq_high), (limit, limit));
+        // Far in the future the day ahead is cut at the largest exact JSON integer.
+        assert_eq!(seq_limit(Timestamp(i64::MAX / 2)), MAX_SEQ);
+        assert_eq!(seq_limit(Timestamp(-5)), MAX_SEQ_AHEAD_MICROS);
+        // The same change twice in one report is a redelivery within it, not a conflict.
+        report(vec![change(3), change(3)]).validate(NOW).unwrap();
+        let mut heartbeat = report(vec![]);
+        heartbeat.kind = ReportKind::Heartbeat;
+        heartbeat.seq = 0;
+        heartbeat.validate(NOW).unwrap();
     }
 
     #[test]

@@ -169,7 +169,10 @@ async fn stores_reports_idempotently_and_refuses_what_it_must() {
     let (status, body, _) = running.post(TOKEN_A, &first).await;
     assert_eq!(
         (status, body),
-        (200, serde_json::json!({"status": "duplicate", "seq": 1}))
+        (
+            200,
+            serde_json::json!({"status": "duplicate", "seq": 1, "acked_seq": 1, "highest_change_seq": 3})
+        )
     );
     assert_eq!(
         test.store

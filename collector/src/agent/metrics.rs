@@ -21,6 +21,7 @@ struct Exported {
     heartbeats_sent: Counter<u64, AtomicU64>,
     send_failures: Counter<u64, AtomicU64>,
     bytes_sent: Counter<u64, AtomicU64>,
+    renumberings: Counter<u64, AtomicU64>,
     spool_reports: Gauge<i64, AtomicI64>,
     spool_bytes: Gauge<i64, AtomicI64>,
 }
@@ -42,6 +43,7 @@ impl Exported {
             heartbeats_sent: Counter::default(),
             send_failures: Counter::default(),
             bytes_sent: Counter::default(),
+            renumberings: Counter::default(),
             spool_reports: Gauge::default(),
             spool_bytes: Gauge::default(),
         };
@@ -70,6 +72,11 @@ impl Exported {
             "bytes_sent",
             "Request bytes sent (bodies and headers)",
             exported.bytes_sent.clone(),
+        );
+        r.register(
+            "renumberings",
+            "Times the collector showed this agent's numbers behind its cluster's and the waiting reports were renumbered",
+            exported.renumberings.clone(),
         );
         r.register(
             "spool_reports",
@@ -102,6 +109,10 @@ impl Exported {
             stats.send_failures.load(Ordering::Relaxed),
         );
         catch_up(&self.bytes_sent, stats.bytes_sent.load(Ordering::Relaxed));
+        catch_up(
+            &self.renumberings,
+            stats.renumberings.load(Ordering::Relaxed),
+        );
         self.spool_reports
             .set(stats.spool_reports.load(Ordering::Relaxed) as i64);
         self.spool_bytes
@@ -145,7 +156,12 @@ mod tests {
         let exported = Exported::new();
         stats.changes.store(7, Ordering::Relaxed);
         stats.spool_bytes.store(1234, Ordering::Relaxed);
+        stats.renumberings.store(1, Ordering::Relaxed);
         let text = exported.render(&stats);
+        assert!(
+            text.contains("fleetscope_agent_renumberings_total 1"),
+            "{text}"
+        );
         assert!(text.contains("fleetscope_agent_changes_total 7"), "{text}");
         assert!(text.contains("fleetscope_agent_spool_bytes 1234"), "{text}");
         stats.changes.store(9, Ordering::Relaxed);

@@ -96,6 +96,9 @@ pub struct AgentStats {
     pub bytes_sent: AtomicU64,
     pub spool_reports: AtomicU64,
     pub spool_bytes: AtomicU64,
+    /// Times the collector's answer showed the agent's counters behind the numbers its cluster
+    /// already used, and the waiting reports were renumbered.
+    pub renumberings: AtomicU64,
 }
 
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -134,7 +137,13 @@ impl Shared {
     fn spool_items(&self, kind: ReportKind, items: &[ObservedItem]) -> std::io::Result<()> {
         let chunk_size = self.config.max_changes_per_report.max(1);
         let mut spool = self.spool.lock().expect("spool lock");
-        let high = spool.peek_change_seq();
+        // A snapshot's `change_seq_high` is taken like a change number, so no later change
+        // shares it with the deletions the collector infers from this snapshot.
+        let high = if kind == ReportKind::Snapshot {
+            spool.next_change_seq()
+        } else {
+            0
+        };
         let chunks: Vec<&[ObservedItem]> = if items.is_empty() {
             vec![&[]]
         } else {
@@ -309,7 +318,37 @@ async fn deliver(shared: Arc<Shared>, sender: Sender) {
             }
         };
         let bytes = body.len() as u64 + REQUEST_OVERHEAD_BYTES;
-        let outcome = sender.send(body).await;
+        let (outcome, duplicate) = sender.send_with_answer(body).await;
+        if let Some(duplicate) = duplicate.filter(|d| !heartbeat && d.counters_behind()) {
+            shared.stats.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
+            let renumbered = {
+                let mut spool = shared.spool.lock().expect("spool lock");
+                let result =
+                    spool.renumber_above(duplicate.acked_seq, duplicate.highest_change_seq);
+                shared
+                    .stats
+                    .spool_bytes
+                    .store(spool.pending_bytes(), Ordering::Relaxed);
+                result
+            };
+            match renumbered {
+                Ok(reports) => {
+                    shared.stats.renumberings.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        seq,
+                        acked_seq = duplicate.acked_seq,
+                        highest_change_seq = duplicate.highest_change_seq,
+                        reports,
+                        "the collector acknowledged higher numbers than this agent's (a clock that went back, a restored spool); renumbered the waiting reports and sending them again"
+                    );
+                }
+                Err(err) => {
+                    tracing::error!(seq, error = %err, "renumbering the waiting reports failed; they stay spooled and are retried");
+                    tokio::time::sleep(config.max_backoff).await;
+                }
+            }
+            continue;
+        }
         shared.stats.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
         let wait = match outcome {
             SendOutcome::Acknowledged => {

@@ -18,6 +18,27 @@ pub enum SendOutcome {
     Unreachable(String),
 }
 
+/// What a `duplicate` answer says the collector acknowledged for the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Duplicate {
+    /// The number of the report that was answered.
+    pub seq: u64,
+    /// The highest report number the collector acknowledged for the cluster.
+    pub acked_seq: u64,
+    /// The highest change number the collector stored for the cluster, as far as it knows.
+    pub highest_change_seq: u64,
+}
+
+impl Duplicate {
+    /// Whether the collector acknowledged a higher number than the report's own. Reports are
+    /// delivered in order, so a genuine duplicate is exactly the highest acknowledged number;
+    /// a higher one means this agent's counters are behind the numbers its cluster already
+    /// used (a clock that went back, a restored spool).
+    pub fn counters_behind(&self) -> bool {
+        self.acked_seq > self.seq
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Sender {
     client: reqwest::Client,
@@ -67,6 +88,12 @@ impl Sender {
 
     /// Sends one gzip-compressed report body.
     pub async fn send(&self, body: Vec<u8>) -> SendOutcome {
+        self.send_with_answer(body).await.0
+    }
+
+    /// [`Sender::send`], also returning what a `duplicate` answer said (collectors before this
+    /// field was added answer without it: then `None`).
+    pub async fn send_with_answer(&self, body: Vec<u8>) -> (SendOutcome, Option<Duplicate>) {
         let mut request = self
             .client
             .post(&self.ingest_url)
@@ -78,7 +105,7 @@ impl Sender {
         }
         let response = match request.send().await {
             Ok(response) => response,
-            Err(err) => return SendOutcome::Unreachable(err.to_string()),
+            Err(err) => return (SendOutcome::Unreachable(err.to_string()), None),
         };
         let status = response.status().as_u16();
         let retry_after = response
@@ -88,16 +115,29 @@ impl Sender {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let text = response.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
+        let answer = serde_json::from_str::<serde_json::Value>(&text).ok();
+        let duplicate = answer
+            .as_ref()
+            .filter(|v| v.get("status").and_then(|s| s.as_str()) == Some("duplicate"))
+            .and_then(|v| {
+                let number = |field: &str| v.get(field).and_then(serde_json::Value::as_u64);
+                Some(Duplicate {
+                    seq: number("seq")?,
+                    acked_seq: number("acked_seq")?,
+                    highest_change_seq: number("highest_change_seq").unwrap_or(0),
+                })
+            });
+        let message = answer
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
             .unwrap_or(text);
-        match status {
+        let outcome = match status {
             200..=299 => SendOutcome::Acknowledged,
             429 | 500..=599 => {
                 SendOutcome::RetryAfter(retry_after.unwrap_or(Duration::from_secs(5)))
             }
             _ => SendOutcome::Refused { status, message },
-        }
+        };
+        let duplicate = duplicate.filter(|_| outcome == SendOutcome::Acknowledged);
+        (outcome, duplicate)
     }
 }

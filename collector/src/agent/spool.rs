@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{self, Change, Report, ReportKind};
+use crate::protocol::{self, Change, Report, ReportKind, MAX_SEQ};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Counters {
@@ -29,6 +29,10 @@ pub struct Spool {
     pending: BTreeMap<u64, u64>,
     counters: Counters,
     compactions: u64,
+    /// After a renumbering: the first new change number. Changes of a delta pushed later with
+    /// a lower number were numbered before the renumbering (gathered, not yet spooled) and are
+    /// numbered again, so they stay newer than the renumbered reports.
+    change_floor: u64,
 }
 
 /// Writes `bytes` to `path` so that a crash leaves the old content or the new, never a mix.
@@ -49,6 +53,24 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Refuses counters past the largest number the protocol allows. Counters start near the clock
+/// in microseconds (about 2^50.6 in 2026) and grow by one per report or change, so an agent
+/// meets this only with a broken clock or state file.
+fn check_counters(counters: &Counters) -> std::io::Result<()> {
+    for (name, next) in [
+        ("report", counters.next_report_seq),
+        ("change", counters.next_change_seq),
+    ] {
+        if next > MAX_SEQ {
+            return Err(std::io::Error::other(format!(
+                "the next {name} number {next} is past the largest number the protocol allows, {MAX_SEQ}; \
+                 check the clock, then remove state.json and the waiting reports from the spool"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn report_file(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("report-{seq:020}.json.gz"))
 }
@@ -56,12 +78,13 @@ fn report_file(dir: &Path, seq: u64) -> PathBuf {
 impl Spool {
     /// Opens (or creates) the spool in `dir`, picking up reports left by an earlier run.
     ///
-    /// A new spool (no counters file) numbers its reports and changes from the wall clock in
-    /// microseconds, not from 1: an agent whose spool was lost (an emptied volume, a
-    /// reinstall) must not start below the numbers the collector already stored for its
-    /// cluster, or its reports would be taken for duplicates and its changes lose to older
-    /// ones. An agent hands out far fewer than a million numbers a second, so numbers started
-    /// from the clock stay above every number an earlier agent of the cluster handed out.
+    /// Both counters start at the saved ones or at the wall clock in microseconds, whichever is
+    /// higher, never at 1: an agent whose spool was lost or restored from an older copy (an
+    /// emptied volume, a reinstall, a backup) must not number below what the collector already
+    /// stored for its cluster, or its reports would be taken for duplicates and its changes
+    /// lose to older ones. An agent hands out far fewer than a million numbers a second, so
+    /// numbers taken from the clock stay above every number an earlier agent of the cluster
+    /// handed out, as long as the clock did not go back (for that, see [`Spool::renumber_above`]).
     pub fn open(dir: impl Into<PathBuf>, max_bytes: u64) -> std::io::Result<Spool> {
         let micros = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -69,11 +92,12 @@ impl Spool {
         Spool::open_starting_at(dir, max_bytes, micros.max(1))
     }
 
-    /// [`Spool::open`], with the first number of a new spool given.
+    /// [`Spool::open`], with the clock in microseconds given: the counters start at
+    /// `clock_micros` unless the saved ones are higher.
     pub fn open_starting_at(
         dir: impl Into<PathBuf>,
         max_bytes: u64,
-        first: u64,
+        clock_micros: u64,
     ) -> std::io::Result<Spool> {
         let dir = dir.into();
         fs::create_dir_all(&dir)?;
@@ -84,12 +108,11 @@ impl Spool {
                     format!("{}: {err}", dir.join("state.json").display()),
                 )
             })?,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Counters {
-                next_report_seq: first,
-                next_change_seq: first,
-            },
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Counters::default(),
             Err(err) => return Err(err),
         };
+        counters.next_report_seq = counters.next_report_seq.max(clock_micros);
+        counters.next_change_seq = counters.next_change_seq.max(clock_micros);
         let mut pending = BTreeMap::new();
         for entry in fs::read_dir(&dir)? {
             let entry = entry?;
@@ -107,14 +130,16 @@ impl Spool {
         }
         // Never reuse a number, even if the counters file is older than the reports.
         if let Some(last) = pending.keys().next_back() {
-            counters.next_report_seq = counters.next_report_seq.max(last + 1);
+            counters.next_report_seq = counters.next_report_seq.max(last.saturating_add(1));
         }
+        check_counters(&counters)?;
         Ok(Spool {
             dir,
             max_bytes,
             pending,
             counters,
             compactions: 0,
+            change_floor: 0,
         })
     }
 
@@ -144,6 +169,21 @@ impl Spool {
 
     /// Gives `report` the next report number, writes it, and compacts when over the bound.
     pub fn push(&mut self, mut report: Report) -> std::io::Result<u64> {
+        check_counters(&self.counters)?;
+        if report.kind == ReportKind::Delta
+            && report
+                .changes
+                .iter()
+                .any(|c| c.change_seq < self.change_floor)
+        {
+            let mut order: Vec<usize> = (0..report.changes.len())
+                .filter(|&i| report.changes[i].change_seq < self.change_floor)
+                .collect();
+            order.sort_by_key(|&i| report.changes[i].change_seq);
+            for i in order {
+                report.changes[i].change_seq = self.next_change_seq();
+            }
+        }
         report.seq = self.counters.next_report_seq;
         self.counters.next_report_seq += 1;
         self.save_counters()?;
@@ -173,6 +213,103 @@ impl Spool {
             }
         }
         Ok(())
+    }
+
+    /// The waiting reports' numbers, oldest first.
+    pub fn pending_seqs(&self) -> Vec<u64> {
+        self.pending.keys().copied().collect()
+    }
+
+    /// The collector has acknowledged report numbers up to `acked_seq` and stored change
+    /// numbers up to `highest_change_seq` for this cluster, at or above what this spool hands
+    /// out: its counters are behind (a clock that went back, a restored spool). Moves both
+    /// counters above the collector's numbers and gives every waiting report, oldest first, a
+    /// new report number and its changes new change numbers, keeping their order, so the
+    /// collector stores them and they win over what it holds. Returns how many reports were
+    /// renumbered.
+    ///
+    /// The new files are written before the old ones are removed; a crash in between leaves
+    /// both, which are then sent twice in order, never lost.
+    pub fn renumber_above(
+        &mut self,
+        acked_seq: u64,
+        highest_change_seq: u64,
+    ) -> std::io::Result<usize> {
+        let mut reports = Vec::with_capacity(self.pending.len());
+        for &seq in self.pending.keys() {
+            let body = fs::read(report_file(&self.dir, seq))?;
+            let report = protocol::decode(&body, true).map_err(|err| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("spooled report {seq}: {err}"),
+                )
+            })?;
+            reports.push((seq, report));
+        }
+        // Every change number in use, snapshots' `change_seq_high` included, mapped in order
+        // onto numbers above the collector's.
+        let mut numbers: BTreeMap<u64, u64> = BTreeMap::new();
+        for (_, report) in &reports {
+            for change in &report.changes {
+                numbers.insert(change.change_seq, 0);
+            }
+            if report.change_seq_high != 0 {
+                numbers.insert(report.change_seq_high, 0);
+            }
+        }
+        let mut next_change = self
+            .counters
+            .next_change_seq
+            .max(highest_change_seq.saturating_add(1));
+        for new in numbers.values_mut() {
+            *new = next_change;
+            next_change += 1;
+        }
+        let mut next_report = self
+            .counters
+            .next_report_seq
+            .max(acked_seq.saturating_add(1));
+        let renumbered: Vec<(u64, Report)> = reports
+            .into_iter()
+            .map(|(old, mut report)| {
+                report.seq = next_report;
+                next_report += 1;
+                for change in &mut report.changes {
+                    change.change_seq = numbers[&change.change_seq];
+                }
+                if report.change_seq_high != 0 {
+                    report.change_seq_high = numbers[&report.change_seq_high];
+                }
+                (old, report)
+            })
+            .collect();
+        let counters = Counters {
+            next_report_seq: next_report,
+            next_change_seq: next_change,
+        };
+        check_counters(&counters)?;
+        self.change_floor = self
+            .counters
+            .next_change_seq
+            .max(highest_change_seq.saturating_add(1));
+        self.counters = counters;
+        self.save_counters()?;
+        let mut pending = BTreeMap::new();
+        for (_, report) in &renumbered {
+            let body = report.encode();
+            write_atomically(&report_file(&self.dir, report.seq), &body)?;
+            pending.insert(report.seq, body.len() as u64);
+        }
+        for (old, _) in &renumbered {
+            if !pending.contains_key(old) {
+                match fs::remove_file(report_file(&self.dir, *old)) {
+                    Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
+                    _ => {}
+                }
+            }
+        }
+        self.pending = pending;
+        Ok(renumbered.len())
     }
 
     pub fn pending_reports(&self) -> usize {
@@ -307,7 +444,7 @@ mod tests {
             spool.ack(first).unwrap();
         }
         fs::write(dir.path().join("report-00000000000000000099.tmp"), b"half").unwrap();
-        let mut spool = Spool::open(dir.path(), 1 << 20).unwrap();
+        let mut spool = Spool::open_starting_at(dir.path(), 1 << 20, 1).unwrap();
         assert_eq!(
             spool.pending_reports(),
             2,
@@ -352,10 +489,110 @@ mod tests {
         let seq = second.push(delta(vec![])).unwrap();
         assert!(seq > last, "report {seq} must follow {last}");
         assert!(second.next_change_seq() > change_seq);
-        // A spool with counters keeps counting from them.
+        // A spool with counters keeps counting from them (or from the clock, if that moved on).
         drop(first);
         let mut again = Spool::open(first_dir.path(), 1 << 20).unwrap();
-        assert_eq!(again.push(delta(vec![])).unwrap(), last + 1);
+        assert!(again.push(delta(vec![])).unwrap() > last);
+    }
+
+    #[test]
+    fn a_restored_spool_numbers_from_the_clock_when_that_is_higher() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut spool = Spool::open_starting_at(dir.path(), 1 << 20, 10).unwrap();
+            let seq = spool.next_change_seq();
+            spool.push(delta(vec![change(seq, "app", "1.0")])).unwrap();
+        }
+        // The same state file found again later (a restored backup, a reinstall that kept the
+        // volume): the clock has moved on past its counters.
+        let mut restored = Spool::open_starting_at(dir.path(), 1 << 20, 5_000).unwrap();
+        assert_eq!(restored.next_change_seq(), 5_000);
+        assert_eq!(restored.push(delta(vec![])).unwrap(), 5_000);
+        assert_eq!(
+            restored.oldest().unwrap().unwrap().0,
+            10,
+            "the waiting report keeps its number and goes first"
+        );
+        // Counters ahead of the clock keep counting from where they are.
+        drop(restored);
+        let mut again = Spool::open_starting_at(dir.path(), 1 << 20, 20).unwrap();
+        assert_eq!(again.push(delta(vec![])).unwrap(), 5_001);
+    }
+
+    #[test]
+    fn renumbering_moves_waiting_reports_above_the_collectors_numbers_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::open_starting_at(dir.path(), 1 << 20, 1).unwrap();
+        for version in ["1.0", "1.1"] {
+            let seq = spool.next_change_seq();
+            spool
+                .push(delta(vec![change(seq, "app", version)]))
+                .unwrap();
+        }
+        let high = spool.next_change_seq();
+        spool
+            .push(Report {
+                kind: ReportKind::Snapshot,
+                change_seq_high: high,
+                ..delta(vec![change(2, "app", "1.1")])
+            })
+            .unwrap();
+        // A change numbered before the renumbering and spooled after it.
+        let gathered = spool.next_change_seq();
+        assert_eq!(spool.renumber_above(100, 500).unwrap(), 3);
+        assert_eq!(spool.pending_seqs(), vec![101, 102, 103]);
+        let mut seen = Vec::new();
+        for seq in spool.pending_seqs() {
+            let body = fs::read(report_file(dir.path(), seq)).unwrap();
+            let report = protocol::decode(&body, true).unwrap();
+            assert_eq!(report.seq, seq);
+            seen.push((
+                report.kind,
+                report.changes[0].change_seq,
+                report.changes[0].version.clone().unwrap(),
+                report.change_seq_high,
+            ));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (ReportKind::Delta, 501, "1.0".to_owned(), 0),
+                (ReportKind::Delta, 502, "1.1".to_owned(), 0),
+                (ReportKind::Snapshot, 502, "1.1".to_owned(), 503),
+            ]
+        );
+        assert!(!report_file(dir.path(), 1).exists(), "old files are gone");
+        let seq = spool
+            .push(delta(vec![change(gathered, "app", "1.2")]))
+            .unwrap();
+        assert_eq!(seq, 104);
+        let (_, body) = (seq, fs::read(report_file(dir.path(), seq)).unwrap());
+        assert_eq!(
+            protocol::decode(&body, true).unwrap().changes[0].change_seq,
+            504,
+            "numbered again above the renumbered reports"
+        );
+        // The renumbered spool survives a restart.
+        drop(spool);
+        let spool = Spool::open_starting_at(dir.path(), 1 << 20, 1).unwrap();
+        assert_eq!(spool.pending_seqs(), vec![101, 102, 103, 104]);
+        assert_eq!(spool.peek_change_seq(), 505);
+    }
+
+    #[test]
+    fn counters_past_the_largest_number_stop_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::open_starting_at(dir.path(), 1 << 20, MAX_SEQ).unwrap();
+        assert_eq!(spool.push(delta(vec![])).unwrap(), MAX_SEQ);
+        let err = spool.push(delta(vec![])).unwrap_err();
+        assert!(err.to_string().contains("past the largest number"), "{err}");
+        drop(spool);
+        let err = Spool::open_starting_at(dir.path(), 1 << 20, 1).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("the next report number 9007199254740992 is past"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -66,8 +66,21 @@ pub enum IngestReceipt {
     Stored {
         rows: usize,
     },
-    /// Already stored earlier; nothing was written again.
-    Duplicate,
+    /// Already stored earlier; nothing was written again. Carries what this collector
+    /// acknowledged for the cluster, so an agent whose counters fell behind can tell.
+    Duplicate {
+        /// The highest report number acknowledged for the cluster.
+        acked_seq: u64,
+        /// The highest change number stored for the cluster (0 when unknown).
+        highest_change_seq: u64,
+    },
+}
+
+/// What this collector process acknowledged for one cluster.
+#[derive(Debug, Clone, Copy, Default)]
+struct Acked {
+    seq: u64,
+    change_seq: u64,
 }
 
 /// Why a report was not stored. Each maps to one HTTP status.
@@ -96,7 +109,7 @@ struct Inner {
     /// Held while the inventory is read, so concurrent reports wait for one read instead of
     /// each starting their own (at 100,000 clusters a read takes seconds under load).
     known_refresh: Arc<tokio::sync::Mutex<()>>,
-    acked: Mutex<HashMap<String, u64>>,
+    acked: Mutex<HashMap<String, Acked>>,
     metrics: CollectorMetrics,
     registry: Registry,
 }
@@ -301,10 +314,20 @@ impl Collector {
                 .expect("acked map lock")
                 .get(&cluster)
                 .copied();
-            if acked.is_some_and(|acked| report.seq <= acked) {
-                return Ok(IngestReceipt::Duplicate);
+            if let Some(acked) = acked.filter(|acked| report.seq <= acked.seq) {
+                return Ok(IngestReceipt::Duplicate {
+                    acked_seq: acked.seq,
+                    highest_change_seq: acked.change_seq,
+                });
             }
         }
+        let highest_change_seq = report
+            .items
+            .iter()
+            .map(|item| item.seq)
+            .chain([report.change_seq_high])
+            .max()
+            .unwrap_or(0);
         let rows: Vec<ObservedRow> = report
             .items
             .iter()
@@ -365,8 +388,9 @@ impl Collector {
         }
         if tracks_seq {
             let mut acked = self.inner.acked.lock().expect("acked map lock");
-            let entry = acked.entry(cluster).or_insert(0);
-            *entry = (*entry).max(report.seq);
+            let entry = acked.entry(cluster).or_default();
+            entry.seq = entry.seq.max(report.seq);
+            entry.change_seq = entry.change_seq.max(highest_change_seq);
         }
         self.inner.metrics.rows.inc_by(row_count as u64);
         Ok(IngestReceipt::Stored { rows: row_count })
@@ -570,7 +594,10 @@ async fn ingest_handler(
             )
                 .into_response()
         }
-        Ok(IngestReceipt::Duplicate) => {
+        Ok(IngestReceipt::Duplicate {
+            acked_seq,
+            highest_change_seq,
+        }) => {
             metrics
                 .reports
                 .get_or_create(&ReportLabels {
@@ -578,9 +605,24 @@ async fn ingest_handler(
                     outcome: Outcome::Duplicate,
                 })
                 .inc();
+            if acked_seq > seq {
+                // In-order delivery makes a genuine duplicate the highest number acknowledged;
+                // a lower one comes from an agent whose counters are behind (it renumbers).
+                tracing::info!(
+                    cluster,
+                    seq,
+                    acked_seq,
+                    "report numbered below what was acknowledged"
+                );
+            }
             (
                 StatusCode::OK,
-                Json(json!({ "status": "duplicate", "seq": seq })),
+                Json(json!({
+                    "status": "duplicate",
+                    "seq": seq,
+                    "acked_seq": acked_seq,
+                    "highest_change_seq": highest_change_seq,
+                })),
             )
                 .into_response()
         }
