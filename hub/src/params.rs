@@ -257,15 +257,27 @@ pub fn encode_cursor(key: &str) -> String {
     key.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The inverse of [`encode_cursor`]: pairs of lowercase hex digits spelling UTF-8. Read byte
+/// by byte, never sliced, so that any text (a multi-byte character, a sign) is a 400, not a
+/// panic.
 fn decode_cursor(text: &str) -> Result<String, ApiError> {
     let bad = || ApiError::bad("cursor", "not a cursor this service handed out");
+    fn digit(byte: u8) -> Option<u8> {
+        match byte {
+            b'0'..=b'9' => Some(byte - b'0'),
+            b'a'..=b'f' => Some(byte - b'a' + 10),
+            _ => None,
+        }
+    }
     if text.len() > 1_024 || text.len() % 2 != 0 {
         return Err(bad());
     }
-    let bytes = (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).map_err(|_| bad()))
-        .collect::<Result<Vec<u8>, _>>()?;
+    let bytes = text
+        .as_bytes()
+        .chunks_exact(2)
+        .map(|pair| Some((digit(pair[0])? << 4) | digit(pair[1])?))
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(bad)?;
     String::from_utf8(bytes).map_err(|_| bad())
 }
 
@@ -365,6 +377,29 @@ mod tests {
         assert_eq!(p.cursor().unwrap().as_deref(), Some("berlin-01/checkout"));
         let p = params(&[("cursor", "zz")], &["cursor"]).unwrap();
         assert!(p.cursor().is_err());
+    }
+
+    #[test]
+    fn a_cursor_that_is_not_ascii_hex_is_refused_not_a_panic() {
+        // Even byte lengths whose pairs of bytes are not characters: 名前 is six bytes.
+        for text in [
+            "名前",
+            "\u{fffd}\u{fffd}",
+            "é0",
+            "0é",
+            "+1",
+            "-1",
+            " 1",
+            "0x",
+        ] {
+            let p = params(&[("cursor", text)], &["cursor"]).unwrap();
+            let err = p.cursor().unwrap_err();
+            assert_eq!(err.parameter.as_deref(), Some("cursor"), "{text:?}");
+            assert_eq!(err.status, StatusCode::BAD_REQUEST, "{text:?}");
+        }
+        // Hex of bytes that are not UTF-8.
+        let p = params(&[("cursor", "fffe")], &["cursor"]).unwrap();
+        assert_eq!(p.cursor().unwrap_err().parameter.as_deref(), Some("cursor"));
     }
 
     #[test]
