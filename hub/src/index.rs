@@ -61,6 +61,47 @@ impl Symbols {
     }
 }
 
+/// The content part of the order in which one object's observed rows supersede each other (the
+/// store's `OBSERVED_ORDER` after `seq` and `received_at`): two different changes with the same
+/// number and arrival second resolve by it, the same way the store's queries resolve them.
+fn observed_order<'a>(
+    deleted: bool,
+    health: &'a str,
+    sync: &'a str,
+    texts: [&'a str; 6],
+    transitioned_at: u32,
+    observed_at: u32,
+) -> (bool, &'a str, &'a str, [&'a str; 6], u32, u32) {
+    (deleted, health, sync, texts, transitioned_at, observed_at)
+}
+
+/// Whether `new` replaces `held`, two records of the same object: a higher change number, then
+/// a later arrival, then [`observed_order`].
+fn supersedes(symbols: &Symbols, new: &ObjectRec, held: &ObjectRec) -> bool {
+    let key = |o: &ObjectRec| {
+        observed_order(
+            o.deleted,
+            o.health.as_str(),
+            o.sync.as_str(),
+            [
+                o.version,
+                o.content_hash,
+                o.revision,
+                o.app,
+                o.reason,
+                o.message,
+            ]
+            .map(|id| symbols.text(id)),
+            o.transitioned_at,
+            o.observed_at,
+        )
+    };
+    (new.seq, new.received_at)
+        .cmp(&(held.seq, held.received_at))
+        .then_with(|| key(new).cmp(&key(held)))
+        == std::cmp::Ordering::Greater
+}
+
 /// The latest report of one app object (Flux Kustomization/HelmRelease, Argo CD Application).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ObjectRec {
@@ -77,6 +118,7 @@ pub struct ObjectRec {
     pub message: u32,
     pub transitioned_at: u32,
     pub observed_at: u32,
+    pub received_at: u32,
     pub seq: u64,
     pub deleted: bool,
 }
@@ -342,17 +384,26 @@ impl Fleet {
             message: s.intern(&row.message),
             transitioned_at: row.transitioned_at,
             observed_at: row.observed_at,
+            received_at: row.received_at,
             seq: row.seq,
             deleted: row.deleted != 0,
         };
-        let cluster = self.cluster_mut(&row.cluster_id);
+        if !self.clusters.contains_key(&row.cluster_id) {
+            self.clusters
+                .insert(row.cluster_id.clone(), ClusterRec::default());
+        }
+        let symbols = &self.symbols;
+        let cluster = self
+            .clusters
+            .get_mut(&row.cluster_id)
+            .expect("just inserted");
         let key = (rec.kind.as_str(), rec.namespace, rec.name);
         match cluster
             .objects
             .binary_search_by(|o| (o.kind.as_str(), o.namespace, o.name).cmp(&key))
         {
             Ok(at) => {
-                if cluster.objects[at].seq >= rec.seq {
+                if !supersedes(symbols, &rec, &cluster.objects[at]) {
                     return false;
                 }
                 cluster.objects[at] = rec;
@@ -387,7 +438,55 @@ impl Fleet {
             .objects
             .binary_search_by(|o| (o.kind.as_str(), o.namespace, o.name).cmp(&key))
         {
-            Ok(at) => cluster.objects[at].seq < row.seq,
+            Ok(at) => {
+                let held = &cluster.objects[at];
+                let text = |id: u32| self.symbols.text(id);
+                match held
+                    .seq
+                    .cmp(&row.seq)
+                    .then(held.received_at.cmp(&row.received_at))
+                {
+                    std::cmp::Ordering::Less => true,
+                    std::cmp::Ordering::Greater => false,
+                    std::cmp::Ordering::Equal => {
+                        observed_order(
+                            row.deleted != 0,
+                            Health::parse(&row.health)
+                                .unwrap_or(Health::Unknown)
+                                .as_str(),
+                            SyncStatus::parse(&row.sync)
+                                .unwrap_or(SyncStatus::Unknown)
+                                .as_str(),
+                            [
+                                &row.version,
+                                &row.content_hash,
+                                &row.applied_revision,
+                                &row.app,
+                                &row.reason,
+                                &row.message,
+                            ],
+                            row.transitioned_at,
+                            row.observed_at,
+                        )
+                        .cmp(&observed_order(
+                            held.deleted,
+                            held.health.as_str(),
+                            held.sync.as_str(),
+                            [
+                                held.version,
+                                held.content_hash,
+                                held.revision,
+                                held.app,
+                                held.reason,
+                                held.message,
+                            ]
+                            .map(text),
+                            held.transitioned_at,
+                            held.observed_at,
+                        )) == std::cmp::Ordering::Greater
+                    }
+                }
+            }
             Err(_) => true,
         }
     }
@@ -891,6 +990,38 @@ mod refresh_tests {
             seq,
             deleted: 0,
         }
+    }
+
+    #[test]
+    fn ties_on_the_change_number_resolve_the_same_way_in_any_order() {
+        let a = ObservedRow {
+            version: "1.1.0".into(),
+            ..row("c1", "checkout", 5)
+        };
+        let b = ObservedRow {
+            version: "1.0.0".into(),
+            health: "degraded".into(),
+            ..row("c1", "checkout", 5)
+        };
+        let held = |rows: &[&ObservedRow]| {
+            let mut fleet = Fleet::default();
+            for r in rows {
+                let expected = fleet.is_newer(r);
+                assert_eq!(fleet.apply_observed(r), expected);
+            }
+            let object = fleet.clusters["c1"].objects[0];
+            fleet.symbols.text(object.version).to_owned()
+        };
+        // Same number and arrival second: the content decides ("healthy" > "degraded").
+        assert_eq!(held(&[&a, &b]), "1.1.0");
+        assert_eq!(held(&[&b, &a]), "1.1.0");
+        // Same number, later arrival: the later one.
+        let later = ObservedRow {
+            received_at: 101,
+            ..b.clone()
+        };
+        assert_eq!(held(&[&a, &later]), "1.0.0");
+        assert_eq!(held(&[&later, &a]), "1.0.0");
     }
 
     #[test]

@@ -18,6 +18,18 @@ use crate::drift_sql::drift_state_expression;
 use crate::rows::{DesiredRow, HeartbeatRow, ObservedRow};
 use crate::{to_datetime, Context, Result, Store};
 
+/// The order in which one object's observed rows supersede each other, highest last: the change
+/// number, then the collector's arrival time, then the content, so that two different changes
+/// with the same number resolve the same way on every read (the hub's index compares the same
+/// columns in the same order). A tuple, for `argMax`.
+pub const OBSERVED_ORDER: &str = "(seq, received_at, deleted, health, sync, version, content_hash, \
+applied_revision, app, reason, message, transitioned_at, observed_at)";
+
+/// [`OBSERVED_ORDER`] for `ORDER BY`, newest first.
+const OBSERVED_ORDER_DESC: &str = "seq DESC, received_at DESC, deleted DESC, health DESC, sync DESC, \
+version DESC, content_hash DESC, applied_revision DESC, app DESC, reason DESC, message DESC, \
+transitioned_at DESC, observed_at DESC";
+
 /// Current membership: each cluster's render group, removed clusters left out.
 const MEMBERSHIP: &str = "SELECT cluster_id, current_group AS render_group FROM (\
 SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS member_removed \
@@ -61,9 +73,10 @@ SELECT cluster_id, obj_app AS app, 1 AS has_observed, argMax(obj_version, obj_se
 argMax(obj_hash, obj_seq) AS o_hash, argMax(obj_health, obj_seq) AS o_health, argMax(obj_sync, obj_seq) AS o_sync, \
 toInt64(toUInt32(argMax(obj_transitioned_at, obj_seq))) AS o_transitioned_s \
 FROM (\
-SELECT cluster_id, object_kind, object_namespace, object_name, argMax(app, seq) AS obj_app, \
-argMax(version, seq) AS obj_version, argMax(content_hash, seq) AS obj_hash, argMax(health, seq) AS obj_health, \
-argMax(sync, seq) AS obj_sync, argMax(transitioned_at, seq) AS obj_transitioned_at, argMax(deleted, seq) AS obj_deleted, \
+SELECT cluster_id, object_kind, object_namespace, object_name, argMax(app, {OBSERVED_ORDER}) AS obj_app, \
+argMax(version, {OBSERVED_ORDER}) AS obj_version, argMax(content_hash, {OBSERVED_ORDER}) AS obj_hash, \
+argMax(health, {OBSERVED_ORDER}) AS obj_health, argMax(sync, {OBSERVED_ORDER}) AS obj_sync, \
+argMax(transitioned_at, {OBSERVED_ORDER}) AS obj_transitioned_at, argMax(deleted, {OBSERVED_ORDER}) AS obj_deleted, \
 max(seq) AS obj_seq \
 FROM observed_latest WHERE object_kind IN ({primary_kinds}) \
 GROUP BY cluster_id, object_kind, object_namespace, object_name\
@@ -218,26 +231,28 @@ pub fn all_pair_states_query(store: &Store, now: Timestamp, policy: &DriftPolicy
 }
 
 pub fn observed_for_cluster_query(store: &Store, cluster_id: &str) -> Query {
-    store
-        .client()
-        .query(
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
             "SELECT ?fields FROM observed_latest WHERE cluster_id = ? \
-ORDER BY cluster_id, object_kind, object_namespace, object_name, seq DESC \
-LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
+ORDER BY cluster_id, object_kind, object_namespace, object_name, {OBSERVED_ORDER_DESC} \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name"
         )
-        .bind(cluster_id)
+    });
+    store.client().query(sql).bind(cluster_id)
 }
 
 /// The latest observed row of every object of several clusters (deleted ones included).
 pub fn observed_for_clusters_query(store: &Store, cluster_ids: &[&str]) -> Query {
-    store
-        .client()
-        .query(
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
             "SELECT ?fields FROM observed_latest PREWHERE cluster_id IN (SELECT arrayJoin(?)) \
-ORDER BY cluster_id, object_kind, object_namespace, object_name, seq DESC \
-LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
+ORDER BY cluster_id, object_kind, object_namespace, object_name, {OBSERVED_ORDER_DESC} \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name"
         )
-        .bind(cluster_ids)
+    });
+    store.client().query(sql).bind(cluster_ids)
 }
 
 /// The key and `seq` of one object whose latest observed row is not a deletion.
@@ -256,17 +271,18 @@ pub fn live_objects_query(store: &Store, cluster_ids: &[&str]) -> Query {
     // `IN (SELECT arrayJoin(?))`: 18.16 refuses an array literal after IN; this form uses the
     // primary key. PREWHERE: a granule (8192 rows) holds many clusters; 18.16 then reads the
     // other columns only where cluster_id matched (a quarter of the bytes, half the time).
-    store
-        .client()
-        .query(
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
             "SELECT cluster_id, object_kind, object_namespace, object_name, live_seq AS seq FROM (\
 SELECT cluster_id, object_kind, object_namespace, object_name, max(seq) AS live_seq, \
-argMax(deleted, seq) AS live_deleted FROM observed_latest \
+argMax(deleted, {OBSERVED_ORDER}) AS live_deleted FROM observed_latest \
 PREWHERE cluster_id IN (SELECT arrayJoin(?)) \
 GROUP BY cluster_id, object_kind, object_namespace, object_name\
-) WHERE live_deleted = 0 ORDER BY cluster_id, object_kind, object_namespace, object_name",
+) WHERE live_deleted = 0 ORDER BY cluster_id, object_kind, object_namespace, object_name"
         )
-        .bind(cluster_ids)
+    });
+    store.client().query(sql).bind(cluster_ids)
 }
 
 pub fn observed_history_query(
