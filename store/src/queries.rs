@@ -22,11 +22,13 @@ use crate::{to_datetime, Context, Result, Store};
 /// number, then the collector's arrival time, then the content, so that two different changes
 /// with the same number resolve the same way on every read (the hub's index compares the same
 /// columns in the same order). A tuple, for `argMax`.
-pub const OBSERVED_ORDER: &str = "(seq, received_at, deleted, health, sync, version, content_hash, \
+pub const OBSERVED_ORDER: &str =
+    "(seq, received_at, deleted, health, sync, version, content_hash, \
 applied_revision, app, reason, message, transitioned_at, observed_at)";
 
 /// [`OBSERVED_ORDER`] for `ORDER BY`, newest first.
-const OBSERVED_ORDER_DESC: &str = "seq DESC, received_at DESC, deleted DESC, health DESC, sync DESC, \
+const OBSERVED_ORDER_DESC: &str =
+    "seq DESC, received_at DESC, deleted DESC, health DESC, sync DESC, \
 version DESC, content_hash DESC, applied_revision DESC, app DESC, reason DESC, message DESC, \
 transitioned_at DESC, observed_at DESC";
 
