@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -35,6 +36,14 @@ impl IntoResponse for Answer {
             }
         }
     }
+}
+
+/// A value from the path, named like a query parameter when it does not decode (percent
+/// escapes that are not UTF-8).
+fn path_value(name: &str, value: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    value
+        .map(|Path(value)| value)
+        .map_err(|_| ApiError::bad(name, "not percent-encoded UTF-8"))
 }
 
 /// The caller's scope joined with the asked group: both must hold.
@@ -100,7 +109,7 @@ pub async fn summary(
         &["label"],
     )?;
     let filter = scoped_filter(&principal, &params)?;
-    let depth = params.number("depth", 0.0, 16.0, 16.0)? as usize;
+    let depth = params.integer("depth", 0, 16, 16)? as usize;
     let csv_wanted = params.csv()?;
     let key = format!("summary|{filter:?}|{depth}");
     // Rows are the caller's scope and the asked group and what lies below them; an ancestor
@@ -314,9 +323,10 @@ fn last_key(items: &[Value]) -> String {
 pub async fn cluster(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     Query(pairs): Pairs,
 ) -> Result<Answer, ApiError> {
+    let id = path_value("id", id)?;
     let params = Params::new(pairs, &["history_hours"], &[])?;
     let hours = params.number("history_hours", 0.0, 744.0, 24.0)?;
     fleetscope_model::ClusterId::parse(&id).map_err(|err| ApiError::bad("id", err.to_string()))?;
@@ -384,9 +394,10 @@ pub async fn cluster(
 pub async fn versions(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Path(app): Path<String>,
+    app: Result<Path<String>, PathRejection>,
     Query(pairs): Pairs,
 ) -> Result<Answer, ApiError> {
+    let app = path_value("app", app)?;
     let params = Params::new(
         pairs,
         &[
@@ -407,7 +418,7 @@ pub async fn versions(
         .to_owned();
     let mut filter = scoped_filter(&principal, &params)?;
     filter.app = Some(app.clone());
-    let depth = params.number("depth", 1.0, 16.0, 1.0)? as usize;
+    let depth = params.integer("depth", 1, 16, 1)? as usize;
     let version = params.get("version").map(str::to_owned);
     let limit = params.limit()?;
     let cursor = params.cursor()?;
@@ -418,9 +429,10 @@ pub async fn versions(
         let Some(app_id) = s.find(&app) else {
             return json!({ "app": app, "desired": [], "running": [], "clusters": [], "next_cursor": null });
         };
-        // version → (clusters, group at depth → clusters)
-        let mut running: BTreeMap<&str, (u64, BTreeMap<String, u64>)> = BTreeMap::new();
-        let mut desired: BTreeMap<&str, u64> = BTreeMap::new();
+        // version → (clusters, group at depth → clusters), desired and running alike
+        type ByVersion<'a> = BTreeMap<&'a str, (u64, BTreeMap<String, u64>)>;
+        let mut running: ByVersion = BTreeMap::new();
+        let mut desired: ByVersion = BTreeMap::new();
         let mut on_version = Vec::new();
         let mut next = None;
         for (id, cluster) in &fleet.clusters {
@@ -429,12 +441,14 @@ pub async fn versions(
             }
             let info = cluster.info.as_ref().expect("matched clusters are in the inventory");
             if let Some(pair) = fleet.pair(cluster, app_id, now, &policy) {
+                let group: String = info.group.segments().take(depth).collect::<Vec<_>>().join("/");
                 if let Some(d) = pair.desired {
-                    *desired.entry(s.text(d.version)).or_default() += 1;
+                    let entry = desired.entry(s.text(d.version)).or_default();
+                    entry.0 += 1;
+                    *entry.1.entry(group.clone()).or_default() += 1;
                 }
                 if let Some(o) = pair.observed {
                     let v = s.text(o.version);
-                    let group: String = info.group.segments().take(depth).collect::<Vec<_>>().join("/");
                     let entry = running.entry(v).or_default();
                     entry.0 += 1;
                     *entry.1.entry(group).or_default() += 1;
@@ -452,7 +466,7 @@ pub async fn versions(
         }
         json!({
             "app": app,
-            "desired": desired.iter().map(|(v, n)| json!({"version": v, "clusters": n})).collect::<Vec<_>>(),
+            "desired": desired.iter().map(|(v, (n, groups))| json!({"version": v, "clusters": n, "groups": groups})).collect::<Vec<_>>(),
             "running": running.iter().map(|(v, (n, groups))| json!({"version": v, "clusters": n, "groups": groups})).collect::<Vec<_>>(),
             "clusters": on_version,
             "next_cursor": next,
@@ -460,21 +474,29 @@ pub async fn versions(
     })
     .await?;
     if csv_wanted {
-        let rows: Vec<Vec<String>> = answer["running"]
-            .as_array()
+        let rows: Vec<Vec<String>> = ["desired", "running"]
             .into_iter()
-            .flatten()
-            .flat_map(|r| {
-                let version = r["version"].as_str().unwrap_or_default().to_owned();
-                r["groups"]
-                    .as_object()
+            .flat_map(|side| {
+                answer[side]
+                    .as_array()
                     .into_iter()
                     .flatten()
-                    .map(move |(g, n)| vec![version.clone(), g.clone(), n.to_string()])
-                    .collect::<Vec<_>>()
+                    .flat_map(move |r| {
+                        let version = r["version"].as_str().unwrap_or_default().to_owned();
+                        r["groups"]
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .map(move |(g, n)| {
+                                vec![side.to_owned(), version.clone(), g.clone(), n.to_string()]
+                            })
+                    })
             })
             .collect();
-        return Ok(Answer::Csv(csv(&["version", "group", "clusters"], rows)));
+        return Ok(Answer::Csv(csv(
+            &["side", "version", "group", "clusters"],
+            rows,
+        )));
     }
     Ok(Answer::Json(answer))
 }
@@ -488,14 +510,15 @@ pub async fn stale(
 ) -> Result<Answer, ApiError> {
     let params = Params::new(
         pairs,
-        &["group", "environment", "label", "limit", "format"],
+        &["group", "environment", "label", "limit", "cursor", "format"],
         &["label"],
     )?;
     let filter = scoped_filter(&principal, &params)?;
     let limit = params.limit()?;
+    let after = params.cursor()?.map(|c| stale_key(&c)).transpose()?;
     let csv_wanted = params.csv()?;
     let policy = state.policy;
-    let (items, total) = on_fleet(&state, move |fleet, now| {
+    let (items, total, next) = on_fleet(&state, move |fleet, now| {
         let mut stale: Vec<(u32, &String, &ClusterRec)> = fleet
             .clusters
             .iter()
@@ -504,7 +527,19 @@ pub async fn stale(
             .collect();
         stale.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         let total = stale.len();
-        let items: Vec<Value> = stale
+        let rest: Vec<(u32, &String, &ClusterRec)> = stale
+            .into_iter()
+            .filter(|(seen, id, _)| {
+                after
+                    .as_ref()
+                    .is_none_or(|(s, i)| (*seen, id.as_str()) > (*s, i.as_str()))
+            })
+            .collect();
+        let next = (rest.len() > limit).then(|| {
+            let (seen, id, _) = rest[limit - 1];
+            encode_cursor(&format!("{seen}/{id}"))
+        });
+        let items: Vec<Value> = rest
             .into_iter()
             .take(limit)
             .map(|(seen, id, c)| {
@@ -518,7 +553,7 @@ pub async fn stale(
                 })
             })
             .collect();
-        (items, total)
+        (items, total, next)
     })
     .await?;
     if csv_wanted {
@@ -534,7 +569,18 @@ pub async fn stale(
             items.iter().map(|v| csv_row(v, &columns)),
         )));
     }
-    Ok(Answer::Json(json!({ "total": total, "items": items })))
+    Ok(Answer::Json(
+        json!({ "total": total, "items": items, "next_cursor": next }),
+    ))
+}
+
+/// Where a page of stale clusters starts after: `last_seen/cluster` of the previous page's
+/// last item (`0` for never seen), the order the listing is sorted in.
+fn stale_key(cursor: &str) -> Result<(u32, String), ApiError> {
+    cursor
+        .split_once('/')
+        .and_then(|(seen, id)| Some((seen.parse::<u32>().ok()?, id.to_owned())))
+        .ok_or_else(|| ApiError::bad("cursor", "not a cursor this listing handed out"))
 }
 
 /// `GET /api/v1/explain`: why an app is (or is not) desired on a cluster.

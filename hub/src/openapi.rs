@@ -2,17 +2,23 @@
 //! router also uses, committed as `docs/openapi.json` (a test keeps the two equal) and served
 //! at `/api/v1/openapi.json`.
 
+use axum::extract::Query;
 use axum::response::IntoResponse;
 use serde_json::{json, Map, Value};
 
-/// One route: path, summary, its parameters (name, where, required, type, description), and
-/// whether it can answer CSV.
+use crate::params::{ApiError, Params};
+
+/// One route: path, summary, its parameters (name, where, required, type, description),
+/// whether it can answer CSV, and where the route documents its JSON answer, that answer's
+/// schema and a description of it.
 #[derive(Debug)]
 pub struct RouteDoc {
     pub path: &'static str,
     pub summary: &'static str,
     pub params: &'static [(&'static str, &'static str, bool, &'static str, &'static str)],
     pub csv: bool,
+    pub answer: Option<fn() -> Value>,
+    pub description: &'static str,
 }
 
 const GROUP: (&str, &str, bool, &str, &str) = (
@@ -42,14 +48,14 @@ const LIMIT: (&str, &str, bool, &str, &str) = (
     "query",
     false,
     "integer",
-    "Items per page, 1 to 1000 (default 100).",
+    "Items per page, a whole number from 1 to 1000 (default 100).",
 );
 const CURSOR: (&str, &str, bool, &str, &str) = (
     "cursor",
     "query",
     false,
     "string",
-    "The `next_cursor` of the previous page.",
+    "The `next_cursor` of the previous page, as it was handed out; anything else is a 400.",
 );
 const FORMAT: (&str, &str, bool, &str, &str) = (
     "format",
@@ -64,64 +70,131 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         path: "/api/v1/summary",
         summary: "The fleet and every group at every level: clusters total, reporting and stale; app instances per drift state. With `group` (or a scoped token), `total` is that subtree and the rows are that group and the groups below it.",
-        params: &[GROUP, ENVIRONMENT, LABEL, APP, ("depth", "query", false, "integer", "Deepest group level listed (default all)."), FORMAT],
+        params: &[GROUP, ENVIRONMENT, LABEL, APP, ("depth", "query", false, "integer", "Deepest group level listed, a whole number from 0 to 16 (default 16: every level)."), FORMAT],
         csv: true,
+        answer: None,
+        description: "",
     },
     RouteDoc {
         path: "/api/v1/drift",
         summary: "(cluster, app) pairs with desired against actual version and revision, drift state, since when and the reconciler's message.",
         params: &[GROUP, ENVIRONMENT, LABEL, APP, ("state", "query", false, "string", "Drift states to list, repeatable or comma-separated (default every state but in_sync)."), LIMIT, CURSOR, FORMAT],
         csv: true,
+        answer: None,
+        description: "",
     },
     RouteDoc {
         path: "/api/v1/clusters/{id}",
         summary: "One cluster: every app desired and actual, last seen, and recent history.",
         params: &[("id", "path", true, "string", "The cluster id."), ("history_hours", "query", false, "number", "How far back the history reaches, up to 744 hours (default 24).")],
         csv: false,
+        answer: None,
+        description: "",
     },
     RouteDoc {
         path: "/api/v1/apps/{app}/versions",
         summary: "An app's version inventory: desired and running versions with counts per group; with `version`, the clusters running it.",
-        params: &[("app", "path", true, "string", "The app."), GROUP, ENVIRONMENT, LABEL, ("depth", "query", false, "integer", "Group level of the per-group counts (default 1)."), ("version", "query", false, "string", "List the clusters running this version."), LIMIT, CURSOR, FORMAT],
+        params: &[("app", "path", true, "string", "The app."), GROUP, ENVIRONMENT, LABEL, ("depth", "query", false, "integer", "Group level of the per-group counts, a whole number from 1 to 16 (default 1)."), ("version", "query", false, "string", "List the clusters running this version, a page at a time (`limit`, `cursor`)."), LIMIT, CURSOR, FORMAT],
         csv: true,
+        answer: Some(versions_answer),
+        description: "Counts are of the selected clusters (scope, `group`, `environment`, `label`): a cluster counts under the version desired for it and, separately, under the version it runs. With `format=csv`, one row per side, version and group: `side,version,group,clusters`, `side` being `desired` or `running`.",
     },
     RouteDoc {
         path: "/api/v1/stale",
         summary: "Clusters not heard from within the stale threshold, never seen first, then oldest first.",
-        params: &[GROUP, ENVIRONMENT, LABEL, LIMIT, FORMAT],
+        params: &[GROUP, ENVIRONMENT, LABEL, LIMIT, CURSOR, FORMAT],
         csv: true,
+        answer: Some(stale_answer),
+        description: "Paged like the other listings: `limit` items per page (1 to 1000, default 100), and while more follow, `next_cursor` to pass as `cursor` for the next page. Pages follow the listing's order (never seen first, then by last seen, then by cluster id) and never repeat a cluster; each page reads the fleet anew, so a cluster that reports again between two pages leaves the listing, and one that falls silent joins it at the end (it was seen last). With `format=csv`, the page's items as rows (`cluster,group,environment,last_seen,silent_seconds`); the cursor of the next page is only in the JSON answer.",
     },
     RouteDoc {
         path: "/api/v1/explain",
         summary: "Why an app is (or is not) desired on a cluster: policies, render group, commit.",
         params: &[("cluster", "query", true, "string", "The cluster id."), APP],
         csv: false,
+        answer: None,
+        description: "",
     },
     RouteDoc {
         path: "/api/v1/environments",
         summary: "Per app and environment, the desired and the running versions with cluster counts.",
         params: &[GROUP, LABEL, APP, FORMAT],
         csv: true,
+        answer: None,
+        description: "",
     },
     RouteDoc {
         path: "/api/v1/gate",
         summary: "Rollout gate: for an app version (or render commit) within a selection, the share of targeted clusters in sync and a pass/fail verdict at `threshold`.",
         params: &[("app", "query", true, "string", "The app."), ("version", "query", false, "string", "The version rolled out (give this or commit)."), ("commit", "query", false, "string", "The GitOps commit rolled out (give this or version)."), GROUP, ENVIRONMENT, LABEL, ("threshold", "query", false, "number", "Share in sync needed to pass, 0 to 1 (default 1).")],
         csv: false,
+        answer: None,
+        description: "",
     },
     RouteDoc {
         path: "/api/v1/history",
         summary: "History over a time range, newest first: for a cluster, the transitions of its app objects and the desired-state changes of its render group; otherwise the transitions within a group subtree and/or of one app, with the renders of the period (renders only for unscoped tokens).",
         params: &[("cluster", "query", false, "string", "One cluster (or give group and/or app)."), GROUP, APP, ("from", "query", false, "string", "Start: seconds since 1970 or RFC 3339 (default a day before `to`)."), ("to", "query", false, "string", "End (default now); the range spans at most 31 days."), LIMIT, FORMAT],
         csv: true,
+        answer: None,
+        description: "",
     },
     RouteDoc {
         path: "/api/v1/openapi.json",
         summary: "This document.",
         params: &[],
         csv: false,
+        answer: None,
+        description: "Takes no parameters: any is a 400 naming it, as on every route.",
     },
 ];
+
+/// The JSON answer of `/api/v1/stale`.
+fn stale_answer() -> Value {
+    json!({
+        "type": "object",
+        "required": ["total", "items", "next_cursor"],
+        "properties": {
+            "total": { "type": "integer", "description": "Stale clusters in the selection, on every page." },
+            "items": { "type": "array", "description": "At most `limit` clusters, never seen first, then oldest first.", "items": {
+                "type": "object",
+                "properties": {
+                    "cluster": { "type": "string" },
+                    "group": { "type": "string" },
+                    "environment": { "type": "string" },
+                    "last_seen": { "type": "string", "nullable": true, "description": "RFC 3339; null when never seen." },
+                    "silent_seconds": { "type": "integer", "nullable": true, "description": "Seconds since last seen; null when never seen." },
+                },
+            } },
+            "next_cursor": { "type": "string", "nullable": true, "description": "Pass as `cursor` for the next page; null on the last page." },
+        },
+    })
+}
+
+/// The JSON answer of `/api/v1/apps/{app}/versions`.
+fn versions_answer() -> Value {
+    let by_version = |side: &str| {
+        json!({ "type": "array", "description": format!("One entry per {side} version, by version."), "items": {
+            "type": "object",
+            "properties": {
+                "version": { "type": "string" },
+                "clusters": { "type": "integer", "description": format!("Clusters the version is {side} on.") },
+                "groups": { "type": "object", "additionalProperties": { "type": "integer" }, "description": "Those clusters per group at `depth` (its first `depth` levels): group path to count; the counts add up to `clusters`." },
+            },
+        } })
+    };
+    json!({
+        "type": "object",
+        "required": ["app", "desired", "running", "clusters", "next_cursor"],
+        "properties": {
+            "app": { "type": "string" },
+            "desired": by_version("desired"),
+            "running": by_version("running"),
+            "clusters": { "type": "array", "description": "With `version`: at most `limit` clusters running it, by cluster id, each as a drift item; otherwise empty.", "items": { "type": "object" } },
+            "next_cursor": { "type": "string", "nullable": true, "description": "With `version`, while more clusters follow: pass as `cursor` for the next page; otherwise null." },
+        },
+    })
+}
 
 /// The document.
 pub fn document() -> Value {
@@ -134,17 +207,19 @@ pub fn document() -> Value {
                 json!({ "name": name, "in": place, "required": required, "description": description, "schema": { "type": kind } })
             })
             .collect();
-        let mut content = json!({ "application/json": { "schema": { "type": "object" } } });
+        let schema = route
+            .answer
+            .map_or_else(|| json!({ "type": "object" }), |answer| answer());
+        let mut content = json!({ "application/json": { "schema": schema } });
         if route.csv {
             content["text/csv"] = json!({ "schema": { "type": "string" } });
         }
+        // Every route refuses parameters it does not take, so every route can answer 400.
         let mut responses = json!({
             "200": { "description": "The answer.", "content": content },
+            "400": { "$ref": "#/components/responses/BadRequest" },
             "401": { "$ref": "#/components/responses/Unauthorized" },
         });
-        if !route.params.is_empty() {
-            responses["400"] = json!({ "$ref": "#/components/responses/BadRequest" });
-        }
         // Only a named cluster can be missing; an unknown app has an empty inventory.
         if route.path.contains("{id}") || route.params.iter().any(|p| p.0 == "cluster") {
             responses["404"] = json!({ "$ref": "#/components/responses/NotFound" });
@@ -152,10 +227,12 @@ pub fn document() -> Value {
         if route.path == "/api/v1/clusters/{id}" || route.path == "/api/v1/history" {
             responses["503"] = json!({ "$ref": "#/components/responses/Unavailable" });
         }
-        paths.insert(
-            route.path.to_owned(),
-            json!({ "get": { "summary": route.summary, "parameters": parameters, "responses": responses } }),
-        );
+        let mut operation =
+            json!({ "summary": route.summary, "parameters": parameters, "responses": responses });
+        if !route.description.is_empty() {
+            operation["description"] = json!(route.description);
+        }
+        paths.insert(route.path.to_owned(), json!({ "get": operation }));
     }
     let error = json!({ "type": "object", "required": ["error"], "properties": {
         "error": { "type": "string" }, "parameter": { "type": "string", "description": "The parameter at fault, for 400." } } });
@@ -165,7 +242,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Fleetscope hub API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Desired against actual state of a GitOps fleet: drift, version inventory, history, group rollups and rollout gates. Every route needs a bearer token (read role); scoped tokens see only their group subtree.",
+            "description": "Desired against actual state of a GitOps fleet: drift, version inventory, history, group rollups and rollout gates. Every route needs a bearer token (read role); scoped tokens see only their group subtree. Every route, this document's included, refuses a parameter it does not take, a repeated one that cannot repeat and a value that does not parse with a 400 whose `parameter` names it, and a path value that is not percent-encoded UTF-8 the same way. Integer parameters take decimal digits only: a fraction (`1.5`, `2.0`), an exponent or a minus sign is refused. Listings that page (`drift`, `stale`, and `apps/{app}/versions` with `version`) take `limit` and `cursor` and answer `next_cursor`, null on the last page; a cursor is opaque: pass it back as it was handed out, since one that does not decode is a 400 naming `cursor`.",
         },
         "security": [{ "bearer": [] }],
         "paths": paths,
@@ -189,8 +266,12 @@ pub fn document_text() -> String {
     text
 }
 
-pub async fn serve() -> impl IntoResponse {
-    axum::Json(document())
+/// `GET /api/v1/openapi.json`: takes no parameters, so any is refused like on every route.
+pub async fn serve(
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Result<impl IntoResponse, ApiError> {
+    Params::new(pairs, &[], &[])?;
+    Ok(axum::Json(document()))
 }
 
 #[cfg(test)]

@@ -71,9 +71,14 @@ impl Params {
     ) -> Result<Params, ApiError> {
         for (i, (key, _)) in pairs.iter().enumerate() {
             if !allowed.contains(&key.as_str()) {
+                let takes = if allowed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    allowed.join(", ")
+                };
                 return Err(ApiError::bad(
                     key,
-                    format!("unknown parameter; this route takes {}", allowed.join(", ")),
+                    format!("unknown parameter; this route takes {takes}"),
                 ));
             }
             if !repeatable.contains(&key.as_str()) && pairs[..i].iter().any(|(k, _)| k == key) {
@@ -188,6 +193,21 @@ impl Params {
                 "format",
                 format!("{other:?} is not json or csv"),
             )),
+        }
+    }
+
+    /// A whole number in `[min, max]` written in decimal digits (a fraction, an exponent or a
+    /// sign other than a leading `+` is refused), or `default` when absent.
+    pub fn integer(&self, key: &str, min: u64, max: u64, default: u64) -> Result<u64, ApiError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(text) => match text.parse::<u64>() {
+                Ok(n) if (min..=max).contains(&n) => Ok(n),
+                _ => Err(ApiError::bad(
+                    key,
+                    format!("{text:?} is not a whole number from {min} to {max}"),
+                )),
+            },
         }
     }
 
@@ -341,6 +361,30 @@ mod tests {
         assert!(p.states().unwrap_err().message.contains("in_sync"));
         let p = params(&[("label", "tier")], &["label"]).unwrap();
         assert!(p.labels().is_err());
+    }
+
+    #[test]
+    fn integers_refuse_fractions_exponents_and_signs() {
+        for text in [
+            "1.5",
+            "2.0",
+            "1e1",
+            "-1",
+            "",
+            " 2",
+            "0x2",
+            "99999999999999999999999",
+        ] {
+            let p = params(&[("depth", text)], &["depth"]).unwrap();
+            let err = p.integer("depth", 0, 16, 16).unwrap_err();
+            assert_eq!(err.parameter.as_deref(), Some("depth"), "{text:?}");
+        }
+        let p = params(&[("depth", "17")], &["depth"]).unwrap();
+        assert!(p.integer("depth", 0, 16, 16).is_err());
+        let p = params(&[("depth", "3")], &["depth"]).unwrap();
+        assert_eq!(p.integer("depth", 0, 16, 16).unwrap(), 3);
+        let p = params(&[], &["depth"]).unwrap();
+        assert_eq!(p.integer("depth", 1, 16, 1).unwrap(), 1);
     }
 
     #[test]
