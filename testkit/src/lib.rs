@@ -1,6 +1,7 @@
 //! Helpers for tests that need real components: a private ClickHouse server with a fresh
 //! database per test, a runner for the current ClickHouse engine (chdb), and the drift grid, a
-//! set of cases covering every branch of the drift rules as real rows.
+//! set of cases covering every branch of the drift rules as real rows, and the pieces of the
+//! fault tests on the real binaries.
 //!
 //! Nothing here skips: a missing server or tool fails the test with what to install.
 
@@ -8,6 +9,7 @@
 
 pub mod chdb;
 pub mod cluster;
+pub mod faults;
 pub mod grid;
 pub mod otlp;
 pub mod prometheus;
