@@ -169,8 +169,8 @@ impl Params {
     pub fn limit(&self) -> Result<usize, ApiError> {
         match self.get("limit") {
             None => Ok(DEFAULT_LIMIT),
-            Some(text) => match text.parse::<usize>() {
-                Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+            Some(text) => match digits(text) {
+                Some(n) if (1..=MAX_LIMIT as u64).contains(&n) => Ok(n as usize),
                 _ => Err(ApiError::bad(
                     "limit",
                     format!("{text:?} is not a number from 1 to {MAX_LIMIT}"),
@@ -196,13 +196,13 @@ impl Params {
         }
     }
 
-    /// A whole number in `[min, max]` written in decimal digits (a fraction, an exponent or a
-    /// sign other than a leading `+` is refused), or `default` when absent.
+    /// A whole number in `[min, max]` written in decimal digits only (a sign, a fraction or an
+    /// exponent is refused), or `default` when absent.
     pub fn integer(&self, key: &str, min: u64, max: u64, default: u64) -> Result<u64, ApiError> {
         match self.get(key) {
             None => Ok(default),
-            Some(text) => match text.parse::<u64>() {
-                Ok(n) if (min..=max).contains(&n) => Ok(n),
+            Some(text) => match digits(text) {
+                Some(n) if (min..=max).contains(&n) => Ok(n),
                 _ => Err(ApiError::bad(
                     key,
                     format!("{text:?} is not a whole number from {min} to {max}"),
@@ -270,6 +270,14 @@ impl Params {
         }
         Ok((from, to))
     }
+}
+
+/// A whole number written in decimal digits only, without a sign.
+fn digits(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// Cursors are the last key of the previous page, hex-encoded so that they stay opaque.
@@ -346,6 +354,8 @@ mod tests {
         assert!(p.limit().is_err());
         let p = params(&[("limit", "1001")], &["limit"]).unwrap();
         assert!(p.limit().is_err());
+        let p = params(&[("limit", "+5")], &["limit"]).unwrap();
+        assert!(p.limit().is_err());
         let p = params(&[("limit", "1000")], &["limit"]).unwrap();
         assert_eq!(p.limit().unwrap(), 1000);
         let p = params(
@@ -370,6 +380,7 @@ mod tests {
             "2.0",
             "1e1",
             "-1",
+            "+2",
             "",
             " 2",
             "0x2",

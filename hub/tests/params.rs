@@ -11,6 +11,8 @@ use axum::http::Request;
 use fleetscope_hub::auth::Auth;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::router;
+use proptest::prelude::*;
+use proptest::test_runner::{TestCaseError, TestRunner};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -212,4 +214,352 @@ async fn versions_count_desired_per_group(app: &axum::Router) {
     );
     assert!(csv.body.contains("\ndesired,"), "{}", csv.body);
     assert!(csv.body.contains("\nrunning,"), "{}", csv.body);
+}
+
+/// A value for a parameter: text, and whether it goes into the URL as it is (only what a URL
+/// cannot hold is escaped, so percent escapes of its own, even broken ones, stay escapes) or
+/// fully percent-encoded.
+#[derive(Debug, Clone)]
+struct Fuzzed {
+    text: String,
+    raw: bool,
+    /// Taken from values the route is known to accept.
+    valid: bool,
+}
+
+/// Percent-encodes `text` for a query or path: every byte but the unreserved ones, and `%`
+/// too unless `raw`.
+fn escape(text: &str, raw: bool) -> String {
+    let mut out = String::new();
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) || (raw && byte == b'%') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// What the hub reads from a raw value: percent escapes decoded where they are complete,
+/// bytes that are not UTF-8 replaced.
+fn decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Arbitrary values: any text (non-ASCII and control characters included), numbers huge,
+/// negative and fractional, empty, percent escapes good and broken.
+fn arbitrary_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "\\PC{0,12}",
+        "[0-9]{12,40}",
+        "-[0-9]{1,20}",
+        any::<f64>().prop_map(|f| f.to_string()),
+        "[0-9]{1,3}\\.[0-9]{1,3}",
+        "[0-9]{1,2}[eE][+-]?[0-9]{1,3}",
+        Just(String::new()),
+        "(%[0-9a-fA-F]{2}){1,6}",
+        "%[^0-9a-fA-F]?|%[0-9a-fA-F]",
+        "(inf|NaN|-0|\\+1|0x1f|1_000|１２)",
+        "[a-z0-9/=,-]{0,20}",
+    ]
+}
+
+/// What every route is fuzzed with, as route order: which parameter (an index into the route's
+/// parameters, or an unknown name), and its value one to three times.
+#[derive(Debug, Clone)]
+struct Case {
+    per_route: Vec<(usize, Option<String>, Vec<Fuzzed>)>,
+}
+
+fn case(samples: Arc<BTreeMap<&'static str, String>>) -> impl Strategy<Value = Case> {
+    let routes = fleetscope_hub::openapi::ROUTES;
+    let one = move |route: usize| {
+        let samples = samples.clone();
+        let count = routes[route].params.len().max(1);
+        (
+            0..count,
+            proptest::option::weighted(0.1, "[a-z_]{1,10}|\\PC{1,4}"),
+            proptest::collection::vec((arbitrary_text(), any::<bool>(), any::<bool>()), 1..=3),
+        )
+            .prop_map(move |(index, unknown, values)| {
+                let name = routes[route].params.get(index).map(|p| p.0);
+                let sample = name.and_then(|n| samples.get(n));
+                let values = values
+                    .into_iter()
+                    .map(|(text, raw, use_sample)| match sample {
+                        Some(valid) if use_sample => Fuzzed {
+                            text: valid.clone(),
+                            raw: false,
+                            valid: true,
+                        },
+                        _ => Fuzzed {
+                            text,
+                            raw,
+                            valid: false,
+                        },
+                    })
+                    .collect::<Vec<_>>();
+                (index, unknown, values)
+            })
+    };
+    (0..routes.len())
+        .map(one)
+        .collect::<Vec<_>>()
+        .prop_map(|per_route| Case { per_route })
+}
+
+/// Alternatives a route needs exactly one of: its base request carries the first unless the
+/// fuzzed parameter is one of them.
+const EITHER: &[(&str, &[&str])] = &[("/api/v1/gate", &["version", "commit"])];
+
+/// The request for one route with `parameter` set to `values` (or an unknown parameter), and
+/// what it must answer.
+async fn check_route(
+    app: &axum::Router,
+    document: &Value,
+    samples: &BTreeMap<&'static str, String>,
+    route: &fleetscope_hub::openapi::RouteDoc,
+    (index, unknown, values): &(usize, Option<String>, Vec<Fuzzed>),
+) -> Result<(), TestCaseError> {
+    // The parameter under test: an unknown name, or one of the route's.
+    let (name, place, description) = match (unknown, route.params.get(*index)) {
+        (Some(_), _) | (None, None) => {
+            let name = unknown.clone().unwrap_or_else(|| "x".to_owned());
+            if route.params.iter().any(|p| p.0 == name) {
+                return Ok(());
+            }
+            (name, "query", "")
+        }
+        (None, Some(p)) => (p.0.to_owned(), p.1, p.4),
+    };
+    let known = route.params.iter().any(|p| p.0 == name);
+    let alternatives = EITHER
+        .iter()
+        .find(|(path, _)| *path == route.path)
+        .map_or(&[][..], |(_, names)| *names);
+    // The base: required parameters and the first alternative, with values the route accepts.
+    let mut path = route.path.to_owned();
+    let mut query: Vec<String> = Vec::new();
+    for p in route.params {
+        let needed = p.2 || alternatives.first() == Some(&p.0);
+        if p.0 == name
+            || !needed
+            || (alternatives.contains(&p.0) && alternatives.contains(&name.as_str()))
+        {
+            continue;
+        }
+        let value = &samples[p.0];
+        match p.1 {
+            "path" => path = path.replace(&format!("{{{}}}", p.0), &escape(value, false)),
+            _ => query.push(format!("{}={}", p.0, escape(value, false))),
+        }
+    }
+    if place == "path" {
+        let value = &values[0];
+        path = path.replace(&format!("{{{name}}}"), &escape(&value.text, value.raw));
+    } else {
+        for value in values {
+            query.push(format!(
+                "{}={}",
+                escape(&name, false),
+                escape(&value.text, value.raw)
+            ));
+        }
+    }
+    let uri = if query.is_empty() {
+        path
+    } else {
+        format!("{path}?{}", query.join("&"))
+    };
+    let reply = get(app, &uri).await;
+    prop_assert!(reply.status < 500, "{uri}: {} {}", reply.status, reply.body);
+    prop_assert!(!reply.body.is_empty(), "{uri}: an empty answer");
+    let documented = document["paths"][route.path]["get"]["responses"]
+        .as_object()
+        .expect("every route documents its responses");
+    prop_assert!(
+        documented.contains_key(&reply.status.to_string()),
+        "{uri}: {} is not documented for {}: {}",
+        reply.status,
+        route.path,
+        reply.body
+    );
+    let repeated = place == "query" && values.len() > 1 && !description.contains("repeatable");
+    // What the table declares: an integer is decimal digits, a number a finite decimal number.
+    let kind = route
+        .params
+        .iter()
+        .find(|p| p.0 == name)
+        .map_or("", |p| p.3);
+    let malformed = values.iter().any(|v| {
+        let text = if v.raw {
+            decoded(&v.text)
+        } else {
+            v.text.clone()
+        };
+        match kind {
+            "integer" => text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()),
+            "number" => !text.parse::<f64>().is_ok_and(f64::is_finite),
+            _ => false,
+        }
+    });
+    if malformed {
+        prop_assert_eq!(reply.status, 400, "{}: {}", uri, reply.body);
+    }
+    if !known || repeated {
+        prop_assert_eq!(reply.status, 400, "{}: {}", uri, reply.body);
+    }
+    if values.iter().all(|v| v.valid) && known && !repeated {
+        prop_assert_ne!(
+            reply.status,
+            400,
+            "{}: a valid value refused: {}",
+            uri,
+            reply.body
+        );
+    }
+    match reply.status {
+        400 => {
+            let error: Value = serde_json::from_str(&reply.body)
+                .map_err(|err| TestCaseError::fail(format!("{uri}: {err}: {}", reply.body)))?;
+            prop_assert_eq!(
+                &error["parameter"],
+                &Value::String(name.clone()),
+                "{}: {}",
+                uri,
+                reply.body
+            );
+            let message = error["error"].as_str().unwrap_or_default();
+            prop_assert!(
+                message.starts_with(&format!("{name}: ")),
+                "{uri}: {message}"
+            );
+            prop_assert!(!message.ends_with('.'), "{uri}: {message}");
+        }
+        200 if reply.kind.starts_with("application/json") => {
+            prop_assert!(
+                serde_json::from_str::<Value>(&reply.body).is_ok(),
+                "{uri}: {}",
+                reply.body
+            );
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Every parameter of every route in the route table (a new route or parameter is covered
+/// without a change here), with arbitrary values, repeated or not, and unknown parameters:
+/// never a 5xx, a panic or an empty answer; only statuses the document lists; a 400 always
+/// names the parameter at fault; a parameter that does not repeat is refused when repeated;
+/// values known to be good are not refused.
+#[test]
+fn no_parameter_value_breaks_any_route() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let (_test, app, samples) = runtime.block_on(async {
+        let (test, fleet) = common::simulated_fleet(200, 4).await;
+        let spec = fleet.spec().clone();
+        let state = common::hub_state(&test, &fleet, MetricsConfig::default()).await;
+        let app = router(Arc::new(state), Arc::new(Auth::Insecure), false);
+        let drift = ok(&app, "/api/v1/drift?limit=1").await;
+        let cluster = drift["items"][0]["cluster"].as_str().unwrap().to_owned();
+        let app_name = drift["items"][0]["app"].as_str().unwrap().to_owned();
+        let page = ok(&app, &format!("/api/v1/clusters/{cluster}")).await;
+        let (key, value) = page["labels"]
+            .as_object()
+            .and_then(|l| l.iter().next())
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+            .expect("clusters have labels");
+        let versions = ok(&app, &format!("/api/v1/apps/{app_name}/versions")).await;
+        let version = versions["desired"][0]["version"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let group = page["group"]
+            .as_str()
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        let samples: BTreeMap<&'static str, String> = [
+            ("id", cluster.clone()),
+            ("cluster", cluster),
+            ("app", app_name),
+            ("group", group),
+            (
+                "environment",
+                page["environment"].as_str().unwrap().to_owned(),
+            ),
+            ("label", format!("{key}={value}")),
+            ("depth", "2".to_owned()),
+            ("limit", "5".to_owned()),
+            ("state", "failed,stale".to_owned()),
+            ("format", "csv".to_owned()),
+            ("version", version),
+            ("commit", "0123abcd".to_owned()),
+            ("threshold", "0.5".to_owned()),
+            ("history_hours", "48".to_owned()),
+            ("from", (spec.now.seconds() - 3_600).to_string()),
+            ("to", "2027-01-15T09:00:00Z".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        (test, app, samples)
+    });
+    let document = fleetscope_hub::openapi::document();
+    // Every parameter the table lists has a good value here, or the base requests break.
+    for route in fleetscope_hub::openapi::ROUTES {
+        for p in route.params.iter().filter(|p| p.2) {
+            assert!(
+                samples.contains_key(p.0),
+                "no good value for {} of {}",
+                p.0,
+                route.path
+            );
+        }
+    }
+    let samples = Arc::new(samples);
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    let result = runner.run(&case(samples.clone()), |case| {
+        runtime.block_on(async {
+            for (route, fuzzed) in fleetscope_hub::openapi::ROUTES.iter().zip(&case.per_route) {
+                check_route(&app, &document, &samples, route, fuzzed).await?;
+            }
+            Ok(())
+        })
+    });
+    if let Err(err) = result {
+        panic!("{err}");
+    }
 }
