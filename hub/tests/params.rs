@@ -2,6 +2,7 @@
 //! simulated fleet in a private ClickHouse: malformed values (a cursor that is not ASCII, a
 //! fractional depth, an unknown parameter on any route) are a 400 naming the parameter, the
 //! stale listing pages completely, and the version inventory counts desired versions per group.
+//! A property test sends arbitrary values to every parameter of every route in the route table.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
