@@ -112,8 +112,8 @@ pub const ROUTES: &[RouteDoc] = &[
         summary: "Why an app is (or is not) desired on a cluster: policies, render group, commit.",
         params: &[("cluster", "query", true, "string", "The cluster id."), APP],
         csv: false,
-        answer: None,
-        description: "",
+        answer: Some(explain_answer),
+        description: "The reasons are the cluster's own (from its reason set), the same list in the same order as `fleetscope render explain` gives for the commit the hub last loaded, even where the cluster shares its render group with clusters that other policies brought the same apps to.",
     },
     RouteDoc {
         path: "/api/v1/environments",
@@ -167,6 +167,36 @@ fn stale_answer() -> Value {
                 },
             } },
             "next_cursor": { "type": "string", "nullable": true, "description": "Pass as `cursor` for the next page; null on the last page." },
+        },
+    })
+}
+
+/// The JSON answer of `/api/v1/explain`.
+fn explain_answer() -> Value {
+    json!({
+        "type": "object",
+        "required": ["cluster", "group", "render_group", "apps"],
+        "properties": {
+            "cluster": { "type": "string" },
+            "group": { "type": "string", "description": "The cluster's group path." },
+            "render_group": { "type": "string", "nullable": true, "description": "Null when the cluster belongs to no render group (not rendered, or registered by the collector only)." },
+            "apps": { "type": "array", "description": "Every app the cluster has, desired or running, by app name; with `app`, only that app (an entry with `desired: false` and an `explanation` when the cluster neither should nor does run it).", "items": {
+                "type": "object",
+                "required": ["app", "desired"],
+                "properties": {
+                    "app": { "type": "string" },
+                    "desired": { "type": "boolean" },
+                    "version": { "type": "string", "description": "Desired apps: the desired version." },
+                    "reasons": { "type": "array", "items": { "type": "string" }, "description": "Desired apps: why, as `fleetscope render explain` says it (`policy/<name>` or `dependency of <app>`), in its order." },
+                    "pinned_by": { "type": "string", "nullable": true, "description": "Desired apps: the policy (name without `policy/`) whose pin decided the version; null for the app's default version." },
+                    "render_group": { "type": "string", "nullable": true },
+                    "commit": { "type": "string", "description": "Desired apps: the GitOps commit that last changed this app's desired state." },
+                    "render_id": { "type": "integer" },
+                    "desired_since": { "type": "string", "description": "RFC 3339." },
+                    "state": { "type": "string", "description": "The pair's drift state." },
+                    "explanation": { "type": "string", "description": "Apps that are not desired: why not, in words." },
+                },
+            } },
         },
     })
 }
