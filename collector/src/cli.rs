@@ -14,6 +14,8 @@ use tokio::sync::mpsc;
 use crate::agent::{self, AgentConfig, AgentStats};
 use crate::central::auth::AgentAuth;
 use crate::central::{Collector, CollectorOptions};
+use fleetscope_serve::reload;
+use fleetscope_serve::tls::{TlsAcceptor, TlsFiles};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
@@ -49,6 +51,10 @@ pub struct AgentArgs {
     /// Serve Prometheus metrics (`/metrics`) and `/healthz` on this address.
     #[arg(long, env = "FLEETSCOPE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// PEM file of CA certificates to trust for an `https://` collector URL, in addition to
+    /// the Web PKI roots built in (for a collector whose certificate a private CA signed).
+    #[arg(long, env = "FLEETSCOPE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -65,6 +71,12 @@ pub struct CollectorArgs {
     /// Accept reports without credentials. Local use only.
     #[arg(long, conflicts_with = "agent_tokens")]
     pub insecure: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key); reloaded when it changes.
+    #[arg(long, env = "FLEETSCOPE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert; reloaded when it changes.
+    #[arg(long, env = "FLEETSCOPE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Accept clusters not in the inventory and add them to it (in group `unassigned`).
     #[arg(long, env = "FLEETSCOPE_AUTO_REGISTER")]
     pub auto_register: bool,
@@ -138,6 +150,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let client = kube_client(args.kubeconfig.as_ref()).await?;
     let config = AgentConfig {
         token,
+        ca_file: args.ca_file.clone(),
         spool_max_bytes: args.spool_max_bytes,
         heartbeat_interval: Duration::from_secs(args.heartbeat_seconds),
         snapshot_interval: Duration::from_secs(args.snapshot_seconds),
@@ -155,14 +168,22 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
 
 /// Runs the central collector until SIGTERM or Ctrl-C.
 pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<()> {
-    let auth = match (&args.agent_tokens, args.insecure) {
-        (Some(path), false) => AgentAuth::load(path).map_err(anyhow::Error::msg)?,
+    let (auth, tokens_version) = match (&args.agent_tokens, args.insecure) {
+        (Some(path), false) => {
+            let (auth, version) = AgentAuth::load_versioned(path).map_err(anyhow::Error::msg)?;
+            (auth, Some((path.clone(), version)))
+        }
         (None, true) => {
             tracing::warn!("running without agent credentials (--insecure): any client can report for any cluster");
-            AgentAuth::Insecure
+            (AgentAuth::Insecure, None)
         }
         _ => anyhow::bail!("give either --agent-tokens FILE or --insecure"),
     };
+    let tls = TlsFiles::from_flags(args.tls_cert.clone(), args.tls_key.clone())
+        .map_err(anyhow::Error::msg)?
+        .map(TlsAcceptor::load)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let mut direct = Vec::new();
     for entry in &args.watch {
         let (cluster, path) = entry
@@ -189,6 +210,12 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         tracing::info!("--retention-days 0: history is kept forever");
     }
     let collector = Collector::new(store, options);
+    if let Some((path, version)) = tokens_version {
+        collector.watch_agent_tokens(path, version, reload::POLL_INTERVAL);
+    }
+    if let Some(tls) = &tls {
+        tls.watch(reload::POLL_INTERVAL, collector.tls_reload_metrics());
+    }
     for (cluster, path) in direct {
         let client = kube_client(Some(&path)).await?;
         tracing::info!(cluster = %cluster, kubeconfig = %path.display(), "watching directly");
@@ -202,14 +229,19 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
-    tracing::info!(listen = %args.listen, "collector started");
+    tracing::info!(listen = %args.listen, tls = tls.is_some(), "collector started");
     eprintln!(
-        "fleetscope collector listening on http://{}",
+        "fleetscope collector listening on {}://{}",
+        if tls.is_some() { "https" } else { "http" },
         listener.local_addr()?
     );
-    axum::serve(listener, collector.router())
-        .with_graceful_shutdown(fleetscope_store::shutdown_signal())
-        .await?;
+    fleetscope_serve::serve(
+        listener,
+        collector.router(),
+        tls,
+        fleetscope_store::shutdown_signal(),
+    )
+    .await?;
     Ok(())
 }
 

@@ -46,6 +46,8 @@ pub struct AgentConfig {
     /// The central collector's base URL, for example `https://collector.example:8443`.
     pub collector_url: String,
     pub token: Option<String>,
+    /// PEM CA certificates trusted for an `https://` collector URL besides the Web PKI roots.
+    pub ca_file: Option<PathBuf>,
     pub spool_dir: PathBuf,
     /// Past this many bytes of waiting reports, the spool compacts them.
     pub spool_max_bytes: u64,
@@ -71,6 +73,7 @@ impl AgentConfig {
             cluster,
             collector_url: collector_url.into(),
             token: None,
+            ca_file: None,
             spool_dir: spool_dir.into(),
             spool_max_bytes: 64 * 1024 * 1024,
             heartbeat_interval: Duration::from_secs(30),
@@ -201,6 +204,7 @@ pub async fn run(
         &config.collector_url,
         config.token.clone(),
         config.request_timeout,
+        config.ca_file.as_deref(),
     )
     .map_err(anyhow::Error::msg)?;
     let shared = Arc::new(Shared {

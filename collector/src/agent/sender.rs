@@ -1,5 +1,6 @@
 //! Sending reports to the central collector and reading its answer.
 
+use std::path::Path;
 use std::time::Duration;
 
 use reqwest::header;
@@ -39,6 +40,21 @@ impl Duplicate {
     }
 }
 
+/// The certificates of a PEM file of CA certificates; at least one.
+pub fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+    let pem =
+        std::fs::read(path).map_err(|err| format!("reading ca file {}: {err}", path.display()))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|err| format!("ca file {}: not PEM certificates: {err}", path.display()))?;
+    if certificates.is_empty() {
+        return Err(format!(
+            "ca file {}: no CERTIFICATE block in it",
+            path.display()
+        ));
+    }
+    Ok(certificates)
+}
+
 #[derive(Debug, Clone)]
 pub struct Sender {
     client: reqwest::Client,
@@ -52,15 +68,24 @@ pub struct Sender {
 pub const REQUEST_OVERHEAD_BYTES: u64 = 145;
 
 impl Sender {
+    /// A sender with its own client. An `https://` collector is verified against the Web PKI
+    /// roots built in and, when `ca_file` is given, the CA certificates in that PEM file.
     pub fn new(
         collector_url: &str,
         token: Option<String>,
         timeout: Duration,
+        ca_file: Option<&Path>,
     ) -> Result<Sender, String> {
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .pool_idle_timeout(Duration::from_secs(300))
+            .pool_idle_timeout(Duration::from_secs(300));
+        if let Some(path) = ca_file {
+            for certificate in ca_certificates(path)? {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        let client = builder
             .build()
             .map_err(|err| format!("building the http client: {err}"))?;
         Sender::with_client(client, collector_url, token)

@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderMap;
 use fleetscope_model::ClusterId;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -48,6 +50,9 @@ pub enum AgentAuth {
 pub enum AuthError {
     #[error("missing bearer token (send Authorization: Bearer <token>)")]
     Missing,
+    /// Two `Authorization` headers are ambiguous: which one counts would depend on the proxy.
+    #[error("more than one Authorization header")]
+    MoreThanOne,
     #[error("unknown token")]
     Unknown,
     #[error("this token may report only for cluster {allowed:?}, not {claimed:?}")]
@@ -76,6 +81,19 @@ impl AgentAuth {
             .map_err(|err| format!("reading token file {}: {err}", path.display()))?;
         Self::parse(&text)
             .map_err(|errors| format!("token file {}:\n  {}", path.display(), errors.join("\n  ")))
+    }
+
+    /// Like [`AgentAuth::load`], with the version of the file read (see
+    /// `fleetscope_serve::reload`), for watching it from there on.
+    pub fn load_versioned(path: &Path) -> Result<(AgentAuth, String), String> {
+        let contents = fleetscope_serve::reload::read(&[path.to_owned()])
+            .map_err(|err| format!("token file: {err}"))?;
+        let text = std::str::from_utf8(&contents.files[0])
+            .map_err(|err| format!("token file {}: not UTF-8: {err}", path.display()))?;
+        let auth = Self::parse(text).map_err(|errors| {
+            format!("token file {}:\n  {}", path.display(), errors.join("\n  "))
+        })?;
+        Ok((auth, contents.version))
     }
 
     pub fn parse(text: &str) -> Result<AgentAuth, Vec<String>> {
@@ -145,6 +163,23 @@ impl AgentAuth {
             .ok_or(AuthError::Unknown)
     }
 
+    /// Like [`AgentAuth::authenticate`], from the request's headers: more than one
+    /// `Authorization` header is refused, whichever of them is valid.
+    pub fn authenticate_headers(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<&ClusterId>, AuthError> {
+        if matches!(self, AgentAuth::Insecure) {
+            return Ok(None);
+        }
+        let mut values = headers.get_all(AUTHORIZATION).iter();
+        let first = values.next();
+        if values.next().is_some() {
+            return Err(AuthError::MoreThanOne);
+        }
+        self.authenticate(first.and_then(|value| value.to_str().ok()))
+    }
+
     /// Whether a report that claims to be from `claimed` may come with this authentication.
     pub fn allows(allowed: Option<&ClusterId>, claimed: &str) -> Result<(), AuthError> {
         match allowed {
@@ -209,6 +244,42 @@ mod tests {
         );
         assert_eq!(
             auth.check(Some("Bearer "), "store-1"),
+            Err(AuthError::Missing)
+        );
+    }
+
+    #[test]
+    fn more_than_one_authorization_header_is_refused_in_either_order() {
+        let auth =
+            AgentAuth::parse("agents:\n  - cluster: store-1\n    token: secret-for-store-1-xyz\n")
+                .unwrap();
+        let headers = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for value in values {
+                headers.append(AUTHORIZATION, value.parse().unwrap());
+            }
+            headers
+        };
+        let valid = "Bearer secret-for-store-1-xyz";
+        let bogus = "Bearer not-a-known-token-at-all";
+        assert_eq!(
+            auth.authenticate_headers(&headers(&[valid]))
+                .map(|c| c.map(ClusterId::to_string)),
+            Ok(Some("store-1".to_owned()))
+        );
+        for pair in [[valid, bogus], [bogus, valid], [valid, valid]] {
+            assert_eq!(
+                auth.authenticate_headers(&headers(&pair)),
+                Err(AuthError::MoreThanOne),
+                "{pair:?}"
+            );
+        }
+        assert_eq!(
+            AuthError::MoreThanOne.to_string(),
+            "more than one Authorization header"
+        );
+        assert_eq!(
+            auth.authenticate_headers(&headers(&[])),
             Err(AuthError::Missing)
         );
     }

@@ -9,6 +9,7 @@ pub mod lookup;
 pub mod metrics;
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,7 +19,8 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use fleetscope_model::{GroupPath, Timestamp};
+use fleetscope_model::{ClusterId, GroupPath, Timestamp};
+use fleetscope_serve::reload::{ReloadMetrics, Watch};
 use fleetscope_store::writer::{BatchWriter, BatchWriterConfig, Pending, WriteError};
 use fleetscope_store::{ClusterRow, HeartbeatRow, ObservedRow, Store};
 use prometheus_client::registry::Registry;
@@ -26,12 +28,21 @@ use serde_json::json;
 use tokio::sync::{mpsc, RwLock};
 
 use crate::protocol::{self, DecodeError, ReportKind, ValidReport};
-use auth::AgentAuth;
+use auth::{AgentAuth, AuthError};
 use lookup::{LiveObjectLookup, LookupConfig};
 use metrics::{BatchLabels, CollectorMetrics, Outcome, Reason, ReportLabels, TableLabels};
 
 /// The group auto-registered clusters are placed in until the platform repo places them.
 pub const UNASSIGNED_GROUP: &str = "unassigned";
+
+/// How long `/readyz` waits for ClickHouse to answer its ping before answering 503.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The deadline of every route but ingest (`/readyz`, `/healthz`, `/metrics`).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the ingest route gets beyond the ack timeout, for reading the body.
+pub const INGEST_BODY_ALLOWANCE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone)]
 pub struct CollectorOptions {
@@ -105,6 +116,10 @@ struct Inner {
     heartbeats: BatchWriter<HeartbeatRow>,
     lookup: LiveObjectLookup,
     options: CollectorOptions,
+    /// The agent credentials in force; a reloaded token file replaces them.
+    auth: std::sync::RwLock<Arc<AgentAuth>>,
+    token_reloads: ReloadMetrics,
+    tls_reloads: ReloadMetrics,
     known: RwLock<KnownClusters>,
     /// Held while the inventory is read, so concurrent reports wait for one read instead of
     /// each starting their own (at 100,000 clusters a read takes seconds under load).
@@ -141,6 +156,13 @@ impl Collector {
     pub fn new(store: Store, options: CollectorOptions) -> Collector {
         let mut registry = Registry::default();
         let metrics = CollectorMetrics::register(&mut registry);
+        let (token_reloads, tls_reloads) = {
+            let registry = registry.sub_registry_with_prefix("fleetscope_collector");
+            (
+                ReloadMetrics::register(registry, "agent_tokens", "agent token file"),
+                ReloadMetrics::register(registry, "tls", "tls certificate and key"),
+            )
+        };
         let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel();
         let observed = BatchWriter::spawn(
             store.clone(),
@@ -178,6 +200,9 @@ impl Collector {
                 observed,
                 heartbeats,
                 lookup,
+                auth: std::sync::RwLock::new(Arc::new(options.auth.clone())),
+                token_reloads,
+                tls_reloads,
                 options,
                 known: RwLock::new(KnownClusters {
                     ids: HashSet::new(),
@@ -198,6 +223,49 @@ impl Collector {
     /// The batcher of the reads that snapshots make.
     pub fn lookup(&self) -> &LiveObjectLookup {
         &self.inner.lookup
+    }
+
+    /// Puts new agent credentials in force; requests from then on are checked against them.
+    pub fn replace_auth(&self, auth: AgentAuth) {
+        *self.inner.auth.write().expect("auth lock") = Arc::new(auth);
+    }
+
+    /// The cluster a request's `Authorization` header may report for (`None`: any, insecure
+    /// mode), checked against the credentials in force.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<ClusterId>, AuthError> {
+        let auth = self.inner.auth.read().expect("auth lock").clone();
+        auth.authenticate_headers(headers).map(|c| c.cloned())
+    }
+
+    /// Reloads the agent token file when it changes or on SIGHUP, starting from `version`
+    /// (what [`AgentAuth::load_versioned`] returned at start).
+    pub fn watch_agent_tokens(
+        &self,
+        path: PathBuf,
+        version: String,
+        interval: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let collector = self.clone();
+        Watch {
+            what: "agent token file",
+            paths: vec![path],
+            interval,
+            metrics: self.inner.token_reloads.clone(),
+        }
+        .spawn(
+            version,
+            |files| {
+                let text = std::str::from_utf8(&files[0])
+                    .map_err(|err| vec![format!("the file is not UTF-8: {err}")])?;
+                AgentAuth::parse(text)
+            },
+            move |auth| collector.replace_auth(auth),
+        )
+    }
+
+    /// The metrics of the TLS certificate's reloads.
+    pub fn tls_reload_metrics(&self) -> ReloadMetrics {
+        self.inner.tls_reloads.clone()
     }
 
     /// Rows waiting to be written, across tables.
@@ -461,13 +529,23 @@ impl Collector {
     }
 
     /// The HTTP routes: `POST /api/v1/ingest`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
+    /// Each has a deadline: ingest the ack timeout plus [`INGEST_BODY_ALLOWANCE`], the others
+    /// [`REQUEST_TIMEOUT`]; a request past it is answered 503.
     pub fn router(&self) -> Router {
-        Router::new()
+        let deadline = |limit: Duration| {
+            axum::middleware::from_fn_with_state(limit, fleetscope_serve::deadline::limit)
+        };
+        let ingest = Router::new()
             .route("/api/v1/ingest", post(ingest_handler))
+            .layer(deadline(
+                self.inner.options.ack_timeout + INGEST_BODY_ALLOWANCE,
+            ));
+        let probes = Router::new()
             .route("/healthz", get(|| async { "ok\n" }))
             .route("/readyz", get(ready_handler))
             .route("/metrics", get(metrics_handler))
-            .with_state(self.clone())
+            .layer(deadline(REQUEST_TIMEOUT));
+        ingest.merge(probes).with_state(self.clone())
     }
 }
 
@@ -497,10 +575,7 @@ async fn ingest_handler(
         response
     };
     // The token first: an unknown caller costs no body read and no decompression.
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let allowed = match collector.inner.options.auth.authenticate(authorization) {
+    let allowed = match collector.authenticate(&headers) {
         Ok(allowed) => allowed,
         Err(err) => {
             let mut response = error_response(StatusCode::UNAUTHORIZED, err.to_string(), None);
@@ -545,7 +620,7 @@ async fn ingest_handler(
             )
         }
     };
-    if let Err(err) = AgentAuth::allows(allowed, &report.cluster) {
+    if let Err(err) = AgentAuth::allows(allowed.as_ref(), &report.cluster) {
         return reject(
             Reason::Forbidden,
             error_response(StatusCode::FORBIDDEN, err.to_string(), Some("cluster")),
@@ -662,12 +737,21 @@ async fn ingest_handler(
     }
 }
 
+/// Ready when ClickHouse answers a ping within [`READY_TIMEOUT`]; otherwise 503 with the reason.
 async fn ready_handler(State(collector): State<Collector>) -> Response {
-    match collector.inner.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
-        Err(err) => error_response(
+    match tokio::time::timeout(READY_TIMEOUT, collector.inner.store.ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(Err(err)) => error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("clickhouse is not reachable: {err}"),
+            None,
+        ),
+        Err(_) => error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "clickhouse did not answer a ping within {}",
+                fleetscope_serve::deadline::describe(READY_TIMEOUT)
+            ),
             None,
         ),
     }

@@ -1,0 +1,336 @@
+//! The central collector as a service, over real HTTP with a real ClickHouse: credentials given
+//! twice, deadlines while ClickHouse is stalled, and the agent token file reloaded while it runs.
+
+use std::time::{Duration, Instant};
+
+use fleetscope_collector::central::auth::AgentAuth;
+use fleetscope_collector::central::{Collector, CollectorOptions};
+use fleetscope_collector::protocol::{Report, ReportKind};
+use fleetscope_store::writer::BatchWriterConfig;
+use fleetscope_store::Store;
+use fleetscope_testkit::TestStore;
+
+const TOKEN_A: &str = "token-for-store-a-0123456789";
+const TOKEN_B: &str = "token-for-store-b-0123456789";
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn heartbeat(cluster: &str) -> Report {
+    Report {
+        cluster: cluster.into(),
+        agent_version: "0.1.0".into(),
+        seq: 0,
+        sent_at: now(),
+        kind: ReportKind::Heartbeat,
+        reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
+        change_seq_high: 0,
+        changes: vec![],
+    }
+}
+
+async fn start(store: Store, options: CollectorOptions) -> (Collector, String) {
+    let collector = Collector::new(store, options);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = collector.router();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (collector, url)
+}
+
+fn options(auth: AgentAuth) -> CollectorOptions {
+    CollectorOptions {
+        auth,
+        auto_register: true,
+        writer: BatchWriterConfig {
+            max_delay: Duration::from_millis(20),
+            ..BatchWriterConfig::default()
+        },
+        ..CollectorOptions::default()
+    }
+}
+
+fn tokens_file(entries: &[(&str, &str)]) -> String {
+    let mut text = "agents:\n".to_owned();
+    for (cluster, token) in entries {
+        text.push_str(&format!("  - cluster: {cluster}\n    token: {token}\n"));
+    }
+    text
+}
+
+/// Posts a heartbeat for `cluster` with these `Authorization` header values, in order.
+async fn post(url: &str, cluster: &str, authorization: &[String]) -> (u16, serde_json::Value) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{url}/api/v1/ingest"))
+        .header("content-encoding", "gzip")
+        .body(heartbeat(cluster).encode());
+    for value in authorization {
+        request = request.header("authorization", value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let challenge = response.headers().get("www-authenticate").cloned();
+    let json: serde_json::Value =
+        serde_json::from_slice(&response.bytes().await.unwrap()).unwrap_or_default();
+    if status == 401 {
+        assert_eq!(challenge.unwrap(), "Bearer", "{json}");
+    }
+    (status, json)
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+#[tokio::test]
+async fn more_than_one_authorization_header_is_refused_in_either_order() {
+    let test = TestStore::start().await;
+    let auth = AgentAuth::parse(&tokens_file(&[("store-a", TOKEN_A)])).unwrap();
+    let (_collector, url) = start(test.store.clone(), options(auth)).await;
+    let valid = bearer(TOKEN_A);
+    let bogus = bearer("not-a-token-anyone-was-given");
+    assert_eq!(post(&url, "store-a", std::slice::from_ref(&valid)).await.0, 200);
+    for headers in [
+        [valid.clone(), bogus.clone()],
+        [bogus.clone(), valid.clone()],
+        [valid.clone(), valid.clone()],
+    ] {
+        let (status, json) = post(&url, "store-a", &headers).await;
+        assert_eq!(status, 401, "{headers:?}: {json}");
+        assert_eq!(
+            json,
+            serde_json::json!({"error": "more than one Authorization header"}),
+            "{headers:?}"
+        );
+    }
+}
+
+/// Stops a process with SIGSTOP and continues it with SIGCONT, also when dropped (a failing
+/// assertion must not leave the server stopped).
+struct Stopped(u32);
+
+impl Stopped {
+    fn stop(pid: u32) -> Stopped {
+        signal("-STOP", pid);
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal("-CONT", self.0);
+    }
+}
+
+fn signal(which: &str, pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args([which, &pid.to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill {which} {pid} failed");
+}
+
+async fn get(url: &str) -> (u16, String, Duration) {
+    let started = Instant::now();
+    let response = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .get(url)
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("GET {url}: no answer after {:?}: {err}", started.elapsed()));
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap();
+    (status, body, started.elapsed())
+}
+
+#[tokio::test]
+async fn probes_answer_in_bounded_time_while_clickhouse_is_stopped() {
+    let test = TestStore::start().await;
+    let (_collector, url) = start(
+        test.store.clone(),
+        CollectorOptions {
+            ack_timeout: Duration::from_secs(2),
+            ..options(AgentAuth::Insecure)
+        },
+    )
+    .await;
+    let (status, _, _) = get(&format!("{url}/readyz")).await;
+    assert_eq!(status, 200);
+    // Known before the stop, so the report below waits only for its rows.
+    assert_eq!(post(&url, "store-a", &[]).await.0, 200);
+
+    let pid = test.server.pid().expect("the server runs");
+    let stopped = Stopped::stop(pid);
+    let (status, body, took) = get(&format!("{url}/readyz")).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("clickhouse did not answer a ping within 2 s"),
+        "{body}"
+    );
+    // The bound is 2 s; the margin is for a loaded machine.
+    assert!(took < Duration::from_secs(8), "readyz took {took:?}");
+    for probe in ["healthz", "metrics"] {
+        let (status, body, _) = get(&format!("{url}/{probe}")).await;
+        assert_eq!(status, 200, "{probe}: {body}");
+    }
+    let started = Instant::now();
+    let (status, json) = post(&url, "store-a", &[]).await;
+    assert_eq!(status, 503, "{json}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2) + Duration::from_secs(15),
+        "ingest took {:?}",
+        started.elapsed()
+    );
+
+    drop(stopped);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body, _) = get(&format!("{url}/readyz")).await;
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still not ready after SIGCONT: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The version the collector reports for its agent token file, and its reload counts.
+async fn token_metrics(url: &str) -> (String, u64, u64) {
+    let (_, text, _) = get(&format!("{url}/metrics")).await;
+    let mut version = String::new();
+    let (mut applied, mut refused) = (0, 0);
+    for line in text.lines() {
+        if let Some(rest) =
+            line.strip_prefix("fleetscope_collector_agent_tokens_version{version=\"")
+        {
+            assert!(version.is_empty(), "two versions in force:\n{text}");
+            version = rest.split('"').next().unwrap().to_owned();
+        }
+        let count = || line.rsplit(' ').next().unwrap().parse::<u64>().unwrap();
+        if line.starts_with("fleetscope_collector_agent_tokens_reloads_total{outcome=\"applied\"}")
+        {
+            applied = count();
+        }
+        if line.starts_with("fleetscope_collector_agent_tokens_reloads_total{outcome=\"refused\"}")
+        {
+            refused = count();
+        }
+    }
+    (version, applied, refused)
+}
+
+fn version_of(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Waits until the collector reports `version` in force.
+async fn until_in_force(url: &str, version: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (in_force, ..) = token_metrics(url).await;
+        if in_force == version {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "version {version} not in force; {in_force} is"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_agent_token_file_is_reloaded_while_the_collector_runs() {
+    let test = TestStore::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agents.yaml");
+    let first = tokens_file(&[("store-a", TOKEN_A)]);
+    std::fs::write(&path, &first).unwrap();
+    let (auth, version) = AgentAuth::load_versioned(&path).unwrap();
+    assert_eq!(version, version_of(&first));
+    let (collector, url) = start(test.store.clone(), options(auth)).await;
+    collector.watch_agent_tokens(path.clone(), version.clone(), Duration::from_millis(100));
+    assert_eq!(token_metrics(&url).await, (version.clone(), 0, 0));
+    assert_eq!(post(&url, "store-a", &[bearer(TOKEN_A)]).await.0, 200);
+    let (status, json) = post(&url, "store-b", &[bearer(TOKEN_B)]).await;
+    assert_eq!(
+        (status, json),
+        (401, serde_json::json!({"error": "unknown token"}))
+    );
+
+    // A cluster onboarded: its token works once the file changed, without a restart.
+    let second = tokens_file(&[("store-a", TOKEN_A), ("store-b", TOKEN_B)]);
+    std::fs::write(&path, &second).unwrap();
+    until_in_force(&url, &version_of(&second)).await;
+    assert_eq!(post(&url, "store-b", &[bearer(TOKEN_B)]).await.0, 200);
+    assert_eq!(post(&url, "store-a", &[bearer(TOKEN_A)]).await.0, 200);
+
+    // A token removed: refused as soon as the new version is in force. The file is replaced
+    // the way Kubernetes updates a mounted Secret: a new file renamed over the old one.
+    let third = tokens_file(&[("store-b", TOKEN_B)]);
+    std::fs::write(dir.path().join("agents.yaml.new"), &third).unwrap();
+    std::fs::rename(dir.path().join("agents.yaml.new"), &path).unwrap();
+    until_in_force(&url, &version_of(&third)).await;
+    let (status, json) = post(&url, "store-a", &[bearer(TOKEN_A)]).await;
+    assert_eq!(
+        (status, json),
+        (401, serde_json::json!({"error": "unknown token"}))
+    );
+    assert_eq!(post(&url, "store-b", &[bearer(TOKEN_B)]).await.0, 200);
+    assert_eq!(token_metrics(&url).await, (version_of(&third), 2, 0));
+
+    // A broken file is refused, once, and the version in force stays.
+    std::fs::write(
+        &path,
+        "agents:\n  - cluster: Store-C\n    token: short\n  - cluster: store-d\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while token_metrics(&url).await.2 == 0 {
+        assert!(Instant::now() < deadline, "the broken file was not refused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(token_metrics(&url).await, (version_of(&third), 2, 1));
+    assert_eq!(post(&url, "store-b", &[bearer(TOKEN_B)]).await.0, 200);
+    assert_eq!(post(&url, "store-a", &[bearer(TOKEN_A)]).await.0, 401);
+
+    // Fixed again: in force.
+    let fourth = tokens_file(&[("store-a", TOKEN_A), ("store-b", TOKEN_B)]) + "\n";
+    std::fs::write(&path, &fourth).unwrap();
+    until_in_force(&url, &version_of(&fourth)).await;
+    assert_eq!(post(&url, "store-a", &[bearer(TOKEN_A)]).await.0, 200);
+    assert_eq!(token_metrics(&url).await, (version_of(&fourth), 3, 1));
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_agent_token_file_at_once() {
+    let test = TestStore::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agents.yaml");
+    std::fs::write(&path, tokens_file(&[("store-a", TOKEN_A)])).unwrap();
+    let (auth, version) = AgentAuth::load_versioned(&path).unwrap();
+    let (collector, url) = start(test.store.clone(), options(auth)).await;
+    // Polled once an hour: only the signal can make the change take effect within the test.
+    collector.watch_agent_tokens(path.clone(), version, Duration::from_secs(3600));
+    let second = tokens_file(&[("store-b", TOKEN_B)]);
+    std::fs::write(&path, &second).unwrap();
+    signal("-HUP", std::process::id());
+    until_in_force(&url, &version_of(&second)).await;
+    assert_eq!(post(&url, "store-b", &[bearer(TOKEN_B)]).await.0, 200);
+    assert_eq!(post(&url, "store-a", &[bearer(TOKEN_A)]).await.0, 401);
+}
