@@ -29,7 +29,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
@@ -308,6 +308,82 @@ impl Auth {
     }
 }
 
+/// The authentication in force, replaced when the token file is reloaded (see
+/// `fleetscope_serve::reload`). Cheap to clone; every clone sees the same replacement.
+#[derive(Debug, Clone)]
+pub struct LiveAuth(Arc<RwLock<Arc<Auth>>>);
+
+impl LiveAuth {
+    pub fn new(auth: Auth) -> LiveAuth {
+        LiveAuth(Arc::new(RwLock::new(Arc::new(auth))))
+    }
+
+    /// The authentication in force now.
+    pub fn current(&self) -> Arc<Auth> {
+        self.0.read().expect("auth lock").clone()
+    }
+
+    /// Puts `auth` in force for every request from now on.
+    pub fn replace(&self, auth: Auth) {
+        *self.0.write().expect("auth lock") = Arc::new(auth);
+    }
+
+    /// Reads a token file as [`Auth::load`] does, with the version of the file read.
+    pub fn load_versioned(path: &Path) -> Result<(Auth, String), String> {
+        let contents = fleetscope_serve::reload::read(&[path.to_owned()])
+            .map_err(|err| format!("token file: {err}"))?;
+        let auth = parse_bytes(&contents.files[0]).map_err(|problems| {
+            AuthError::Invalid {
+                path: path.to_owned(),
+                problems,
+            }
+            .to_string()
+        })?;
+        Ok((auth, contents.version))
+    }
+
+    /// Reloads the token file when it changes or on SIGHUP, starting from `version` (what
+    /// [`LiveAuth::load_versioned`] returned at start).
+    pub fn watch(
+        &self,
+        path: PathBuf,
+        version: String,
+        interval: std::time::Duration,
+        metrics: fleetscope_serve::reload::ReloadMetrics,
+    ) -> tokio::task::JoinHandle<()> {
+        let live = self.clone();
+        fleetscope_serve::reload::Watch {
+            what: "token file",
+            paths: vec![path],
+            interval,
+            metrics,
+        }
+        .spawn(
+            version,
+            |files| parse_bytes(&files[0]),
+            move |auth| live.replace(auth),
+        )
+    }
+}
+
+impl From<Auth> for LiveAuth {
+    fn from(auth: Auth) -> LiveAuth {
+        LiveAuth::new(auth)
+    }
+}
+
+impl From<Arc<Auth>> for LiveAuth {
+    fn from(auth: Arc<Auth>) -> LiveAuth {
+        LiveAuth(Arc::new(RwLock::new(auth)))
+    }
+}
+
+fn parse_bytes(bytes: &[u8]) -> Result<Auth, Vec<String>> {
+    let text =
+        std::str::from_utf8(bytes).map_err(|err| vec![format!("the file is not UTF-8: {err}")])?;
+    Auth::parse(text)
+}
+
 /// What could be made of one entry: its token's digest when the token is valid, its caller
 /// when every field is.
 struct Checked {
@@ -566,10 +642,12 @@ impl IntoResponse for AuthRejection {
     }
 }
 
-/// The middleware: `axum::middleware::from_fn_with_state(Arc<Auth>, require)`. On success the
+/// The middleware: `axum::middleware::from_fn_with_state(LiveAuth, require)`. On success the
 /// request goes on with its [`Principal`] in the extensions and without its `Authorization`
-/// header, so that nothing further along can log the token.
-pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
+/// header, so that nothing further along can log the token. The request is checked against the
+/// token file in force when it arrives.
+pub async fn require(State(auth): State<LiveAuth>, mut request: Request, next: Next) -> Response {
+    let auth = auth.current();
     match auth.authenticate(request.headers()) {
         Ok(principal) => {
             request.headers_mut().remove(AUTHORIZATION);
@@ -679,7 +757,7 @@ mod tests {
             .route("/change", post(change))
             .route("/headers", get(sees_authorization))
             .layer(axum::middleware::from_fn_with_state(
-                Arc::new(auth),
+                LiveAuth::new(auth),
                 require,
             ))
             .route("/unguarded", get(unguarded))

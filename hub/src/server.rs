@@ -16,14 +16,22 @@ use axum::{Json, Router};
 use fleetscope_model::{DriftPolicy, Timestamp};
 use fleetscope_store::Store;
 
-use crate::auth::Auth;
+use crate::auth::{Auth, LiveAuth};
 use crate::index::{Fleet, Index};
 use crate::metrics::{HubMetrics, MetricsConfig};
 use crate::params::ApiError;
+use fleetscope_serve::reload::{self, ReloadMetrics};
+use fleetscope_serve::tls::{TlsAcceptor, TlsFiles};
 
 /// How long cached answers live at most; new data invalidates them sooner (the index
 /// generation is part of every key).
 pub const CACHE_TTL: Duration = Duration::from_secs(2);
+
+/// The deadline of every request; one still unanswered then is answered 503.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Seconds since the last successful read from ClickHouse past which `/readyz` answers 503.
+pub const READY_MAX_REFRESH_AGE: i64 = 30;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct HubArgs {
@@ -36,6 +44,12 @@ pub struct HubArgs {
     /// Serve without authentication (every caller is an unscoped admin). Local use only.
     #[arg(long, env = "FLEETSCOPE_HUB_INSECURE")]
     pub insecure: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key); reloaded when it changes.
+    #[arg(long, env = "FLEETSCOPE_HUB_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert; reloaded when it changes.
+    #[arg(long, env = "FLEETSCOPE_HUB_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Serve /metrics without a token (for Prometheus inside a trusted network).
     #[arg(long, env = "FLEETSCOPE_HUB_OPEN_METRICS")]
     pub open_metrics: bool,
@@ -77,6 +91,9 @@ pub struct AppState {
     /// When the last refresh succeeded (seconds since the epoch), for readiness.
     pub last_refresh: AtomicI64,
     pub refresh_failures: AtomicU64,
+    /// Metrics of the files reloaded while the hub runs (token file, TLS certificate), added
+    /// to `/metrics`; empty when nothing is watched.
+    pub reloads: prometheus_client::registry::Registry,
 }
 
 impl std::fmt::Debug for AppState {
@@ -100,7 +117,17 @@ impl AppState {
             fixed_now: None,
             last_refresh: AtomicI64::new(system_now().seconds()),
             refresh_failures: AtomicU64::new(0),
+            reloads: prometheus_client::registry::Registry::default(),
         }
+    }
+
+    /// Registers `fleetscope_hub_<name>_version` and `fleetscope_hub_<name>_reloads_total`.
+    pub fn reload_metrics(&mut self, name: &str, what: &str) -> ReloadMetrics {
+        ReloadMetrics::register(
+            self.reloads.sub_registry_with_prefix("fleetscope_hub"),
+            name,
+            what,
+        )
     }
 
     pub fn now(&self) -> Timestamp {
@@ -164,8 +191,10 @@ fn system_now() -> Timestamp {
     )
 }
 
-/// The router: health and readiness open, metrics open when configured, the API behind auth.
-pub fn router(state: Arc<AppState>, auth: Arc<Auth>, open_metrics: bool) -> Router {
+/// The router: health and readiness open, metrics open when configured, the API behind auth
+/// (the token file in force, see [`LiveAuth`]). Every route has [`REQUEST_TIMEOUT`].
+pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: bool) -> Router {
+    let auth: LiveAuth = auth.into();
     // The routes come from the OpenAPI table, so the two cannot disagree on what exists.
     let mut api = Router::new();
     for route in crate::openapi::ROUTES {
@@ -199,6 +228,10 @@ pub fn router(state: Arc<AppState>, auth: Arc<Auth>, open_metrics: bool) -> Rout
         .merge(metrics)
         .fallback(|| async { ApiError::not_found("no such route; see /api/v1/openapi.json") })
         .layer(axum::middleware::from_fn_with_state(
+            REQUEST_TIMEOUT,
+            fleetscope_serve::deadline::limit,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::track_request,
         ))
@@ -225,7 +258,7 @@ fn handler(path: &str) -> axum::routing::MethodRouter<Arc<AppState>> {
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let age = system_now().seconds() - state.last_refresh.load(Ordering::Relaxed);
-    if age > 30 {
+    if age > READY_MAX_REFRESH_AGE {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(serde_json::json!({ "error": format!("no successful read from ClickHouse for {age} s") })),
@@ -262,7 +295,14 @@ async fn metrics_endpoint(
     let (generation, objects, symbols) = state
         .index
         .read(|f| (f.generation, f.objects, f.symbols.len()));
-    let text = state.metrics.render(&rollup, generation, objects, symbols);
+    let mut text = state.metrics.render(&rollup, generation, objects, symbols);
+    // The reload metrics go before the closing `# EOF`.
+    if text.ends_with("# EOF\n") {
+        text.truncate(text.len() - "# EOF\n".len());
+    }
+    prometheus_client::encoding::text::encode_registry(&mut text, &state.reloads)
+        .and_then(|()| prometheus_client::encoding::text::encode_eof(&mut text))
+        .map_err(|err| ApiError::unavailable(format!("encoding metrics: {err}")))?;
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,
@@ -363,9 +403,12 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
         (1..=16).contains(&args.metrics_depth),
         "--metrics-depth must lie between 1 and 16"
     );
-    let auth = match (&args.tokens, args.insecure) {
-        (Some(path), false) => Auth::load(path)?,
-        (None, true) => Auth::Insecure,
+    let (auth, tokens_version) = match (&args.tokens, args.insecure) {
+        (Some(path), false) => {
+            let (auth, version) = LiveAuth::load_versioned(path).map_err(anyhow::Error::msg)?;
+            (auth, Some((path.clone(), version)))
+        }
+        (None, true) => (Auth::Insecure, None),
         (Some(_), true) => anyhow::bail!("give --tokens or --insecure, not both"),
         (None, false) => anyhow::bail!(
             "--tokens FILE is required (bearer tokens with roles and scopes); --insecure serves without authentication for local use"
@@ -382,7 +425,12 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
         stale_after_seconds: args.stale_after,
         progress_grace_seconds: args.grace,
     };
-    let state = Arc::new(AppState::new(
+    let tls = TlsFiles::from_flags(args.tls_cert.clone(), args.tls_key.clone())
+        .map_err(anyhow::Error::msg)?
+        .map(TlsAcceptor::load)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let mut state = AppState::new(
         Arc::new(index),
         policy,
         MetricsConfig {
@@ -390,7 +438,20 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
             max_groups: args.metrics_max_groups,
             max_apps: args.metrics_max_apps,
         },
-    ));
+    );
+    let insecure = auth.is_insecure();
+    let auth = LiveAuth::new(auth);
+    if let Some((path, version)) = tokens_version {
+        let metrics = state.reload_metrics("tokens", "token file");
+        auth.watch(path, version, reload::POLL_INTERVAL, metrics);
+    }
+    if let Some(tls) = &tls {
+        tls.watch(
+            reload::POLL_INTERVAL,
+            state.reload_metrics("tls", "tls certificate and key"),
+        );
+    }
+    let state = Arc::new(state);
     spawn_refresher(state.clone(), Duration::from_secs_f64(args.refresh_seconds));
     if args.snapshot_every > 0 {
         spawn_snapshots(
@@ -403,13 +464,18 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     println!(
-        "fleetscope hub: {clusters} clusters, {objects} app objects loaded in {:.1} s; listening on http://{}{}",
+        "fleetscope hub: {clusters} clusters, {objects} app objects loaded in {:.1} s; listening on {}://{}{}",
         started.elapsed().as_secs_f64(),
+        if tls.is_some() { "https" } else { "http" },
         listener.local_addr()?,
-        if auth.is_insecure() { " (insecure: no authentication)" } else { "" }
+        if insecure { " (insecure: no authentication)" } else { "" }
     );
-    axum::serve(listener, router(state, Arc::new(auth), args.open_metrics))
-        .with_graceful_shutdown(fleetscope_store::shutdown_signal())
-        .await?;
+    fleetscope_serve::serve(
+        listener,
+        router(state, auth, args.open_metrics),
+        tls,
+        fleetscope_store::shutdown_signal(),
+    )
+    .await?;
     Ok(())
 }
