@@ -283,8 +283,16 @@ fn check_runs(
         .map(Attempt::took)
         .max()
         .unwrap_or_default();
+    let first_ack_after = runs
+        .iter()
+        .flat_map(|r| &r.attempts)
+        .filter(|a| a.acknowledged() && a.answered > window.to)
+        .map(|a| a.answered - window.to)
+        .min()
+        .unwrap_or_default();
     eprintln!(
-        "fault of {:.1} s: requests sent during it by answer {during:?}; longest wait {longest:?}",
+        "fault of {:.1} s: requests sent during it by answer {during:?}; longest wait \
+         {longest:?}; first acknowledgement {first_ack_after:?} after it ended",
         (window.to - window.from).as_secs_f64()
     );
     // The fault was felt: every client had a request out while ClickHouse was out, and had
