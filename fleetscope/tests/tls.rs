@@ -1,0 +1,256 @@
+//! TLS without a proxy: the collector and the hub started with `--tls-cert`/`--tls-key` from a
+//! private CA made here; an agent's sender that trusts that CA (`--ca-file`) delivers a report,
+//! one that trusts only the Web PKI roots is refused by verification; a new certificate written
+//! over the files is served without a restart.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fleetscope_collector::agent::sender::{SendOutcome, Sender};
+use fleetscope_collector::protocol::{Report, ReportKind};
+use fleetscope_local_clickhouse::LocalClickHouse;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+
+const AGENT_TOKEN: &str = "agent-token-for-store-1-0123";
+const HUB_TOKEN: &str = "hub-admin-token-0123456789";
+
+/// A CA and a certificate it signed for `127.0.0.1` and `localhost`: (CA, certificate, key).
+fn private_pki(name: &str) -> (String, String, String) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, format!("{name} test ca"));
+    ca.distinguished_name = dn;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, &ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut server =
+        CertificateParams::new(["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+    server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    server.use_authority_key_identifier_extension = true;
+    let cert = server.signed_by(&key, &issuer).unwrap();
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+/// A child process killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn client(ca_pem: Option<&str>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(5));
+    if let Some(pem) = ca_pem {
+        builder =
+            builder.add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap());
+    }
+    builder.build().unwrap()
+}
+
+/// Waits until `url` answers 200 to a client trusting `ca_pem`.
+async fn until_ok(url: &str, ca_pem: &str, child: &mut Running) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(response) = client(Some(ca_pem)).get(url).send().await {
+            if response.status() == 200 {
+                return;
+            }
+        }
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!("the server exited with {status} before {url} answered");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{url} did not answer 200 over tls"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn heartbeat() -> Vec<u8> {
+    Report {
+        cluster: "store-1".into(),
+        agent_version: "0.1.0".into(),
+        seq: 0,
+        sent_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64,
+        kind: ReportKind::Heartbeat,
+        reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
+        change_seq_high: 0,
+        changes: vec![],
+    }
+    .encode()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn collector_and_hub_serve_tls_from_a_private_ca_and_reload_the_certificate() {
+    let server = LocalClickHouse::start().expect("private clickhouse-server");
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = private_pki("first");
+    let ca_file = dir.path().join("ca.pem");
+    let cert_file = dir.path().join("tls.crt");
+    let key_file = dir.path().join("tls.key");
+    write(&ca_file, &ca);
+    write(&cert_file, &cert);
+    write(&key_file, &key);
+    let agent_tokens = dir.path().join("agents.yaml");
+    write(
+        &agent_tokens,
+        &format!("agents:\n  - cluster: store-1\n    token: {AGENT_TOKEN}\n"),
+    );
+    let hub_tokens = dir.path().join("tokens.yaml");
+    write(
+        &hub_tokens,
+        &format!("tokens:\n  - name: admins\n    token: {HUB_TOKEN}\n    role: admin\n"),
+    );
+
+    let collector_port = free_port();
+    let mut collector = Running(
+        Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+            .args(["collector", "--auto-register"])
+            .args(["--listen", &format!("127.0.0.1:{collector_port}")])
+            .args(["--clickhouse-url", &server.url()])
+            .arg("--agent-tokens")
+            .arg(&agent_tokens)
+            .arg("--tls-cert")
+            .arg(&cert_file)
+            .arg("--tls-key")
+            .arg(&key_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let collector_url = format!("https://127.0.0.1:{collector_port}");
+    until_ok(&format!("{collector_url}/readyz"), &ca, &mut collector).await;
+
+    // The agent's sender with --ca-file delivers; without it, verification refuses the server.
+    let trusting = Sender::new(
+        &collector_url,
+        Some(AGENT_TOKEN.into()),
+        Duration::from_secs(10),
+        Some(&ca_file),
+    )
+    .unwrap();
+    assert_eq!(trusting.send(heartbeat()).await, SendOutcome::Acknowledged);
+    let untrusting = Sender::new(
+        &collector_url,
+        Some(AGENT_TOKEN.into()),
+        Duration::from_secs(10),
+        None,
+    )
+    .unwrap();
+    match untrusting.send(heartbeat()).await {
+        SendOutcome::Unreachable(_) => {}
+        other => panic!("a server signed by an unknown CA was accepted: {other:?}"),
+    }
+    // What refused it: the verification of the certificate.
+    let refused = client(None)
+        .get(format!("{collector_url}/healthz"))
+        .send()
+        .await
+        .unwrap_err();
+    let mut reasons = Vec::new();
+    let mut source: Option<&dyn std::error::Error> = Some(&refused);
+    while let Some(err) = source {
+        reasons.push(err.to_string());
+        source = err.source();
+    }
+    assert!(
+        reasons.iter().any(|r| r.contains("UnknownIssuer")),
+        "{reasons:?}"
+    );
+    // Plain HTTP on the TLS port gets no answer.
+    assert!(client(None)
+        .get(format!("http://127.0.0.1:{collector_port}/healthz"))
+        .send()
+        .await
+        .is_err());
+
+    let hub_port = free_port();
+    let mut hub = Running(
+        Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+            .arg("hub")
+            .args(["--listen", &format!("127.0.0.1:{hub_port}")])
+            .args(["--clickhouse-url", &server.url()])
+            .arg("--tokens")
+            .arg(&hub_tokens)
+            .arg("--tls-cert")
+            .arg(&cert_file)
+            .arg("--tls-key")
+            .arg(&key_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let hub_url = format!("https://127.0.0.1:{hub_port}");
+    until_ok(&format!("{hub_url}/healthz"), &ca, &mut hub).await;
+    let summary = client(Some(&ca))
+        .get(format!("{hub_url}/api/v1/summary"))
+        .bearer_auth(HUB_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(summary.status(), 200);
+    assert!(client(None)
+        .get(format!("{hub_url}/healthz"))
+        .send()
+        .await
+        .is_err());
+
+    // A certificate from another CA written over the files is served without a restart.
+    let (second_ca, second_cert, second_key) = private_pki("second");
+    write(&key_file, &second_key);
+    write(&cert_file, &second_cert);
+    until_ok(
+        &format!("{collector_url}/healthz"),
+        &second_ca,
+        &mut collector,
+    )
+    .await;
+    until_ok(&format!("{hub_url}/healthz"), &second_ca, &mut hub).await;
+    assert!(client(Some(&ca))
+        .get(format!("{collector_url}/healthz"))
+        .send()
+        .await
+        .is_err());
+    let metrics = client(Some(&second_ca))
+        .get(format!("{hub_url}/metrics"))
+        .bearer_auth(HUB_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("fleetscope_hub_tls_reloads_total{outcome=\"applied\"} 1"),
+        "{metrics}"
+    );
+}
