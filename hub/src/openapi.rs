@@ -254,9 +254,9 @@ pub fn document() -> Value {
         if route.path.contains("{id}") || route.params.iter().any(|p| p.0 == "cluster") {
             responses["404"] = json!({ "$ref": "#/components/responses/NotFound" });
         }
-        if route.path == "/api/v1/clusters/{id}" || route.path == "/api/v1/history" {
-            responses["503"] = json!({ "$ref": "#/components/responses/Unavailable" });
-        }
+        // Every route has the server's deadline; the two that read ClickHouse also answer 503
+        // when it does not answer.
+        responses["503"] = json!({ "$ref": "#/components/responses/Unavailable" });
         let mut operation =
             json!({ "summary": route.summary, "parameters": parameters, "responses": responses });
         if !route.description.is_empty() {
@@ -283,7 +283,7 @@ pub fn document() -> Value {
                 "BadRequest": response("A parameter is unknown, repeated or invalid; `parameter` names it."),
                 "Unauthorized": response("No valid bearer token."),
                 "NotFound": response("No such cluster within the caller's scope."),
-                "Unavailable": response("ClickHouse did not answer."),
+                "Unavailable": response("ClickHouse did not answer, or the request was still unanswered at its 30 s deadline (with `Retry-After`)."),
             },
         },
     })
