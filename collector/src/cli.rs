@@ -140,7 +140,11 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("--metrics-listen {addr}"))?;
         tracing::info!(%addr, "serving the agent's metrics");
-        let router = agent::metrics::router(stats.clone());
+        let router =
+            agent::metrics::router(stats.clone()).layer(axum::middleware::from_fn_with_state(
+                crate::central::REQUEST_TIMEOUT,
+                fleetscope_serve::deadline::limit,
+            ));
         tokio::spawn(async move {
             if let Err(err) = axum::serve(listener, router).await {
                 tracing::warn!(%err, "the agent's metrics listener stopped");

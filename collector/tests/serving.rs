@@ -93,7 +93,10 @@ async fn more_than_one_authorization_header_is_refused_in_either_order() {
     let (_collector, url) = start(test.store.clone(), options(auth)).await;
     let valid = bearer(TOKEN_A);
     let bogus = bearer("not-a-token-anyone-was-given");
-    assert_eq!(post(&url, "store-a", std::slice::from_ref(&valid)).await.0, 200);
+    assert_eq!(
+        post(&url, "store-a", std::slice::from_ref(&valid)).await.0,
+        200
+    );
     for headers in [
         [valid.clone(), bogus.clone()],
         [bogus.clone(), valid.clone()],
