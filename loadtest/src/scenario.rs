@@ -692,6 +692,10 @@ impl Ctx {
             }
             self.deliver(slice.iter().map(|(_, c)| *c));
             tokio::time::sleep(half).await;
+            // The gate is read once the wave's reports were acknowledged and the hub had a
+            // refresh to take them in: on a loaded machine half a wave may not be enough.
+            self.agents.drained(self.knobs.drain_timeout).await?;
+            tokio::time::sleep(Duration::from_secs(2)).await;
             let gate = self
                 .hub
                 .get(&format!(
