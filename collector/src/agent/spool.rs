@@ -237,14 +237,7 @@ impl Spool {
     ) -> std::io::Result<usize> {
         let mut reports = Vec::with_capacity(self.pending.len());
         for &seq in self.pending.keys() {
-            let body = fs::read(report_file(&self.dir, seq))?;
-            let report = protocol::decode(&body, true).map_err(|err| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("spooled report {seq}: {err}"),
-                )
-            })?;
-            reports.push((seq, report));
+            reports.push((seq, self.read_report(seq)?));
         }
         // Every change number in use, snapshots' `change_seq_high` included, mapped in order
         // onto numbers above the collector's.
@@ -312,6 +305,17 @@ impl Spool {
         Ok(renumbered.len())
     }
 
+    /// The waiting report numbered `seq`, decoded.
+    fn read_report(&self, seq: u64) -> std::io::Result<Report> {
+        let body = fs::read(report_file(&self.dir, seq))?;
+        protocol::decode(&body, true).map_err(|err| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("spooled report {seq}: {err}"),
+            )
+        })
+    }
+
     pub fn pending_reports(&self) -> usize {
         self.pending.len()
     }
@@ -331,13 +335,7 @@ impl Spool {
         let mut latest: HashMap<(String, String, String), Change> = HashMap::new();
         let mut template: Option<Report> = None;
         for &seq in self.pending.keys() {
-            let body = fs::read(report_file(&self.dir, seq))?;
-            let report = protocol::decode(&body, true).map_err(|err| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("spooled report {seq}: {err}"),
-                )
-            })?;
+            let report = self.read_report(seq)?;
             for change in &report.changes {
                 let key = (
                     change.kind.clone(),
