@@ -6,35 +6,16 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetscope_collector::agent::{self, AgentConfig, AgentStats, SourceEvent};
-use fleetscope_collector::central::{Collector, CollectorOptions};
-use fleetscope_model::{ClusterId, ObjectKind, Timestamp};
-use fleetscope_store::writer::BatchWriterConfig;
+use common::{eventually, kustomization};
+use fleetscope_collector::agent::{self, AgentStats, SourceEvent};
+use fleetscope_collector::central::auth::AgentAuth;
+use fleetscope_collector::central::Collector;
+use fleetscope_model::{ObjectKind, Timestamp};
 use fleetscope_store::Store;
 use fleetscope_testkit::TestStore;
-use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-fn kustomization(name: &str, version: &str, ready: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-        "kind": "Kustomization",
-        "metadata": {
-            "name": name,
-            "namespace": "flux-system",
-            "labels": {"fleetscope.io/app": name},
-            "annotations": {"fleetscope.io/version": version},
-        },
-        "spec": {"interval": "10m", "path": "./apps", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "platform"}},
-        "status": {
-            "lastAppliedRevision": format!("main@sha1:{version}"),
-            "conditions": [{
-                "type": "Ready", "status": ready, "reason": "ReconciliationSucceeded",
-                "message": format!("Applied revision: {version}"), "lastTransitionTime": "2026-11-21T10:00:00Z",
-            }],
-        },
-    })
-}
+mod common;
 
 struct CollectorServer {
     addr: std::net::SocketAddr,
@@ -44,16 +25,7 @@ struct CollectorServer {
 
 impl CollectorServer {
     async fn start(store: &Store, addr: Option<std::net::SocketAddr>) -> CollectorServer {
-        let collector = Collector::new(
-            store.clone(),
-            CollectorOptions {
-                writer: BatchWriterConfig {
-                    max_delay: Duration::from_millis(20),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        );
+        let collector = Collector::new(store.clone(), common::options(AgentAuth::Insecure));
         let listener =
             tokio::net::TcpListener::bind(addr.unwrap_or_else(|| "127.0.0.1:0".parse().unwrap()))
                 .await
@@ -93,27 +65,6 @@ impl CollectorServer {
     }
 }
 
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    for _ in 0..200 {
-        if let Some(value) = check().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-fn config(url: String, spool: &std::path::Path) -> AgentConfig {
-    AgentConfig {
-        heartbeat_interval: Duration::from_millis(300),
-        flush_interval: Duration::from_millis(50),
-        min_backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(400),
-        request_timeout: Duration::from_secs(2),
-        ..AgentConfig::new(ClusterId::parse("edge-1").unwrap(), url, spool)
-    }
-}
-
 #[tokio::test]
 async fn nothing_is_lost_while_the_collector_is_down() {
     let test = TestStore::start().await;
@@ -133,7 +84,7 @@ async fn nothing_is_lost_while_the_collector_is_down() {
     let stats = Arc::new(AgentStats::default());
     let (stop_agent, agent_stopped) = oneshot::channel::<()>();
     let agent = tokio::spawn(agent::run(
-        config(url.clone(), spool_dir.path()),
+        common::agent_config(url.clone(), spool_dir.path()),
         receiver,
         async {
             let _ = agent_stopped.await;
@@ -274,7 +225,7 @@ async fn nothing_is_lost_while_the_collector_is_down() {
     let stats = Arc::new(AgentStats::default());
     let (stop_agent, agent_stopped) = oneshot::channel::<()>();
     let agent = tokio::spawn(agent::run(
-        config(url, spool_dir.path()),
+        common::agent_config(url, spool_dir.path()),
         receiver,
         async {
             let _ = agent_stopped.await;

@@ -11,15 +11,12 @@ use fleetscope_store::writer::BatchWriterConfig;
 use fleetscope_store::{ClusterRow, Store};
 use fleetscope_testkit::TestStore;
 
+use common::{change, now};
+
+mod common;
+
 const TOKEN_A: &str = "token-for-store-a-0123456789";
 const TOKEN_B: &str = "token-for-store-b-0123456789";
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
 
 async fn register(store: &Store, ids: &[&str]) {
     let rows: Vec<ClusterRow> = ids
@@ -37,10 +34,7 @@ struct Running {
 
 async fn start(store: Store, options: CollectorOptions) -> Running {
     let collector = Collector::new(store, options);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = collector.router();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let url = common::serve(&collector).await;
     Running {
         url,
         collector,
@@ -53,34 +47,7 @@ fn options() -> CollectorOptions {
         "agents:\n  - cluster: store-a\n    token: {TOKEN_A}\n  - cluster: store-b\n    token: {TOKEN_B}\n  - cluster: store-new\n    token: token-for-store-new-012345\n"
     ))
     .unwrap();
-    CollectorOptions {
-        auth,
-        writer: BatchWriterConfig {
-            max_delay: Duration::from_millis(20),
-            ..BatchWriterConfig::default()
-        },
-        ..CollectorOptions::default()
-    }
-}
-
-fn change(seq: u64, name: &str, version: &str) -> Change {
-    Change {
-        change_seq: seq,
-        kind: "Kustomization".into(),
-        namespace: "flux-system".into(),
-        name: name.into(),
-        app: Some(name.into()),
-        version: Some(version.into()),
-        content_hash: None,
-        applied_revision: format!("main@sha1:{seq:040}"),
-        health: "healthy".into(),
-        sync: "unknown".into(),
-        reason: "ReconciliationSucceeded".into(),
-        message: format!("Applied revision: {version}"),
-        transitioned_at: Some(now() - 30),
-        observed_at: now() - 1,
-        deleted: false,
-    }
+    common::options(auth)
 }
 
 fn report(cluster: &str, seq: u64, kind: ReportKind, changes: Vec<Change>) -> Report {

@@ -7,22 +7,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetscope_collector::agent::{self, AgentConfig, AgentStats, SourceEvent};
-use fleetscope_collector::central::{Collector, CollectorOptions};
+use common::{change, eventually, kustomization, now};
+use fleetscope_collector::agent::{self, AgentStats, SourceEvent};
+use fleetscope_collector::central::auth::AgentAuth;
+use fleetscope_collector::central::Collector;
 use fleetscope_collector::protocol::{Change, Report, ReportKind, MAX_SEQ};
-use fleetscope_model::{ClusterId, ObjectKind};
-use fleetscope_store::writer::BatchWriterConfig;
+use fleetscope_model::ObjectKind;
 use fleetscope_store::Store;
 use fleetscope_testkit::TestStore;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
+mod common;
 
 fn now_micros() -> u64 {
     std::time::SystemTime::now()
@@ -32,41 +28,11 @@ fn now_micros() -> u64 {
 }
 
 async fn start_collector(store: &Store) -> String {
-    let collector = Collector::new(
+    common::serve(&Collector::new(
         store.clone(),
-        CollectorOptions {
-            writer: BatchWriterConfig {
-                max_delay: Duration::from_millis(20),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = collector.router();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    url
-}
-
-fn change(change_seq: u64, name: &str, version: &str) -> Change {
-    Change {
-        change_seq,
-        kind: "Kustomization".into(),
-        namespace: "flux-system".into(),
-        name: name.into(),
-        app: Some(name.into()),
-        version: Some(version.into()),
-        content_hash: None,
-        applied_revision: format!("main@sha1:{version}"),
-        health: "healthy".into(),
-        sync: "unknown".into(),
-        reason: "ReconciliationSucceeded".into(),
-        message: format!("Applied revision: {version}"),
-        transitioned_at: Some(now() - 30),
-        observed_at: now() - 1,
-        deleted: false,
-    }
+        common::options(AgentAuth::Insecure),
+    ))
+    .await
 }
 
 fn delta(seq: u64, changes: Vec<Change>) -> Report {
@@ -105,16 +71,6 @@ async fn current(store: &Store) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    for _ in 0..200 {
-        if let Some(value) = check().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 async fn edge_store() -> TestStore {
     let test = TestStore::start().await;
     test.store
@@ -122,26 +78,6 @@ async fn edge_store() -> TestStore {
         .await
         .unwrap();
     test
-}
-
-fn kustomization(name: &str, version: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-        "kind": "Kustomization",
-        "metadata": {
-            "name": name,
-            "namespace": "flux-system",
-            "labels": {"fleetscope.io/app": name},
-            "annotations": {"fleetscope.io/version": version},
-        },
-        "status": {
-            "lastAppliedRevision": format!("main@sha1:{version}"),
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
-                "message": "applied", "lastTransitionTime": "2026-11-21T10:00:00Z",
-            }],
-        },
-    })
 }
 
 struct RunningAgent {
@@ -152,14 +88,7 @@ struct RunningAgent {
 }
 
 fn start_agent(url: &str, spool: &std::path::Path) -> RunningAgent {
-    let config = AgentConfig {
-        heartbeat_interval: Duration::from_millis(300),
-        flush_interval: Duration::from_millis(50),
-        min_backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(400),
-        request_timeout: Duration::from_secs(2),
-        ..AgentConfig::new(ClusterId::parse("edge-1").unwrap(), url, spool)
-    };
+    let config = common::agent_config(url.to_owned(), spool);
     let (events, receiver) = mpsc::channel(64);
     let stats = Arc::new(AgentStats::default());
     let (stop, stopped) = oneshot::channel::<()>();
@@ -310,7 +239,9 @@ async fn an_agent_whose_counters_are_behind_renumbers_and_its_changes_become_cur
 
     let spool = tempfile::tempdir().unwrap();
     let agent = start_agent(&url, spool.path());
-    agent.list(vec![kustomization("api", "2.0.0")]).await;
+    agent
+        .list(vec![kustomization("api", "2.0.0", "True")])
+        .await;
     agent.drained().await;
     assert_eq!(
         current(&test.store).await,
@@ -319,7 +250,9 @@ async fn an_agent_whose_counters_are_behind_renumbers_and_its_changes_become_cur
     );
     assert_eq!(agent.stats.renumberings.load(Ordering::Relaxed), 1);
     // What it spools next is numbered above the collector's numbers too.
-    agent.list(vec![kustomization("api", "2.1.0")]).await;
+    agent
+        .list(vec![kustomization("api", "2.1.0", "True")])
+        .await;
     let store = test.store.clone();
     eventually("the next change current", async || {
         (current(&store).await == vec![("api".to_owned(), "2.1.0".to_owned())]).then_some(())
@@ -346,7 +279,9 @@ async fn an_agent_restarted_on_a_restored_spool_is_accepted() {
     let backup = tempfile::tempdir().unwrap();
 
     let agent = start_agent(&url, spool.path());
-    agent.list(vec![kustomization("api", "1.0.0")]).await;
+    agent
+        .list(vec![kustomization("api", "1.0.0", "True")])
+        .await;
     agent.drained().await;
     agent.stop().await;
     copy_dir(spool.path(), backup.path());
@@ -354,7 +289,9 @@ async fn an_agent_restarted_on_a_restored_spool_is_accepted() {
     // The agent goes on and reports more, numbered above the backup's counters.
     let agent = start_agent(&url, spool.path());
     for version in ["1.1.0", "1.2.0", "1.3.0"] {
-        agent.list(vec![kustomization("api", version)]).await;
+        agent
+            .list(vec![kustomization("api", version, "True")])
+            .await;
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
     agent.drained().await;
@@ -366,7 +303,9 @@ async fn an_agent_restarted_on_a_restored_spool_is_accepted() {
 
     // The volume is restored from the backup and the agent starts on it.
     let agent = start_agent(&url, backup.path());
-    agent.list(vec![kustomization("api", "2.0.0")]).await;
+    agent
+        .list(vec![kustomization("api", "2.0.0", "True")])
+        .await;
     let store = test.store.clone();
     eventually("the restored agent's change current", async || {
         (current(&store).await == vec![("api".to_owned(), "2.0.0".to_owned())]).then_some(())

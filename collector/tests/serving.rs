@@ -6,19 +6,15 @@ use std::time::{Duration, Instant};
 use fleetscope_collector::central::auth::AgentAuth;
 use fleetscope_collector::central::{Collector, CollectorOptions};
 use fleetscope_collector::protocol::{Report, ReportKind};
-use fleetscope_store::writer::BatchWriterConfig;
 use fleetscope_store::Store;
 use fleetscope_testkit::TestStore;
 
+use common::now;
+
+mod common;
+
 const TOKEN_A: &str = "token-for-store-a-0123456789";
 const TOKEN_B: &str = "token-for-store-b-0123456789";
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
 
 fn heartbeat(cluster: &str) -> Report {
     Report {
@@ -35,22 +31,14 @@ fn heartbeat(cluster: &str) -> Report {
 
 async fn start(store: Store, options: CollectorOptions) -> (Collector, String) {
     let collector = Collector::new(store, options);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = collector.router();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let url = common::serve(&collector).await;
     (collector, url)
 }
 
 fn options(auth: AgentAuth) -> CollectorOptions {
     CollectorOptions {
-        auth,
         auto_register: true,
-        writer: BatchWriterConfig {
-            max_delay: Duration::from_millis(20),
-            ..BatchWriterConfig::default()
-        },
-        ..CollectorOptions::default()
+        ..common::options(auth)
     }
 }
 
