@@ -4,58 +4,16 @@
 //! over the files is served without a restart.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fleetscope_collector::agent::sender::{SendOutcome, Sender};
 use fleetscope_collector::protocol::{Report, ReportKind};
 use fleetscope_local_clickhouse::LocalClickHouse;
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
-};
+use fleetscope_testkit::faults::{free_port, Service};
+use fleetscope_testkit::pki::{private_pki, PrivatePki};
 
 const AGENT_TOKEN: &str = "agent-token-for-store-1-0123";
 const HUB_TOKEN: &str = "hub-admin-token-0123456789";
-
-/// A CA and a certificate it signed for `127.0.0.1` and `localhost`: (CA, certificate, key).
-fn private_pki(name: &str) -> (String, String, String) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::default();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, format!("{name} test ca"));
-    ca.distinguished_name = dn;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, &ca_key);
-    let key = KeyPair::generate().unwrap();
-    let mut server =
-        CertificateParams::new(["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
-    server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    server.use_authority_key_identifier_extension = true;
-    let cert = server.signed_by(&key, &issuer).unwrap();
-    (ca_cert.pem(), cert.pem(), key.serialize_pem())
-}
-
-/// A child process killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn client(ca_pem: Option<&str>) -> reqwest::Client {
     let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(5));
@@ -67,7 +25,7 @@ fn client(ca_pem: Option<&str>) -> reqwest::Client {
 }
 
 /// Waits until `url` answers 200 to a client trusting `ca_pem`.
-async fn until_ok(url: &str, ca_pem: &str, child: &mut Running) {
+async fn until_ok(url: &str, ca_pem: &str, service: &Service) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(response) = client(Some(ca_pem)).get(url).send().await {
@@ -75,8 +33,11 @@ async fn until_ok(url: &str, ca_pem: &str, child: &mut Running) {
                 return;
             }
         }
-        if let Some(status) = child.0.try_wait().unwrap() {
-            panic!("the server exited with {status} before {url} answered");
+        if service.pid().is_none() {
+            panic!(
+                "the server exited before {url} answered:\n{}",
+                service.log_tail()
+            );
         }
         assert!(
             Instant::now() < deadline,
@@ -103,6 +64,14 @@ fn heartbeat() -> Vec<u8> {
     .encode()
 }
 
+fn args(args: &[&str]) -> Vec<String> {
+    args.iter().map(|arg| (*arg).to_owned()).collect()
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_str().expect("a UTF-8 temporary path").to_owned()
+}
+
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
@@ -111,7 +80,7 @@ fn write(path: &Path, text: &str) {
 async fn collector_and_hub_serve_tls_from_a_private_ca_and_reload_the_certificate() {
     let server = LocalClickHouse::start().expect("private clickhouse-server");
     let dir = tempfile::tempdir().unwrap();
-    let (ca, cert, key) = private_pki("first");
+    let PrivatePki { ca, cert, key } = private_pki("first");
     let ca_file = dir.path().join("ca.pem");
     let cert_file = dir.path().join("tls.crt");
     let key_file = dir.path().join("tls.key");
@@ -130,24 +99,26 @@ async fn collector_and_hub_serve_tls_from_a_private_ca_and_reload_the_certificat
     );
 
     let collector_port = free_port();
-    let mut collector = Running(
-        Command::new(env!("CARGO_BIN_EXE_fleetscope"))
-            .args(["collector", "--auto-register"])
-            .args(["--listen", &format!("127.0.0.1:{collector_port}")])
-            .args(["--clickhouse-url", &server.url()])
-            .arg("--agent-tokens")
-            .arg(&agent_tokens)
-            .arg("--tls-cert")
-            .arg(&cert_file)
-            .arg("--tls-key")
-            .arg(&key_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let collector = Service::spawn(
+        Path::new(env!("CARGO_BIN_EXE_fleetscope")),
+        &args(&[
+            "collector",
+            "--auto-register",
+            "--listen",
+            &format!("127.0.0.1:{collector_port}"),
+            "--clickhouse-url",
+            &server.url(),
+            "--agent-tokens",
+            &path_text(&agent_tokens),
+            "--tls-cert",
+            &path_text(&cert_file),
+            "--tls-key",
+            &path_text(&key_file),
+        ]),
+        &dir.path().join("collector.log"),
     );
     let collector_url = format!("https://127.0.0.1:{collector_port}");
-    until_ok(&format!("{collector_url}/readyz"), &ca, &mut collector).await;
+    until_ok(&format!("{collector_url}/readyz"), &ca, &collector).await;
 
     // The agent's sender with --ca-file delivers; without it, verification refuses the server.
     let trusting = Sender::new(
@@ -193,24 +164,25 @@ async fn collector_and_hub_serve_tls_from_a_private_ca_and_reload_the_certificat
         .is_err());
 
     let hub_port = free_port();
-    let mut hub = Running(
-        Command::new(env!("CARGO_BIN_EXE_fleetscope"))
-            .arg("hub")
-            .args(["--listen", &format!("127.0.0.1:{hub_port}")])
-            .args(["--clickhouse-url", &server.url()])
-            .arg("--tokens")
-            .arg(&hub_tokens)
-            .arg("--tls-cert")
-            .arg(&cert_file)
-            .arg("--tls-key")
-            .arg(&key_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let hub = Service::spawn(
+        Path::new(env!("CARGO_BIN_EXE_fleetscope")),
+        &args(&[
+            "hub",
+            "--listen",
+            &format!("127.0.0.1:{hub_port}"),
+            "--clickhouse-url",
+            &server.url(),
+            "--tokens",
+            &path_text(&hub_tokens),
+            "--tls-cert",
+            &path_text(&cert_file),
+            "--tls-key",
+            &path_text(&key_file),
+        ]),
+        &dir.path().join("hub.log"),
     );
     let hub_url = format!("https://127.0.0.1:{hub_port}");
-    until_ok(&format!("{hub_url}/healthz"), &ca, &mut hub).await;
+    until_ok(&format!("{hub_url}/healthz"), &ca, &hub).await;
     let summary = client(Some(&ca))
         .get(format!("{hub_url}/api/v1/summary"))
         .bearer_auth(HUB_TOKEN)
@@ -225,16 +197,15 @@ async fn collector_and_hub_serve_tls_from_a_private_ca_and_reload_the_certificat
         .is_err());
 
     // A certificate from another CA written over the files is served without a restart.
-    let (second_ca, second_cert, second_key) = private_pki("second");
+    let PrivatePki {
+        ca: second_ca,
+        cert: second_cert,
+        key: second_key,
+    } = private_pki("second");
     write(&key_file, &second_key);
     write(&cert_file, &second_cert);
-    until_ok(
-        &format!("{collector_url}/healthz"),
-        &second_ca,
-        &mut collector,
-    )
-    .await;
-    until_ok(&format!("{hub_url}/healthz"), &second_ca, &mut hub).await;
+    until_ok(&format!("{collector_url}/healthz"), &second_ca, &collector).await;
+    until_ok(&format!("{hub_url}/healthz"), &second_ca, &hub).await;
     assert!(client(Some(&ca))
         .get(format!("{collector_url}/healthz"))
         .send()

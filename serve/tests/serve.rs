@@ -10,29 +10,7 @@ use axum::routing::get;
 use axum::Router;
 use fleetscope_serve::reload::ReloadMetrics;
 use fleetscope_serve::tls::{certified_key, TlsAcceptor, TlsFiles};
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
-
-/// A CA and a certificate it signed for `127.0.0.1`: (CA, certificate, key), as PEM.
-fn private_pki(name: &str) -> (String, String, String) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::default();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, format!("{name} test ca"));
-    ca.distinguished_name = dn;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign];
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, &ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    (ca_cert.pem(), cert.pem(), key.serialize_pem())
-}
+use fleetscope_testkit::pki::{private_pki, PrivatePki};
 
 fn client(ca_pem: &str) -> reqwest::Client {
     reqwest::Client::builder()
@@ -105,8 +83,8 @@ async fn a_request_past_its_deadline_is_answered_503() {
 
 #[test]
 fn a_key_of_another_certificate_is_refused_with_every_problem() {
-    let (_, cert, _) = private_pki("one");
-    let (_, _, other_key) = private_pki("two");
+    let PrivatePki { cert, .. } = private_pki("one");
+    let PrivatePki { key: other_key, .. } = private_pki("two");
     let problems = certified_key(cert.as_bytes(), other_key.as_bytes()).unwrap_err();
     assert_eq!(
         problems,
@@ -125,7 +103,7 @@ async fn a_changed_certificate_is_served_and_a_broken_change_keeps_the_old_one()
         cert: dir.path().join("tls.crt"),
         key: dir.path().join("tls.key"),
     };
-    let (ca, cert, key) = private_pki("first");
+    let PrivatePki { ca, cert, key } = private_pki("first");
     std::fs::write(&files.cert, &cert).unwrap();
     std::fs::write(&files.key, &key).unwrap();
     let acceptor = TlsAcceptor::load(files.clone()).unwrap();
@@ -161,7 +139,11 @@ async fn a_changed_certificate_is_served_and_a_broken_change_keeps_the_old_one()
     assert_eq!(client(&ca).get(&url).send().await.unwrap().status(), 200);
 
     // Broken: a certificate without its key. The old pair stays.
-    let (second_ca, second_cert, second_key) = private_pki("second");
+    let PrivatePki {
+        ca: second_ca,
+        cert: second_cert,
+        key: second_key,
+    } = private_pki("second");
     std::fs::write(&files.cert, &second_cert).unwrap();
     let encoded = || {
         let mut text = String::new();

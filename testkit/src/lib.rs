@@ -1,7 +1,7 @@
 //! Helpers for tests that need real components: a private ClickHouse server with a fresh
 //! database per test, a runner for the current ClickHouse engine (chdb), and the drift grid, a
 //! set of cases covering every branch of the drift rules as real rows, and the pieces of the
-//! fault tests on the real binaries.
+//! fault tests on the real binaries, and a private CA for TLS.
 //!
 //! Nothing here skips: a missing server or tool fails the test with what to install.
 
@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod faults;
 pub mod grid;
 pub mod otlp;
+pub mod pki;
 pub mod prometheus;
 pub mod sql_literal;
 
