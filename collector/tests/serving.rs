@@ -10,6 +10,7 @@ use fleetscope_store::Store;
 use fleetscope_testkit::TestStore;
 
 use common::now;
+use fleetscope_testkit::reloads::{file_version as version_of, reload_state};
 
 mod common;
 
@@ -197,35 +198,7 @@ async fn probes_answer_in_bounded_time_while_clickhouse_is_stopped() {
 /// The version the collector reports for its agent token file, and its reload counts.
 async fn token_metrics(url: &str) -> (String, u64, u64) {
     let (_, text, _) = get(&format!("{url}/metrics")).await;
-    let mut version = String::new();
-    let (mut applied, mut refused) = (0, 0);
-    for line in text.lines() {
-        if let Some(rest) =
-            line.strip_prefix("fleetscope_collector_agent_tokens_version{version=\"")
-        {
-            assert!(version.is_empty(), "two versions in force:\n{text}");
-            version = rest.split('"').next().unwrap().to_owned();
-        }
-        let count = || line.rsplit(' ').next().unwrap().parse::<u64>().unwrap();
-        if line.starts_with("fleetscope_collector_agent_tokens_reloads_total{outcome=\"applied\"}")
-        {
-            applied = count();
-        }
-        if line.starts_with("fleetscope_collector_agent_tokens_reloads_total{outcome=\"refused\"}")
-        {
-            refused = count();
-        }
-    }
-    (version, applied, refused)
-}
-
-fn version_of(text: &str) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(text.as_bytes())
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    reload_state(&text, "fleetscope_collector_agent_tokens")
 }
 
 /// Waits until the collector reports `version` in force.

@@ -9,6 +9,7 @@ use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::{router, AppState};
 use fleetscope_model::DriftPolicy;
+use fleetscope_testkit::reloads::{file_version as version_of, reload_state};
 use fleetscope_testkit::TestStore;
 
 mod common;
@@ -24,15 +25,6 @@ fn tokens_file(entries: &[(&str, &str)]) -> String {
         ));
     }
     text
-}
-
-fn version_of(text: &str) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(text.as_bytes())
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 struct Hub {
@@ -55,22 +47,7 @@ impl Hub {
         let (status, text) = self.get("/metrics", &[bearer(ADMIN)]).await;
         assert_eq!(status, 200, "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
-        let mut version = String::new();
-        let (mut applied, mut refused) = (0, 0);
-        for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("fleetscope_hub_tokens_version{version=\"") {
-                assert!(version.is_empty(), "two versions in force:\n{text}");
-                version = rest.split('"').next().unwrap().to_owned();
-            }
-            let count = || line.rsplit(' ').next().unwrap().parse::<u64>().unwrap();
-            if line.starts_with("fleetscope_hub_tokens_reloads_total{outcome=\"applied\"}") {
-                applied = count();
-            }
-            if line.starts_with("fleetscope_hub_tokens_reloads_total{outcome=\"refused\"}") {
-                refused = count();
-            }
-        }
-        (version, applied, refused)
+        reload_state(&text, "fleetscope_hub_tokens")
     }
 
     async fn until_in_force(&self, version: &str) {

@@ -14,6 +14,7 @@ pub mod grid;
 pub mod otlp;
 pub mod pki;
 pub mod prometheus;
+pub mod reloads;
 pub mod sql_literal;
 
 use std::sync::atomic::{AtomicU32, Ordering};
