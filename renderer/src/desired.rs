@@ -55,6 +55,29 @@ pub fn render_group_reasons(assigned: &Assigned) -> BTreeMap<(&str, &str), Vec<&
     out
 }
 
+/// The membership rows a render writes, as `(cluster, what it belongs to, removed)`: each
+/// cluster whose render group (or reason set) in `wanted` is not its current one in `now`, and
+/// each current member that left the platform repo, marked removed.
+fn membership_changes<'a>(
+    now: &BTreeMap<String, (String, u8)>,
+    wanted: impl Iterator<Item = (&'a str, &'a str)>,
+    in_platform: &BTreeSet<&str>,
+) -> Vec<(String, String, u8)> {
+    let mut changes: Vec<(String, String, u8)> = wanted
+        .filter(|(cluster, target)| {
+            !now.get(*cluster)
+                .is_some_and(|(current, removed)| current == target && *removed == 0)
+        })
+        .map(|(cluster, target)| (cluster.to_owned(), target.to_owned(), 0))
+        .collect();
+    for (cluster, (target, removed)) in now {
+        if *removed == 0 && !in_platform.contains(cluster.as_str()) {
+            changes.push((cluster.clone(), target.clone(), 1));
+        }
+    }
+    changes
+}
+
 /// Writes the desired state of one render. `render_id` must grow from render to render
 /// (the caller uses the time in milliseconds).
 pub async fn publish(
@@ -135,31 +158,22 @@ pub async fn publish(
         .into_iter()
         .map(|m| (m.cluster_id, (m.render_group, m.removed)))
         .collect();
-    let mut members = Vec::new();
-    for (cluster, group) in &assigned.members {
-        if members_now
-            .get(cluster.as_str())
-            .is_some_and(|(g, removed)| g == group && *removed == 0)
-        {
-            continue;
-        }
-        members.push(MembershipRow {
-            cluster_id: cluster.to_string(),
-            render_group: group.clone(),
-            render_id,
-            removed: 0,
-        });
-    }
-    for (cluster, (group, removed)) in &members_now {
-        if *removed == 0 && !in_platform.contains(cluster.as_str()) {
-            members.push(MembershipRow {
-                cluster_id: cluster.clone(),
-                render_group: group.clone(),
-                render_id,
-                removed: 1,
-            });
-        }
-    }
+    let members: Vec<MembershipRow> = membership_changes(
+        &members_now,
+        assigned
+            .members
+            .iter()
+            .map(|(c, g)| (c.as_str(), g.as_str())),
+        &in_platform,
+    )
+    .into_iter()
+    .map(|(cluster_id, render_group, removed)| MembershipRow {
+        cluster_id,
+        render_group,
+        render_id,
+        removed,
+    })
+    .collect();
     // Reason sets are named by their content: a row is written when a reason set appears
     // (or comes back) and when no cluster has it any more.
     let sets_now: BTreeMap<(String, String), ReasonSetRow> = store
@@ -200,31 +214,22 @@ pub async fn publish(
         .into_iter()
         .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
         .collect();
-    let mut reason_members = Vec::new();
-    for (cluster, set) in &assigned.reason_set_of {
-        if reason_members_now
-            .get(cluster.as_str())
-            .is_some_and(|(s, removed)| s == set && *removed == 0)
-        {
-            continue;
-        }
-        reason_members.push(ReasonMemberRow {
-            cluster_id: cluster.to_string(),
-            reason_set: set.clone(),
-            render_id,
-            removed: 0,
-        });
-    }
-    for (cluster, (set, removed)) in &reason_members_now {
-        if *removed == 0 && !in_platform.contains(cluster.as_str()) {
-            reason_members.push(ReasonMemberRow {
-                cluster_id: cluster.clone(),
-                reason_set: set.clone(),
-                render_id,
-                removed: 1,
-            });
-        }
-    }
+    let reason_members: Vec<ReasonMemberRow> = membership_changes(
+        &reason_members_now,
+        assigned
+            .reason_set_of
+            .iter()
+            .map(|(c, set)| (c.as_str(), set.as_str())),
+        &in_platform,
+    )
+    .into_iter()
+    .map(|(cluster_id, reason_set, removed)| ReasonMemberRow {
+        cluster_id,
+        reason_set,
+        render_id,
+        removed,
+    })
+    .collect();
     // The inventory is small (one row per cluster) and carries labels that may have changed
     // without any desired change: write it whole with each render that changed anything.
     let mut clusters = Vec::new();
