@@ -136,6 +136,31 @@ pub fn classify(input: &DriftInput<'_>, policy: &DriftPolicy) -> DriftState {
     }
 }
 
+/// The earliest moment after `input.now` at which [`classify`] could answer differently for the
+/// same cluster and pair if nothing but the clock moved: a cluster turning stale, a grace period
+/// running out, a reporter's future transition time coming due. `None` when time alone never
+/// changes the answer. It may name a moment at which the answer stays the same (it is the
+/// earliest of the thresholds that apply, not a promise of change); it never names one later
+/// than a real change.
+pub fn next_change(input: &DriftInput<'_>, policy: &DriftPolicy) -> Option<Timestamp> {
+    let now = input.now;
+    // `within_grace(t)` holds up to t + grace; it fails from t + grace + 1 on.
+    let grace_end = |t: Timestamp| t.plus_seconds(policy.progress_grace_seconds).plus_seconds(1);
+    let mut candidates: Vec<Timestamp> = Vec::with_capacity(4);
+    if let Some(seen) = input.last_seen {
+        candidates.push(seen.plus_seconds(policy.stale_after_seconds).plus_seconds(1));
+    }
+    if let Some(desired) = input.desired {
+        candidates.push(grace_end(desired.since));
+        if let Some(observed) = input.observed {
+            // A transition time in the future is ignored until it comes due.
+            candidates.push(observed.transitioned_at);
+            candidates.push(grace_end(desired.since.max(observed.transitioned_at)));
+        }
+    }
+    candidates.into_iter().filter(|t| *t > now).min()
+}
+
 #[cfg(test)]
 mod tests {
     use expect_test::expect;
@@ -170,6 +195,33 @@ mod tests {
             sync,
             transitioned_at: ago(3600),
         }
+    }
+
+    /// A reporter's transition time from the future is ignored until it comes due, and then
+    /// restarts the grace period: that moment is a change `next_change` must name.
+    #[test]
+    fn a_future_transition_coming_due_is_the_next_change() {
+        let policy = DriftPolicy::default();
+        let input = |now: Timestamp| DriftInput {
+            now,
+            last_seen: Some(NOW),
+            desired: desired("1.2.0", ago(7200)),
+            observed: Some(ObservedForDrift {
+                transitioned_at: NOW.plus_seconds(10),
+                ..observed("1.2.0", Health::Progressing, SyncStatus::Synced)
+            }),
+        };
+        assert_eq!(classify(&input(NOW), &policy), DriftState::Unknown);
+        assert_eq!(next_change(&input(NOW), &policy), Some(NOW.plus_seconds(10)));
+        assert_eq!(
+            classify(&input(NOW.plus_seconds(10)), &policy),
+            DriftState::Progressing
+        );
+        // Then the grace period from the transition, and staleness, whichever comes first.
+        assert_eq!(
+            next_change(&input(NOW.plus_seconds(10)), &policy),
+            Some(NOW.plus_seconds(601))
+        );
     }
 
     /// One line per case: `name: state`. Adding a case is one line in the table.

@@ -3,7 +3,7 @@
 //! read top to bottom, gives.
 
 use fleetscope_model::{
-    classify, DesiredForDrift, DriftInput, DriftPolicy, DriftState, Health, ObservedForDrift,
+    classify, next_change, DesiredForDrift, DriftInput, DriftPolicy, DriftState, Health, ObservedForDrift,
     SyncStatus, Timestamp,
 };
 use proptest::prelude::*;
@@ -141,8 +141,49 @@ fn case() -> impl Strategy<Value = Case> {
     })
 }
 
+fn input_of(case: &Case, now: i64) -> DriftInput<'static> {
+    DriftInput {
+        now: Timestamp(now),
+        last_seen: case.last_seen.map(Timestamp),
+        desired: case.desired.map(|(version, content_hash, since)| DesiredForDrift {
+            version,
+            content_hash,
+            since: Timestamp(since),
+        }),
+        observed: case.observed.map(|(version, content_hash, health, sync, at)| ObservedForDrift {
+            version,
+            content_hash,
+            health,
+            sync,
+            transitioned_at: Timestamp(at),
+        }),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+    /// The hub keeps every pair's state and re-classifies it only when `next_change` comes due:
+    /// between `now` and that moment (and forever, when there is none) the answer must not move.
+    #[test]
+    fn the_answer_holds_until_next_change(case in case(), steps in proptest::collection::vec(0i64..4_000, 1..12)) {
+        let start = input_of(&case, NOW);
+        let held = classify(&start, &case.policy);
+        let until = next_change(&start, &case.policy).map(Timestamp::seconds);
+        if let Some(until) = until {
+            prop_assert!(until > NOW, "next_change {until} is not after now {NOW}");
+            // The moment just before it, and a sample of moments in between.
+            let before = classify(&input_of(&case, until - 1), &case.policy);
+            prop_assert_eq!(before, held, "changed before next_change {}: {:?}", until, case);
+        }
+        for step in steps {
+            let at = NOW + step;
+            if until.is_some_and(|u| at >= u) {
+                continue;
+            }
+            prop_assert_eq!(classify(&input_of(&case, at), &case.policy), held, "changed at {} before next_change {:?}: {:?}", at, until, case);
+        }
+    }
 
     #[test]
     fn classify_follows_the_documented_table(case in case()) {
