@@ -76,8 +76,8 @@ async fn on_fleet<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     let state = state.clone();
     tokio::task::spawn_blocking(move || {
-        let now = state.now();
-        state.index.read(|fleet| f(fleet, now))
+        let (fleet, now) = state.view();
+        f(&fleet, now)
     })
     .await
     .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))
@@ -116,9 +116,7 @@ pub async fn summary(
     // would hold only the selected part of its clusters under its own name.
     let within = filter.groups.clone();
     let rollup = state
-        .cached(key, move |fleet, now, policy| {
-            fleet.rollup(now, policy, &filter)
-        })
+        .cached(key, move |fleet, _, _| fleet.summary(&filter))
         .await?;
     let visible =
         |group: &str| GroupPath::parse(group).is_ok_and(|g| within.iter().all(|w| g.is_within(w)));
@@ -263,24 +261,27 @@ pub async fn drift(
     let limit = params.limit()?;
     let cursor = params.cursor()?;
     let csv_wanted = params.csv()?;
-    let policy = state.policy;
-    let (items, next) = on_fleet(&state, move |fleet, now| {
+    let (items, next) = on_fleet(&state, move |fleet, _| {
         let mut items = Vec::new();
         let mut next = None;
         let after = cursor
             .as_deref()
             .map(|c| c.split_once('/').unwrap_or((c, "")));
-        let start = after.map_or(std::ops::Bound::Unbounded, |(cluster, _)| {
-            std::ops::Bound::Included(cluster.to_owned())
-        });
-        'clusters: for (id, cluster) in fleet
-            .clusters
-            .range::<String, _>((start, std::ops::Bound::Unbounded))
-        {
+        let app_id = filter.app.as_deref().map(|a| fleet.symbols.find(a));
+        'clusters: for (id, cluster) in fleet.clusters.iter_from(after.map_or("", |(c, _)| c)) {
             if !fleet.cluster_matches(cluster, &filter) {
                 continue;
             }
-            for pair in fleet.pairs(cluster, now, &policy) {
+            // The maintained states say whether the cluster has anything to list at all.
+            let listed = cluster.counted.as_ref().is_some_and(|c| {
+                c.pairs
+                    .iter()
+                    .any(|p| states.contains(&p.state) && app_id.is_none_or(|a| a == Some(p.app)))
+            });
+            if !listed {
+                continue;
+            }
+            for pair in fleet.current_pairs(cluster) {
                 let app = fleet.symbols.text(pair.app);
                 if after.is_some_and(|(c, a)| id == c && app <= a) {
                     continue;
@@ -330,10 +331,9 @@ pub async fn cluster(
     let params = Params::new(pairs, &["history_hours"], &[])?;
     let hours = params.number("history_hours", 0.0, 744.0, 24.0)?;
     fleetscope_model::ClusterId::parse(&id).map_err(|err| ApiError::bad("id", err.to_string()))?;
-    let policy = state.policy;
     let scope = principal.scope.clone();
     let lookup = id.clone();
-    let page = on_fleet(&state, move |fleet, now| {
+    let page = on_fleet(&state, move |fleet, _| {
         let cluster = fleet.clusters.get(&lookup)?;
         let info = cluster.info.as_ref()?;
         if scope.as_ref().is_some_and(|s| !info.group.is_within(s)) {
@@ -341,7 +341,7 @@ pub async fn cluster(
         }
         let s = &fleet.symbols;
         let apps: Vec<Value> = fleet
-            .pairs(cluster, now, &policy)
+            .current_pairs(cluster)
             .iter()
             .map(|p| pair_json(fleet, &lookup, cluster, p))
             .collect();
@@ -353,7 +353,7 @@ pub async fn cluster(
             "labels": info.labels,
             "render_group": cluster.render_group.map(|g| s.text(g)),
             "last_seen": cluster.last_seen.map(time_text),
-            "stale": Fleet::is_stale(cluster, now, &policy),
+            "stale": cluster.is_stale_now(),
             "agent_version": cluster.agent_version.map(|a| s.text(a)),
             "apps": apps,
         }))
@@ -423,40 +423,46 @@ pub async fn versions(
     let limit = params.limit()?;
     let cursor = params.cursor()?;
     let csv_wanted = params.csv()?;
-    let policy = state.policy;
-    let answer = on_fleet(&state, move |fleet, now| {
+    let answer = on_fleet(&state, move |fleet, _| {
         let s = &fleet.symbols;
         let Some(app_id) = s.find(&app) else {
             return json!({ "app": app, "desired": [], "running": [], "clusters": [], "next_cursor": null });
         };
-        // version → (clusters, group at depth → clusters), desired and running alike
-        type ByVersion<'a> = BTreeMap<&'a str, (u64, BTreeMap<String, u64>)>;
-        let mut running: ByVersion = BTreeMap::new();
-        let mut desired: ByVersion = BTreeMap::new();
+        let counted = fleet.versions_by_group(&filter, app_id, depth);
+        let scan_counts = counted.is_none();
+        let (mut desired, mut running) = counted.unwrap_or_default();
         let mut on_version = Vec::new();
         let mut next = None;
-        for (id, cluster) in &fleet.clusters {
-            if !fleet.cluster_matches(cluster, &filter) {
-                continue;
-            }
-            let info = cluster.info.as_ref().expect("matched clusters are in the inventory");
-            if let Some(pair) = fleet.pair(cluster, app_id, now, &policy) {
-                let group: String = info.group.segments().take(depth).collect::<Vec<_>>().join("/");
-                if let Some(d) = pair.desired {
-                    let entry = desired.entry(s.text(d.version)).or_default();
-                    entry.0 += 1;
-                    *entry.1.entry(group.clone()).or_default() += 1;
+        // The counters answer the counts; the clusters are scanned only for label filters and
+        // for the listing of the clusters running `version` (one app's pair per cluster).
+        if scan_counts || version.is_some() {
+            for (id, cluster) in fleet.clusters.iter() {
+                if !fleet.cluster_matches(cluster, &filter) {
+                    continue;
+                }
+                let Some(pair) = fleet.current_pair(cluster, app_id) else {
+                    continue;
+                };
+                if scan_counts {
+                    let info = cluster.info.as_ref().expect("matched clusters are in the inventory");
+                    let group: String = info.group.segments().take(depth).collect::<Vec<_>>().join("/");
+                    for (side, v) in [(&mut desired, pair.desired.map(|d| d.version)), (&mut running, pair.observed.map(|o| o.version))] {
+                        if let Some(v) = v {
+                            let entry = side.entry(s.text(v).to_owned()).or_default();
+                            entry.0 += 1;
+                            *entry.1.entry(group.clone()).or_default() += 1;
+                        }
+                    }
                 }
                 if let Some(o) = pair.observed {
-                    let v = s.text(o.version);
-                    let entry = running.entry(v).or_default();
-                    entry.0 += 1;
-                    *entry.1.entry(group).or_default() += 1;
-                    if version.as_deref() == Some(v)
-                        && cursor.as_deref().is_none_or(|c| id.as_str() > c)
+                    if version.as_deref() == Some(s.text(o.version))
+                        && cursor.as_deref().is_none_or(|c| id > c)
                     {
                         if on_version.len() == limit {
                             next = Some(encode_cursor(on_version.last().map_or("", |v: &Value| v["cluster"].as_str().unwrap_or_default())));
+                            if !scan_counts {
+                                break;
+                            }
                         } else if next.is_none() {
                             on_version.push(pair_json(fleet, id, cluster, &pair));
                         }
@@ -517,22 +523,21 @@ pub async fn stale(
     let limit = params.limit()?;
     let after = params.cursor()?.map(|c| stale_key(&c)).transpose()?;
     let csv_wanted = params.csv()?;
-    let policy = state.policy;
     let (items, total, next) = on_fleet(&state, move |fleet, now| {
-        let mut stale: Vec<(u32, &String, &ClusterRec)> = fleet
+        let mut stale: Vec<(u32, &str, &ClusterRec)> = fleet
             .clusters
             .iter()
-            .filter(|(_, c)| fleet.cluster_matches(c, &filter) && Fleet::is_stale(c, now, &policy))
+            .filter(|(_, c)| fleet.cluster_matches(c, &filter) && c.is_stale_now())
             .map(|(id, c)| (c.last_seen.unwrap_or(0), id, c))
             .collect();
         stale.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         let total = stale.len();
-        let rest: Vec<(u32, &String, &ClusterRec)> = stale
+        let rest: Vec<(u32, &str, &ClusterRec)> = stale
             .into_iter()
             .filter(|(seen, id, _)| {
                 after
                     .as_ref()
-                    .is_none_or(|(s, i)| (*seen, id.as_str()) > (*s, i.as_str()))
+                    .is_none_or(|(s, i)| (*seen, *id) > (*s, i.as_str()))
             })
             .collect();
         let next = (rest.len() > limit).then(|| {
@@ -597,10 +602,9 @@ pub async fn explain(
     fleetscope_model::ClusterId::parse(&cluster_id)
         .map_err(|err| ApiError::bad("cluster", err.to_string()))?;
     let app = params.app()?;
-    let policy = state.policy;
     let scope = principal.scope.clone();
     let lookup = cluster_id.clone();
-    let answer = on_fleet(&state, move |fleet, now| {
+    let answer = on_fleet(&state, move |fleet, _| {
         let cluster = fleet.clusters.get(&lookup)?;
         let info = cluster.info.as_ref()?;
         if scope.as_ref().is_some_and(|s| !info.group.is_within(s)) {
@@ -609,7 +613,7 @@ pub async fn explain(
         let s = &fleet.symbols;
         let render_group = cluster.render_group.map(|g| s.text(g));
         let mut apps: Vec<Value> = fleet
-            .pairs(cluster, now, &policy)
+            .current_pairs(cluster)
             .iter()
             .filter(|p| app.as_deref().is_none_or(|a| s.text(p.app) == a))
             .map(|p| match p.desired {
@@ -668,17 +672,18 @@ pub async fn environments(
     let csv_wanted = params.csv()?;
     let key = format!("environments|{filter:?}");
     let table = state
-        .cached(key, move |fleet, now, policy| {
-            // app → environment → (desired version → n, running version → n)
-            type Versions = (BTreeMap<String, u64>, BTreeMap<String, u64>);
-            let mut table: BTreeMap<String, BTreeMap<String, Versions>> = BTreeMap::new();
+        .cached(key, move |fleet, _, _| {
+            if let Some(table) = fleet.environments(&filter) {
+                return table;
+            }
+            let mut table = crate::index::EnvironmentTable::new();
             let s = &fleet.symbols;
             for cluster in fleet.clusters.values() {
                 if !fleet.cluster_matches(cluster, &filter) {
                     continue;
                 }
                 let env = s.text(cluster.info.as_ref().expect("in the inventory").environment);
-                for pair in fleet.pairs(cluster, now, policy) {
+                for pair in fleet.current_pairs(cluster) {
                     let app = s.text(pair.app);
                     if filter.app.as_deref().is_some_and(|a| a != app) {
                         continue;
@@ -774,8 +779,7 @@ pub async fn gate(
         ));
     }
     let threshold = params.number("threshold", 0.0, 1.0, 1.0)?;
-    let policy = state.policy;
-    let (targeted, by_state) = on_fleet(&state, move |fleet, now| {
+    let (targeted, by_state) = on_fleet(&state, move |fleet, _| {
         let s = &fleet.symbols;
         let mut targeted = 0u64;
         let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -784,7 +788,7 @@ pub async fn gate(
                 continue;
             }
             let Some(app_id) = s.find(&app) else { break };
-            if let Some(pair) = fleet.pair(cluster, app_id, now, &policy) {
+            if let Some(pair) = fleet.current_pair(cluster, app_id) {
                 let Some(d) = pair.desired else { continue };
                 if version.as_deref().is_some_and(|v| s.text(d.version) != v)
                     || commit.as_deref().is_some_and(|c| s.text(d.commit) != c)

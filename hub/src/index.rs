@@ -1,65 +1,41 @@
 //! The fleet in memory: inventory, render group membership, desired state per render group,
 //! reason set membership and the reasons per reason set (why each app is desired: clusters of
-//! one render group may have different reasons), the latest state of every app object, and each
-//! cluster's last heartbeat. Loaded whole from the
-//! store at start, then kept current: observed state and heartbeats by what arrived since the
-//! last read (with an overlap, so rows that became visible late are not missed), the small
-//! tables again whenever their change markers move.
+//! one render group may have different reasons), the latest state of every app object, each
+//! cluster's last heartbeat, and, kept current as all of that changes, every pair's drift state
+//! and the counters per group ([`crate::rollups`]).
 //!
-//! Strings that repeat across the fleet (apps, versions, hashes, messages, names) are stored
-//! once and referred to by number: 2.8 million app objects take about 100 bytes each in memory
-//! (measured by the `api_latency` benchmark).
+//! Loaded whole from the store at start, then kept current: observed state and heartbeats by
+//! what arrived since the last read (with an overlap, so rows that became visible late are not
+//! missed), the small tables again whenever their change markers move. Time alone also changes
+//! states (a cluster turns stale, a grace period runs out): every cluster has the next moment
+//! at which one of its states could change ([`fleetscope_model::drift::next_change`]) in a timer
+//! queue, and advancing the clock re-classifies just the clusters that came due.
+//!
+//! Readers never take the writer's lock: the writer publishes an immutable snapshot
+//! ([`Fleet`]) after each change, sharing every unchanged cluster with the one before, and a
+//! reader holds its snapshot for as long as it likes.
+//!
+//! Strings that repeat across the fleet are stored once ([`Symbols`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fleetscope_model::drift::{classify, DesiredForDrift, DriftInput, ObservedForDrift};
+use fleetscope_model::drift::{
+    classify, next_change, DesiredForDrift, DriftInput, ObservedForDrift,
+};
 use fleetscope_model::state::{Health, ObjectKind, SyncStatus};
 use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
 use fleetscope_store::queries::{ChangeMarkers, ObservedSource};
 use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow, ReasonSetRow, Store};
 
+use crate::rollups::{Cells, Counted, CountedPair, ANY_ENVIRONMENT};
+pub use crate::symbols::Symbols;
+
 /// How far back each incremental read of observed state and heartbeats reaches before the
 /// newest row already seen: rows are stamped when received but become visible when their
 /// batch is inserted, up to a few seconds later.
 pub const OVERLAP_SECONDS: i64 = 60;
-
-/// Stored once, referred to by number.
-#[derive(Debug, Default)]
-pub struct Symbols {
-    ids: HashMap<Arc<str>, u32>,
-    texts: Vec<Arc<str>>,
-}
-
-impl Symbols {
-    pub fn intern(&mut self, text: &str) -> u32 {
-        if let Some(id) = self.ids.get(text) {
-            return *id;
-        }
-        let id = u32::try_from(self.texts.len()).expect("fewer than 4 billion distinct strings");
-        let shared: Arc<str> = Arc::from(text);
-        self.texts.push(shared.clone());
-        self.ids.insert(shared, id);
-        id
-    }
-
-    pub fn text(&self, id: u32) -> &str {
-        &self.texts[id as usize]
-    }
-
-    pub fn find(&self, text: &str) -> Option<u32> {
-        self.ids.get(text).copied()
-    }
-
-    pub fn len(&self) -> usize {
-        self.texts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.texts.is_empty()
-    }
-}
 
 /// The content part of the order in which one object's observed rows supersede each other (the
 /// store's `OBSERVED_ORDER` after `seq` and `received_at`): two different changes with the same
@@ -148,7 +124,8 @@ pub struct ReasonRec {
     pub pinned_by: Option<u32>,
 }
 
-/// One cluster: its inventory entry (if registered), membership, last heartbeat and objects.
+/// One cluster: its inventory entry (if registered), membership, last heartbeat, objects, and
+/// what it is counted as.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterRec {
     /// `None` until the cluster is in the inventory; only inventory clusters have pairs.
@@ -160,9 +137,26 @@ pub struct ClusterRec {
     pub agent_version: Option<u32>,
     /// Sorted by (kind, namespace, name).
     pub objects: Vec<ObjectRec>,
+    /// Its pairs' drift states and its staleness at the fleet's `as_of`, as added to the
+    /// counters; `None` for clusters outside the inventory.
+    pub counted: Option<Counted>,
+    /// When one of its states could next change with time alone.
+    deadline: Option<i64>,
 }
 
-#[derive(Debug, Clone)]
+impl ClusterRec {
+    /// The maintained state of the pair of `app`, if the cluster has that pair.
+    pub fn state_of(&self, app: u32) -> Option<DriftState> {
+        self.counted.as_ref()?.pair(app).map(|p| p.state)
+    }
+
+    /// Whether the cluster counts as stale at the fleet's `as_of`.
+    pub fn is_stale_now(&self) -> bool {
+        self.counted.as_ref().is_some_and(|c| c.stale)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterInfo {
     pub group: GroupPath,
     /// The group's prefixes (shortest first) as symbols, for rollups.
@@ -180,6 +174,13 @@ pub struct Pair<'a> {
     pub observed: Option<&'a ObjectRec>,
     pub state: DriftState,
 }
+
+/// Version → (clusters, group → clusters).
+pub type VersionsByGroup = BTreeMap<String, (u64, BTreeMap<String, u64>)>;
+
+/// App → environment → (desired version → clusters, running version → clusters).
+pub type EnvironmentTable =
+    BTreeMap<String, BTreeMap<String, (BTreeMap<String, u64>, BTreeMap<String, u64>)>>;
 
 /// Counts for one group (or the whole fleet).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -214,38 +215,201 @@ pub struct Filter {
     pub app: Option<String>,
 }
 
-/// Everything the hub knows, at one moment.
+impl Filter {
+    /// The one subtree that every group of the filter contains, `Some(None)` when there is
+    /// none to apply, and `None` when two of them are disjoint (nothing is selected).
+    pub fn narrowest_group(&self) -> Option<Option<&GroupPath>> {
+        let mut narrowest: Option<&GroupPath> = None;
+        for g in &self.groups {
+            narrowest = match narrowest {
+                None => Some(g),
+                Some(n) if g.is_within(n) => Some(g),
+                Some(n) if n.is_within(g) => Some(n),
+                Some(_) => return None,
+            };
+        }
+        Some(narrowest)
+    }
+}
+
+/// The clusters by id: ids in order, each with its record. Cloning shares every record.
+#[derive(Debug, Clone, Default)]
+pub struct Clusters {
+    slots: Arc<BTreeMap<Arc<str>, u32>>,
+    recs: Vec<Arc<ClusterRec>>,
+    ids: Vec<Arc<str>>,
+}
+
+impl Clusters {
+    pub fn get(&self, id: &str) -> Option<&ClusterRec> {
+        self.slots.get(id).map(|slot| &*self.recs[*slot as usize])
+    }
+
+    pub fn contains_key(&self, id: &str) -> bool {
+        self.slots.contains_key(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+
+    /// Every cluster, by id.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ClusterRec)> + '_ {
+        self.slots
+            .iter()
+            .map(|(id, slot)| (&**id, &*self.recs[*slot as usize]))
+    }
+
+    /// The clusters from `first` on (included), by id.
+    pub fn iter_from<'a>(
+        &'a self,
+        first: &str,
+    ) -> impl Iterator<Item = (&'a str, &'a ClusterRec)> + 'a {
+        self.slots
+            .range::<str, _>((std::ops::Bound::Included(first), std::ops::Bound::Unbounded))
+            .map(|(id, slot)| (&**id, &*self.recs[*slot as usize]))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &ClusterRec> + '_ {
+        self.iter().map(|(_, c)| c)
+    }
+
+    fn slot(&self, id: &str) -> Option<u32> {
+        self.slots.get(id).copied()
+    }
+
+    /// The slot of `id`, added empty when it is new.
+    fn slot_or_add(&mut self, id: &str) -> u32 {
+        if let Some(slot) = self.slot(id) {
+            return slot;
+        }
+        let slot = u32::try_from(self.recs.len()).expect("fewer than 4 billion clusters");
+        let id: Arc<str> = Arc::from(id);
+        Arc::make_mut(&mut self.slots).insert(id.clone(), slot);
+        self.recs.push(Arc::default());
+        self.ids.push(id);
+        slot
+    }
+
+    fn rec(&self, slot: u32) -> &ClusterRec {
+        &self.recs[slot as usize]
+    }
+
+    fn rec_mut(&mut self, slot: u32) -> &mut ClusterRec {
+        Arc::make_mut(&mut self.recs[slot as usize])
+    }
+}
+
+impl std::ops::Index<&str> for Clusters {
+    type Output = ClusterRec;
+
+    fn index(&self, id: &str) -> &ClusterRec {
+        self.get(id).expect("a known cluster")
+    }
+}
+
+/// What only the writer needs: clusters whose states must be worked out again, and every
+/// cluster's next deadline in time order.
+#[derive(Debug, Default)]
+struct Upkeep {
+    dirty: BTreeSet<u32>,
+    timers: BTreeSet<(i64, u32)>,
+}
+
+/// Everything the hub knows, at one moment. The writer's copy changes; what readers get is a
+/// [`Fleet::snapshot`], which never changes.
 #[derive(Debug, Default)]
 pub struct Fleet {
     pub symbols: Symbols,
-    pub clusters: BTreeMap<String, ClusterRec>,
+    pub clusters: Clusters,
     /// Render group symbol → desired apps, sorted by app symbol.
-    pub desired: HashMap<u32, Vec<DesiredRec>>,
+    pub desired: Arc<HashMap<u32, Vec<DesiredRec>>>,
     /// Reason set symbol → why each app is desired, sorted by app symbol.
-    pub reasons: HashMap<u32, Vec<ReasonRec>>,
+    pub reasons: Arc<HashMap<u32, Vec<ReasonRec>>>,
     pub markers: Option<ChangeMarkers>,
     /// The newest `received_at` of observed rows read so far.
     pub observed_watermark: u32,
     /// The newest `seen_at` of heartbeats read so far.
     pub heartbeat_watermark: u32,
-    /// Moves whenever anything changed; caches key on it.
+    /// Moves whenever anything changed, the clock's effects included; caches key on it.
     pub generation: u64,
     pub objects: usize,
+    /// The thresholds the maintained states use.
+    pub policy: DriftPolicy,
+    /// The moment every maintained state and counter is right for.
+    pub as_of: Timestamp,
+    /// The earliest deadline of any cluster when the snapshot was taken: the maintained states
+    /// are right from `as_of` until just before it.
+    pub valid_until: i64,
+    /// Counters per (group prefix, environment).
+    cells: Arc<Cells>,
+    upkeep: Upkeep,
 }
 
 impl Fleet {
-    fn cluster_mut(&mut self, id: &str) -> &mut ClusterRec {
-        if !self.clusters.contains_key(id) {
-            self.clusters.insert(id.to_owned(), ClusterRec::default());
+    /// An immutable copy for readers, sharing every cluster record with the writer's copy.
+    pub fn snapshot(&self) -> Fleet {
+        debug_assert!(self.upkeep.dirty.is_empty(), "settle before a snapshot");
+        Fleet {
+            symbols: self.symbols.clone(),
+            clusters: self.clusters.clone(),
+            desired: self.desired.clone(),
+            reasons: self.reasons.clone(),
+            markers: self.markers,
+            observed_watermark: self.observed_watermark,
+            heartbeat_watermark: self.heartbeat_watermark,
+            generation: self.generation,
+            objects: self.objects,
+            policy: self.policy,
+            as_of: self.as_of,
+            valid_until: self.upkeep.timers.first().map_or(i64::MAX, |(t, _)| *t),
+            cells: self.cells.clone(),
+            upkeep: Upkeep::default(),
         }
-        self.clusters.get_mut(id).expect("just inserted")
+    }
+
+    /// Whether the maintained states are right at `now` under `policy`.
+    pub fn valid_at(&self, now: Timestamp, policy: &DriftPolicy) -> bool {
+        self.policy == *policy && now >= self.as_of && now.seconds() < self.valid_until
+    }
+
+    /// The counters of one (group prefix, environment) cell; `None` when it counts nothing.
+    pub fn cell(&self, prefix: &str, environment: Option<&str>) -> Option<&crate::rollups::Cell> {
+        let prefix = self.symbols.find(prefix)?;
+        let environment = match environment {
+            Some(e) => self.symbols.find(e)?,
+            None => ANY_ENVIRONMENT,
+        };
+        self.cells.get(&(prefix, environment)).map(|c| &**c)
+    }
+
+    /// Every cell with the texts of its prefix and environment (`None`: all environments).
+    pub fn cells(&self) -> impl Iterator<Item = (&str, Option<&str>, &crate::rollups::Cell)> + '_ {
+        self.cells.iter().map(|((p, e), cell)| {
+            (
+                self.symbols.text(*p),
+                (*e != ANY_ENVIRONMENT).then(|| self.symbols.text(*e)),
+                &**cell,
+            )
+        })
+    }
+
+    fn touch(&mut self, slot: u32) {
+        self.upkeep.dirty.insert(slot);
+    }
+
+    fn touch_all(&mut self) {
+        let n = u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters");
+        self.upkeep.dirty.extend(0..n);
     }
 
     /// Replaces the inventory with `rows` (the current row per cluster).
     pub fn set_inventory(&mut self, rows: Vec<ClusterRow>) {
-        for cluster in self.clusters.values_mut() {
-            cluster.info = None;
-        }
+        let mut wanted: HashMap<String, ClusterInfo> = HashMap::with_capacity(rows.len());
         for row in rows {
             if row.removed != 0 {
                 continue;
@@ -262,45 +426,77 @@ impl Fleet {
             let environment = self.symbols.intern(&row.environment);
             let reconciler = self.symbols.intern(&row.reconciler);
             let labels = row.label_keys.into_iter().zip(row.label_values).collect();
-            self.cluster_mut(&row.cluster_id).info = Some(ClusterInfo {
-                group,
-                prefixes,
-                environment,
-                reconciler,
-                labels,
-            });
+            wanted.insert(
+                row.cluster_id,
+                ClusterInfo {
+                    group,
+                    prefixes,
+                    environment,
+                    reconciler,
+                    labels,
+                },
+            );
+        }
+        for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
+            let id = self.clusters.ids[slot as usize].clone();
+            let info = wanted.remove(&*id);
+            if self.clusters.rec(slot).info != info {
+                self.clusters.rec_mut(slot).info = info;
+                self.touch(slot);
+            }
+        }
+        for (id, info) in wanted {
+            let slot = self.clusters.slot_or_add(&id);
+            self.clusters.rec_mut(slot).info = Some(info);
+            self.touch(slot);
+        }
+        self.generation += 1;
+    }
+
+    /// Sets one field of every cluster from `rows` (`(cluster, value, removed)`), clusters not
+    /// listed getting `None`; touches the clusters whose value changed when `drift` says the
+    /// field matters to drift.
+    fn set_field(
+        &mut self,
+        rows: Vec<(String, String, bool)>,
+        get: fn(&ClusterRec) -> Option<u32>,
+        field: fn(&mut ClusterRec) -> &mut Option<u32>,
+        drift: bool,
+    ) {
+        let mut wanted: HashMap<String, u32> = HashMap::with_capacity(rows.len());
+        for (cluster, value, removed) in rows {
+            if !removed {
+                wanted.insert(cluster, self.symbols.intern(&value));
+            }
+        }
+        for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
+            let id = self.clusters.ids[slot as usize].clone();
+            let value = wanted.remove(&*id);
+            if get(self.clusters.rec(slot)) != value {
+                *field(self.clusters.rec_mut(slot)) = value;
+                if drift {
+                    self.touch(slot);
+                }
+            }
+        }
+        for (id, value) in wanted {
+            let slot = self.clusters.slot_or_add(&id);
+            *field(self.clusters.rec_mut(slot)) = Some(value);
+            if drift {
+                self.touch(slot);
+            }
         }
         self.generation += 1;
     }
 
     /// Replaces membership with `(cluster, render group, removed)` rows.
     pub fn set_membership(&mut self, rows: Vec<(String, String, bool)>) {
-        for cluster in self.clusters.values_mut() {
-            cluster.render_group = None;
-        }
-        for (cluster, group, removed) in rows {
-            if removed {
-                continue;
-            }
-            let group = self.symbols.intern(&group);
-            self.cluster_mut(&cluster).render_group = Some(group);
-        }
-        self.generation += 1;
+        self.set_field(rows, |c| c.render_group, |c| &mut c.render_group, true);
     }
 
     /// Replaces reason set membership with `(cluster, reason set, removed)` rows.
     pub fn set_reason_membership(&mut self, rows: Vec<(String, String, bool)>) {
-        for cluster in self.clusters.values_mut() {
-            cluster.reason_set = None;
-        }
-        for (cluster, set, removed) in rows {
-            if removed {
-                continue;
-            }
-            let set = self.symbols.intern(&set);
-            self.cluster_mut(&cluster).reason_set = Some(set);
-        }
-        self.generation += 1;
+        self.set_field(rows, |c| c.reason_set, |c| &mut c.reason_set, false);
     }
 
     /// Replaces the reason sets with the current row per (reason set, app).
@@ -321,7 +517,7 @@ impl Fleet {
         for apps in reasons.values_mut() {
             apps.sort_by_key(|r| r.app);
         }
-        self.reasons = reasons;
+        self.reasons = Arc::new(reasons);
         self.generation += 1;
     }
 
@@ -334,7 +530,8 @@ impl Fleet {
             .map(|at| &apps[at])
     }
 
-    /// Replaces desired state with the current row per (render group, app).
+    /// Replaces desired state with the current row per (render group, app). Only the clusters
+    /// of render groups whose desired state changed are classified again.
     pub fn set_desired(&mut self, rows: Vec<DesiredRow>) {
         let mut desired: HashMap<u32, Vec<DesiredRec>> = HashMap::new();
         for row in rows {
@@ -358,7 +555,32 @@ impl Fleet {
         for apps in desired.values_mut() {
             apps.sort_by_key(|d| d.app);
         }
-        self.desired = desired;
+        let changed: std::collections::HashSet<u32> = desired
+            .iter()
+            .filter(|(g, apps)| self.desired.get(g) != Some(apps))
+            .map(|(g, _)| *g)
+            .chain(
+                self.desired
+                    .keys()
+                    .filter(|g| !desired.contains_key(g))
+                    .copied(),
+            )
+            .collect();
+        if !changed.is_empty() {
+            for slot in
+                0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters")
+            {
+                if self
+                    .clusters
+                    .rec(slot)
+                    .render_group
+                    .is_some_and(|g| changed.contains(&g))
+                {
+                    self.touch(slot);
+                }
+            }
+        }
+        self.desired = Arc::new(desired);
         self.generation += 1;
     }
 
@@ -369,7 +591,7 @@ impl Fleet {
             return false;
         };
         self.observed_watermark = self.observed_watermark.max(row.received_at);
-        let s = &mut self.symbols;
+        let s = &self.symbols;
         let rec = ObjectRec {
             kind,
             namespace: s.intern(&row.object_namespace),
@@ -388,35 +610,29 @@ impl Fleet {
             seq: row.seq,
             deleted: row.deleted != 0,
         };
-        if !self.clusters.contains_key(&row.cluster_id) {
-            self.clusters
-                .insert(row.cluster_id.clone(), ClusterRec::default());
-        }
-        let symbols = &self.symbols;
-        let cluster = self
-            .clusters
-            .get_mut(&row.cluster_id)
-            .expect("just inserted");
+        let slot = self.clusters.slot_or_add(&row.cluster_id);
         let key = (rec.kind.as_str(), rec.namespace, rec.name);
-        match cluster
+        let found = self
+            .clusters
+            .rec(slot)
             .objects
-            .binary_search_by(|o| (o.kind.as_str(), o.namespace, o.name).cmp(&key))
-        {
+            .binary_search_by(|o| (o.kind.as_str(), o.namespace, o.name).cmp(&key));
+        match found {
             Ok(at) => {
-                if !supersedes(symbols, &rec, &cluster.objects[at]) {
+                if !supersedes(&self.symbols, &rec, &self.clusters.rec(slot).objects[at]) {
                     return false;
                 }
-                cluster.objects[at] = rec;
+                self.clusters.rec_mut(slot).objects[at] = rec;
             }
             Err(at) => {
-                cluster.objects.insert(at, rec);
+                self.clusters.rec_mut(slot).objects.insert(at, rec);
                 self.objects += 1;
             }
         }
+        self.touch(slot);
         self.generation += 1;
         true
     }
-
     /// Whether `row` would change the fleet: its object is unknown or known at an older
     /// change number. Refreshes read an overlap of rows already applied; this keeps them out
     /// of memory and away from the write lock.
@@ -497,10 +713,17 @@ impl Fleet {
         for row in rows {
             self.heartbeat_watermark = self.heartbeat_watermark.max(row.seen_at);
             let agent = self.symbols.intern(&row.agent_version);
-            let cluster = self.cluster_mut(&row.cluster_id);
-            if cluster.last_seen.is_none_or(|seen| seen < row.seen_at) {
+            let slot = self.clusters.slot_or_add(&row.cluster_id);
+            if self
+                .clusters
+                .rec(slot)
+                .last_seen
+                .is_none_or(|seen| seen < row.seen_at)
+            {
+                let cluster = self.clusters.rec_mut(slot);
                 cluster.last_seen = Some(row.seen_at);
                 cluster.agent_version = Some(agent);
+                self.touch(slot);
                 changed = true;
             }
         }
@@ -518,15 +741,13 @@ impl Fleet {
         }
     }
 
-    /// Every (cluster, app) pair of one cluster, classified, sorted by app name. Only clusters
-    /// of the inventory have pairs. Of several live objects stamped with one app, the most
-    /// recently reported counts.
-    pub fn pairs<'a>(
+    /// Every (cluster, app) pair of one cluster, unclassified, sorted by app symbol. Only
+    /// clusters of the inventory have pairs. Of several live objects stamped with one app, the
+    /// most recently reported counts.
+    fn raw_pairs<'a>(
         &'a self,
         cluster: &'a ClusterRec,
-        now: Timestamp,
-        policy: &DriftPolicy,
-    ) -> Vec<Pair<'a>> {
+    ) -> Vec<(u32, Option<&'a DesiredRec>, Option<&'a ObjectRec>)> {
         if cluster.info.is_none() {
             return Vec::new();
         }
@@ -549,7 +770,7 @@ impl Fleet {
         let mut pairs = Vec::with_capacity(desired.len().max(observed.len()));
         let (mut d, mut o) = (0, 0);
         while d < desired.len() || o < observed.len() {
-            let (app, want, have) = match (desired.get(d), observed.get(o)) {
+            pairs.push(match (desired.get(d), observed.get(o)) {
                 (Some(x), Some(y)) if x.app == y.app => {
                     d += 1;
                     o += 1;
@@ -568,27 +789,57 @@ impl Fleet {
                     (y.app, None, Some(*y))
                 }
                 (None, None) => unreachable!("the loop condition"),
-            };
-            pairs.push(Pair {
-                app,
-                desired: want,
-                observed: have,
-                state: self.classify(cluster, want, have, now, policy),
             });
         }
+        pairs
+    }
+
+    /// Every pair of one cluster classified from scratch at `now`, sorted by app name: the
+    /// reference the maintained states are held equal to.
+    pub fn pairs<'a>(
+        &'a self,
+        cluster: &'a ClusterRec,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> Vec<Pair<'a>> {
+        let mut pairs: Vec<Pair<'a>> = self
+            .raw_pairs(cluster)
+            .into_iter()
+            .map(|(app, desired, observed)| Pair {
+                app,
+                desired,
+                observed,
+                state: self.classify(cluster, desired, observed, now, policy),
+            })
+            .collect();
         pairs.sort_by(|a, b| self.symbols.text(a.app).cmp(self.symbols.text(b.app)));
         pairs
     }
 
-    /// The pair of one cluster and one app (by symbol), classified; `None` when the app is
-    /// neither desired nor observed there. The same rules as [`Fleet::pairs`], for one app.
-    pub fn pair<'a>(
+    /// Every pair of one cluster with its maintained state (right at `as_of`), sorted by app
+    /// name.
+    pub fn current_pairs<'a>(&'a self, cluster: &'a ClusterRec) -> Vec<Pair<'a>> {
+        let mut pairs: Vec<Pair<'a>> = self
+            .raw_pairs(cluster)
+            .into_iter()
+            .map(|(app, desired, observed)| Pair {
+                app,
+                desired,
+                observed,
+                state: cluster.state_of(app).unwrap_or(DriftState::Unknown),
+            })
+            .collect();
+        pairs.sort_by(|a, b| self.symbols.text(a.app).cmp(self.symbols.text(b.app)));
+        pairs
+    }
+
+    /// The desired and observed side of one cluster's pair of `app` (a symbol); `None` when the
+    /// app is neither desired nor observed there. The same rules as [`Fleet::pairs`], for one app.
+    fn raw_pair<'a>(
         &'a self,
         cluster: &'a ClusterRec,
         app: u32,
-        now: Timestamp,
-        policy: &DriftPolicy,
-    ) -> Option<Pair<'a>> {
+    ) -> Option<(Option<&'a DesiredRec>, Option<&'a ObjectRec>)> {
         cluster.info.as_ref()?;
         let desired = cluster
             .render_group
@@ -606,6 +857,18 @@ impl Fleet {
         if desired.is_none() && observed.is_none() {
             return None;
         }
+        Some((desired, observed))
+    }
+
+    /// The pair of one cluster and one app (by symbol) classified from scratch at `now`.
+    pub fn pair<'a>(
+        &'a self,
+        cluster: &'a ClusterRec,
+        app: u32,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> Option<Pair<'a>> {
+        let (desired, observed) = self.raw_pair(cluster, app)?;
         Some(Pair {
             app,
             desired,
@@ -614,16 +877,25 @@ impl Fleet {
         })
     }
 
-    /// The model's drift classification of one pair of `cluster`.
-    fn classify(
-        &self,
+    /// The pair of one cluster and one app (by symbol) with its maintained state.
+    pub fn current_pair<'a>(&'a self, cluster: &'a ClusterRec, app: u32) -> Option<Pair<'a>> {
+        let (desired, observed) = self.raw_pair(cluster, app)?;
+        Some(Pair {
+            app,
+            desired,
+            observed,
+            state: cluster.state_of(app).unwrap_or(DriftState::Unknown),
+        })
+    }
+
+    fn drift_input<'a>(
+        &'a self,
         cluster: &ClusterRec,
         desired: Option<&DesiredRec>,
         observed: Option<&ObjectRec>,
         now: Timestamp,
-        policy: &DriftPolicy,
-    ) -> DriftState {
-        let input = DriftInput {
+    ) -> DriftInput<'a> {
+        DriftInput {
             now,
             last_seen: cluster.last_seen.map(|s| Timestamp(i64::from(s))),
             desired: desired.map(|w| DesiredForDrift {
@@ -638,8 +910,129 @@ impl Fleet {
                 sync: h.sync,
                 transitioned_at: Timestamp(i64::from(h.transitioned_at)),
             }),
+        }
+    }
+
+    /// The model's drift classification of one pair of `cluster`.
+    fn classify(
+        &self,
+        cluster: &ClusterRec,
+        desired: Option<&DesiredRec>,
+        observed: Option<&ObjectRec>,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> DriftState {
+        classify(&self.drift_input(cluster, desired, observed, now), policy)
+    }
+
+    /// What `cluster` is counted as at `as_of`, and when that could next change with time.
+    fn counted_of(&self, cluster: &ClusterRec) -> (Option<Counted>, Option<i64>) {
+        let Some(info) = &cluster.info else {
+            return (None, None);
         };
-        classify(&input, policy)
+        let now = self.as_of;
+        let policy = &self.policy;
+        let fleet = self
+            .symbols
+            .find("")
+            .expect("the fleet's symbol is interned at the start");
+        let mut deadline = cluster.last_seen.map(|seen| {
+            Timestamp(i64::from(seen))
+                .plus_seconds(policy.stale_after_seconds)
+                .plus_seconds(1)
+        });
+        let mut pairs = Vec::new();
+        for (app, desired, observed) in self.raw_pairs(cluster) {
+            let input = self.drift_input(cluster, desired, observed, now);
+            if let Some(t) = next_change(&input, policy) {
+                deadline = Some(deadline.map_or(t, |d| d.min(t)));
+            }
+            pairs.push(CountedPair {
+                app,
+                state: classify(&input, policy),
+                desired_version: desired.map(|d| d.version),
+                observed_version: observed.map(|o| o.version),
+            });
+        }
+        let counted = Counted {
+            prefixes: std::iter::once(fleet)
+                .chain(info.prefixes.iter().copied())
+                .collect(),
+            environment: info.environment,
+            stale: Fleet::is_stale(cluster, now, policy),
+            pairs,
+        };
+        (
+            Some(counted),
+            deadline
+                .map(Timestamp::seconds)
+                .filter(|t| *t > now.seconds()),
+        )
+    }
+
+    /// Works out the states of `slot` again at `as_of`, moves the counters by the difference
+    /// and sets its timer.
+    fn recount(&mut self, slot: u32) {
+        let (counted, deadline) = self.counted_of(self.clusters.rec(slot));
+        let cluster = self.clusters.rec(slot);
+        if let Some(old) = cluster.deadline {
+            self.upkeep.timers.remove(&(old, slot));
+        }
+        if let Some(new) = deadline {
+            self.upkeep.timers.insert((new, slot));
+        }
+        let changed = cluster.counted != counted;
+        if changed {
+            let cells = Arc::make_mut(&mut self.cells);
+            if let Some(old) = &cluster.counted {
+                crate::rollups::apply(cells, old, false);
+            }
+            if let Some(new) = &counted {
+                crate::rollups::apply(cells, new, true);
+            }
+            self.generation += 1;
+        }
+        if changed || cluster.deadline != deadline {
+            let cluster = self.clusters.rec_mut(slot);
+            cluster.deadline = deadline;
+            if changed {
+                cluster.counted = counted;
+            }
+        }
+    }
+
+    /// Works out every touched cluster again. Returns how many there were.
+    pub fn settle(&mut self) -> usize {
+        self.symbols.intern("");
+        let dirty = std::mem::take(&mut self.upkeep.dirty);
+        for slot in &dirty {
+            self.recount(*slot);
+        }
+        dirty.len()
+    }
+
+    /// Moves the clock to `now` (re-classifying the clusters whose deadlines came) and settles
+    /// what was touched. A clock that went back, or another policy, re-classifies everything.
+    /// Returns how many clusters were worked out again.
+    pub fn advance(&mut self, now: Timestamp, policy: &DriftPolicy) -> usize {
+        if now < self.as_of || *policy != self.policy {
+            self.policy = *policy;
+            self.touch_all();
+        } else {
+            while let Some(&(t, slot)) = self.upkeep.timers.first() {
+                if t > now.seconds() {
+                    break;
+                }
+                self.upkeep.timers.pop_first();
+                // The timer is gone: forget it so that recount does not look for it.
+                self.clusters.rec_mut(slot).deadline = None;
+                self.touch(slot);
+            }
+        }
+        // The generation moves only when a state or counter changed (in `recount`): time passing
+        // without consequence keeps cached answers.
+        self.as_of = now;
+        self.settle()
     }
 
     /// Whether a cluster passes the cluster part of `filter` (groups, environment, labels).
@@ -659,12 +1052,44 @@ impl Fleet {
     }
 
     /// Counts per group at every level (`""` is the whole fleet) for the clusters and pairs
-    /// `filter` selects.
+    /// `filter` selects, every pair classified from scratch at `now`: the reference the
+    /// maintained counters are held equal to.
     pub fn rollup(
         &self,
         now: Timestamp,
         policy: &DriftPolicy,
         filter: &Filter,
+    ) -> BTreeMap<String, Counts> {
+        self.scan_rollup(filter, |cluster| {
+            (
+                Fleet::is_stale(cluster, now, policy),
+                self.pairs(cluster, now, policy)
+                    .into_iter()
+                    .map(|p| (p.app, p.state))
+                    .collect(),
+            )
+        })
+    }
+
+    /// [`Fleet::rollup`] from the maintained states, cluster by cluster: for filters the
+    /// counters do not cover (labels).
+    fn current_rollup(&self, filter: &Filter) -> BTreeMap<String, Counts> {
+        self.scan_rollup(filter, |cluster| {
+            (
+                cluster.is_stale_now(),
+                cluster
+                    .counted
+                    .as_ref()
+                    .map(|c| c.pairs.iter().map(|p| (p.app, p.state)).collect())
+                    .unwrap_or_default(),
+            )
+        })
+    }
+
+    fn scan_rollup(
+        &self,
+        filter: &Filter,
+        states: impl Fn(&ClusterRec) -> (bool, Vec<(u32, DriftState)>) + Sync,
     ) -> BTreeMap<String, Counts> {
         let app = filter.app.as_deref().map(|a| self.symbols.find(a));
         let clusters: Vec<&ClusterRec> = self
@@ -677,6 +1102,7 @@ impl Fleet {
             .map_or(1, usize::from)
             .clamp(1, 8);
         let chunk = clusters.len().div_ceil(workers).max(1);
+        let states = &states;
         let parts: Vec<(HashMap<u32, Counts>, Counts)> = std::thread::scope(|scope| {
             let handles: Vec<_> = clusters
                 .chunks(chunk)
@@ -689,17 +1115,17 @@ impl Fleet {
                                 .info
                                 .as_ref()
                                 .expect("matched clusters are in the inventory");
-                            let stale = Fleet::is_stale(cluster, now, policy);
+                            let (stale, pairs) = states(cluster);
                             let mut counts = Counts {
                                 clusters: 1,
                                 stale_clusters: u64::from(stale),
                                 pairs: [0; 8],
                             };
-                            for pair in self.pairs(cluster, now, policy) {
-                                if app.is_some_and(|a| a != Some(pair.app)) {
+                            for (pair_app, state) in pairs {
+                                if app.is_some_and(|a| a != Some(pair_app)) {
                                     continue;
                                 }
-                                counts.pairs[state_index(pair.state)] += 1;
+                                counts.pairs[state_index(state)] += 1;
                             }
                             add(&mut fleet, &counts);
                             for prefix in &info.prefixes {
@@ -729,6 +1155,220 @@ impl Fleet {
             .collect();
         out.insert(String::new(), fleet);
         out
+    }
+
+    /// The rollup the API serves, at `as_of`: `""` for every cluster `filter` selects and every
+    /// group within the filter's groups. From the maintained counters (no scan) unless the
+    /// filter has labels. Groups outside the filter's groups are left out (a full rollup would
+    /// hold only the selected part of their clusters under their names).
+    pub fn summary(&self, filter: &Filter) -> BTreeMap<String, Counts> {
+        let Some(narrowest) = filter.narrowest_group() else {
+            return BTreeMap::from([(String::new(), Counts::default())]);
+        };
+        if !filter.labels.is_empty() {
+            let mut rollup = self.current_rollup(filter);
+            rollup.retain(|g, _| {
+                g.is_empty()
+                    || GroupPath::parse(g)
+                        .is_ok_and(|g| filter.groups.iter().all(|w| g.is_within(w)))
+            });
+            return rollup;
+        }
+        let environment = match filter.environment.as_deref() {
+            None => Some(ANY_ENVIRONMENT),
+            Some(e) => self.symbols.find(e),
+        };
+        let app = filter.app.as_deref().map(|a| self.symbols.find(a));
+        let counts_of = |cell: &crate::rollups::Cell| {
+            let mut counts = cell.counts;
+            if let Some(app) = app {
+                counts.pairs = app
+                    .and_then(|a| cell.apps.get(&a))
+                    .map_or([0; 8], |a| a.pairs);
+            }
+            counts
+        };
+        let mut out = BTreeMap::new();
+        let total_prefix = narrowest.map_or("", GroupPath::as_str);
+        let total = environment
+            .and_then(|e| Some((self.symbols.find(total_prefix)?, e)))
+            .and_then(|key| self.cells.get(&key))
+            .map_or(Counts::default(), |cell| counts_of(cell));
+        out.insert(String::new(), total);
+        let Some(environment) = environment else {
+            return out;
+        };
+        for ((prefix, env), cell) in self.cells.iter() {
+            if *env != environment {
+                continue;
+            }
+            let text = self.symbols.text(*prefix);
+            if text.is_empty() {
+                continue;
+            }
+            if let Some(within) = narrowest {
+                if !GroupPath::parse(text).is_ok_and(|g| g.is_within(within)) {
+                    continue;
+                }
+            }
+            out.insert(text.to_owned(), counts_of(cell));
+        }
+        out
+    }
+
+    /// Clusters per desired and per running version of `app` (a symbol): in all, and per group
+    /// cut at `depth` segments (a cluster in a shallower group counts under its own group), for
+    /// the clusters of `filter`'s groups and environment. From the maintained counters; `None`
+    /// when the filter has labels, which the counters do not cover.
+    pub fn versions_by_group(
+        &self,
+        filter: &Filter,
+        app: u32,
+        depth: usize,
+    ) -> Option<(VersionsByGroup, VersionsByGroup)> {
+        if !filter.labels.is_empty() {
+            return None;
+        }
+        let mut desired = VersionsByGroup::new();
+        let mut running = VersionsByGroup::new();
+        let Some(narrowest) = filter.narrowest_group() else {
+            return Some((desired, running));
+        };
+        let Some(environment) = (match filter.environment.as_deref() {
+            None => Some(ANY_ENVIRONMENT),
+            Some(e) => self.symbols.find(e),
+        }) else {
+            return Some((desired, running));
+        };
+        let base_depth = narrowest.map_or(0, |g| g.segments().count());
+        // Signed counts per (group row, side, version), so that children can be taken out of
+        // their parent to leave the clusters of the parent group itself.
+        let mut rows: BTreeMap<(String, bool, u32), i64> = BTreeMap::new();
+        let mut add_cell = |group: &str, cell: &crate::rollups::Cell, sign: i64| {
+            if let Some(a) = cell.apps.get(&app) {
+                for (side, versions) in [(true, &a.desired), (false, &a.running)] {
+                    for (v, n) in versions {
+                        *rows.entry((group.to_owned(), side, *v)).or_default() +=
+                            sign * i64::try_from(*n).unwrap_or(i64::MAX);
+                    }
+                }
+            }
+        };
+        for ((prefix, env), cell) in self.cells.iter() {
+            if *env != environment {
+                continue;
+            }
+            let text = self.symbols.text(*prefix);
+            let Ok(group) = GroupPath::parse(text) else {
+                continue;
+            };
+            if narrowest.is_some_and(|g| !group.is_within(g)) {
+                continue;
+            }
+            let level = group.segments().count();
+            if base_depth >= depth {
+                // One row: the asked group cut at `depth`, holding all of it.
+                if level == base_depth {
+                    let cut: Vec<&str> = group.segments().take(depth).collect();
+                    add_cell(&cut.join("/"), cell, 1);
+                }
+                continue;
+            }
+            if level > depth {
+                continue;
+            }
+            add_cell(text, cell, 1);
+            if level > base_depth.max(1) {
+                let parent: Vec<&str> = group.segments().take(level - 1).collect();
+                add_cell(&parent.join("/"), cell, -1);
+            }
+        }
+        for ((group, side, version), n) in rows {
+            if n <= 0 {
+                continue;
+            }
+            let n = n as u64;
+            let into = if side { &mut desired } else { &mut running };
+            let entry = into
+                .entry(self.symbols.text(version).to_owned())
+                .or_default();
+            entry.0 += n;
+            entry.1.insert(group, n);
+        }
+        Some((desired, running))
+    }
+
+    /// Per app (name) and environment, clusters per desired and per running version, for the
+    /// clusters within `filter`'s groups (and its app). From the maintained counters; `None` when
+    /// the filter has labels.
+    pub fn environments(&self, filter: &Filter) -> Option<EnvironmentTable> {
+        if !filter.labels.is_empty() {
+            return None;
+        }
+        let mut table = EnvironmentTable::new();
+        let Some(narrowest) = filter.narrowest_group() else {
+            return Some(table);
+        };
+        let Some(prefix) = self.symbols.find(narrowest.map_or("", GroupPath::as_str)) else {
+            return Some(table);
+        };
+        let app = filter.app.as_deref().map(|a| self.symbols.find(a));
+        for ((p, env), cell) in self.cells.iter() {
+            if *p != prefix || *env == ANY_ENVIRONMENT {
+                continue;
+            }
+            if filter
+                .environment
+                .as_deref()
+                .is_some_and(|e| e != self.symbols.text(*env))
+            {
+                continue;
+            }
+            for (a, counts) in &cell.apps {
+                if app.is_some_and(|want| want != Some(*a)) {
+                    continue;
+                }
+                let text = |versions: &[(u32, u64)]| -> BTreeMap<String, u64> {
+                    versions
+                        .iter()
+                        .map(|(v, n)| (self.symbols.text(*v).to_owned(), *n))
+                        .collect()
+                };
+                table
+                    .entry(self.symbols.text(*a).to_owned())
+                    .or_default()
+                    .insert(
+                        self.symbols.text(*env).to_owned(),
+                        (text(&counts.desired), text(&counts.running)),
+                    );
+            }
+        }
+        Some(table)
+    }
+
+    /// The maintained counters and states against a full classification at `as_of`: every
+    /// cluster's counted states, and every cell. Returns what differs (empty when equal).
+    pub fn check_maintained(&self) -> Vec<String> {
+        let mut differences = Vec::new();
+        for (id, cluster) in self.clusters.iter() {
+            let (expected, _) = self.counted_of(cluster);
+            if cluster.counted != expected {
+                differences.push(format!(
+                    "cluster {id}: maintained {:?}, classified {:?}",
+                    cluster.counted, expected
+                ));
+            }
+        }
+        let expected =
+            crate::rollups::from_scratch(self.clusters.values().filter_map(|c| c.counted.as_ref()));
+        if *self.cells != expected {
+            differences.push(format!(
+                "counters: {} cells maintained, {} from scratch, or their contents differ",
+                self.cells.len(),
+                expected.len()
+            ));
+        }
+        differences
     }
 }
 
@@ -827,10 +1467,17 @@ impl Fleet {
 }
 
 /// The fleet shared by the request handlers and the refresher.
+///
+/// Concurrency: one writer (the refresher, or a reader moving the clock) holds `writer` while it
+/// applies changes to its own copy of the fleet, then publishes an immutable [`Fleet::snapshot`]
+/// into `current` (a pointer swap under a lock held for nothing else). Readers take the pointer
+/// and work on their snapshot without any lock, however long they take; they never wait for
+/// the writer and the writer never waits for them.
 #[derive(Debug)]
 pub struct Index {
     store: Store,
-    fleet: std::sync::RwLock<Fleet>,
+    current: std::sync::RwLock<Arc<Fleet>>,
+    writer: std::sync::Mutex<Fleet>,
     /// When the last complete read of observed state started: everything that arrived since
     /// then is in `observed_arrivals` while that is younger than the hours it keeps.
     observed_read_started: std::sync::Mutex<Option<Instant>>,
@@ -858,17 +1505,31 @@ pub struct Refreshed {
     /// Observed rows that changed the fleet (rows of the overlap already applied not counted).
     pub observed_rows: usize,
     pub heartbeat_rows: usize,
+    /// Clusters whose states were worked out again (changed, or a deadline came).
+    pub clusters_reclassified: usize,
     pub generation: u64,
 }
 
+/// The system clock in whole seconds.
+pub fn system_now() -> Timestamp {
+    Timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+    )
+}
+
 impl Index {
-    /// Loads the whole fleet from `store`.
+    /// Loads the whole fleet from `store` and classifies it at the system clock's now with the
+    /// default policy (see [`Index::view`] for another clock or policy).
     pub async fn load(store: Store) -> fleetscope_store::Result<Index> {
         let started = Instant::now();
-        let fleet = load(&store).await?;
+        let mut fleet = load(&store).await?;
+        fleet.advance(system_now(), &DriftPolicy::default());
         Ok(Index {
             store,
-            fleet: std::sync::RwLock::new(fleet),
+            current: std::sync::RwLock::new(Arc::new(fleet.snapshot())),
+            writer: std::sync::Mutex::new(fleet),
             observed_read_started: std::sync::Mutex::new(Some(started)),
         })
     }
@@ -877,24 +1538,77 @@ impl Index {
         &self.store
     }
 
-    /// Runs `f` on the fleet as it is now.
-    pub fn read<T>(&self, f: impl FnOnce(&Fleet) -> T) -> T {
-        f(&self
-            .fleet
+    /// The latest published snapshot.
+    pub fn current(&self) -> Arc<Fleet> {
+        self.current
             .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
-    /// Reads what changed since the last refresh and applies it. Nothing is locked while the
-    /// store is read.
-    pub async fn refresh(&self) -> fleetscope_store::Result<Refreshed> {
-        let (observed_since, heartbeats_since, known_markers) = self.read(|f| {
-            (
-                Timestamp(i64::from(f.observed_watermark) - OVERLAP_SECONDS),
-                Timestamp(i64::from(f.heartbeat_watermark) - OVERLAP_SECONDS),
-                f.markers,
-            )
-        });
+    fn publish(&self, fleet: &Fleet) -> Arc<Fleet> {
+        let snapshot = Arc::new(fleet.snapshot());
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = snapshot.clone();
+        snapshot
+    }
+
+    /// A snapshot whose states are right at `now` under `policy`, and the moment they are right
+    /// for: `now` itself, unless the writer is busy applying a refresh, in which case the latest
+    /// snapshot and its own moment (at most one refresh old) are given rather than waiting.
+    pub fn view(&self, now: Timestamp, policy: &DriftPolicy) -> (Arc<Fleet>, Timestamp) {
+        let snapshot = self.current();
+        if snapshot.valid_at(now, policy) {
+            return (snapshot, now);
+        }
+        match self.writer.try_lock() {
+            Ok(mut fleet) => {
+                fleet.advance(now, policy);
+                (self.publish(&fleet), now)
+            }
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                let mut fleet = poisoned.into_inner();
+                fleet.advance(now, policy);
+                (self.publish(&fleet), now)
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let at = snapshot.as_of;
+                (snapshot, at)
+            }
+        }
+    }
+
+    /// Runs `f` on the latest snapshot.
+    pub fn read<T>(&self, f: impl FnOnce(&Fleet) -> T) -> T {
+        f(&self.current())
+    }
+
+    /// Runs `f` on the writer's copy and publishes the result (for tests and tools that change
+    /// the fleet by hand). `f` must leave it settled: call [`Fleet::advance`] or
+    /// [`Fleet::settle`].
+    pub fn write<T>(&self, f: impl FnOnce(&mut Fleet) -> T) -> T {
+        let mut fleet = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let out = f(&mut fleet);
+        self.publish(&fleet);
+        out
+    }
+
+    /// Reads what changed since the last refresh, applies it, moves the clock to `now` under
+    /// `policy` and publishes. Nothing is locked while the store is read.
+    pub async fn refresh_at(
+        &self,
+        now: Timestamp,
+        policy: &DriftPolicy,
+    ) -> fleetscope_store::Result<Refreshed> {
+        let current = self.current();
+        let observed_since = Timestamp(i64::from(current.observed_watermark) - OVERLAP_SECONDS);
+        let heartbeats_since = Timestamp(i64::from(current.heartbeat_watermark) - OVERLAP_SECONDS);
+        let known_markers = current.markers;
         let markers = self.store.change_markers().await?;
         let tables = if known_markers != Some(markers) {
             Some(Tables::read(&self.store, markers).await?)
@@ -914,20 +1628,21 @@ impl Index {
         self.store
             .observed_objects(source, observed_since, |row| {
                 newest_received = newest_received.max(row.received_at);
-                if self.read(|f| f.is_newer(&row)) {
+                if current.is_newer(&row) {
                     observed.push(row);
                 }
             })
             .await?;
         let heartbeats = self.store.heartbeats_since(heartbeats_since).await?;
         let mut fleet = self
-            .fleet
-            .write()
+            .writer
+            .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut refreshed = Refreshed {
             tables_reloaded: tables.is_some(),
             observed_rows: observed.len(),
             heartbeat_rows: heartbeats.len(),
+            clusters_reclassified: 0,
             generation: 0,
         };
         if let Some(tables) = tables {
@@ -942,8 +1657,18 @@ impl Index {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
         fleet.apply_heartbeats(heartbeats);
+        // A reader may have moved the clock past `now` meanwhile; never move it back for that.
+        let now = now.max(fleet.as_of);
+        refreshed.clusters_reclassified = fleet.advance(now, policy);
         refreshed.generation = fleet.generation;
+        self.publish(&fleet);
         Ok(refreshed)
+    }
+
+    /// [`Index::refresh_at`] at the system clock, under the policy in force.
+    pub async fn refresh(&self) -> fleetscope_store::Result<Refreshed> {
+        let policy = self.current().policy;
+        self.refresh_at(system_now(), &policy).await
     }
 }
 

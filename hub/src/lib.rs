@@ -16,5 +16,7 @@ pub mod index;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
+pub mod rollups;
 pub mod server;
+pub mod symbols;
 pub mod telemetry;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use fleetscope_model::{DriftPolicy, DriftState, Timestamp};
+use fleetscope_model::{DriftState, GroupPath, Timestamp};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -311,43 +311,45 @@ pub struct FleetSnapshot {
 }
 
 impl FleetSnapshot {
-    pub fn take(
-        fleet: &Fleet,
-        now: Timestamp,
-        policy: &DriftPolicy,
-        config: &MetricsConfig,
-    ) -> FleetSnapshot {
+    /// The numbers of `fleet` at `now` (the moment its maintained states are right for): the
+    /// counts from the maintained counters; the oldest heartbeat age per group from one pass
+    /// over the clusters (not over their pairs).
+    pub fn take(fleet: &Fleet, now: Timestamp, config: &MetricsConfig) -> FleetSnapshot {
         let mut groups: HashMap<String, GroupNumbers> = HashMap::new();
-        let mut apps: HashMap<u32, [u64; 8]> = HashMap::new();
+        for (prefix, environment, cell) in fleet.cells() {
+            let depth = if prefix.is_empty() {
+                0
+            } else {
+                prefix.split('/').count()
+            };
+            if environment.is_some() || depth > config.depth {
+                continue;
+            }
+            groups.entry(prefix.to_owned()).or_default().counts = cell.counts;
+        }
         for cluster in fleet.clusters.values() {
             let Some(info) = &cluster.info else { continue };
-            let mut counts = Counts {
-                clusters: 1,
-                stale_clusters: u64::from(Fleet::is_stale(cluster, now, policy)),
-                pairs: [0; 8],
-            };
-            for pair in fleet.pairs(cluster, now, policy) {
-                let i = state_index(pair.state);
-                counts.pairs[i] += 1;
-                apps.entry(pair.app).or_default()[i] += 1;
-            }
             let age = cluster
                 .last_seen
                 .map_or(0, |seen| (now.seconds() - i64::from(seen)).max(0));
-            let mut add = |group: String| {
-                let g = groups.entry(group).or_default();
-                g.counts.clusters += counts.clusters;
-                g.counts.stale_clusters += counts.stale_clusters;
-                for (a, b) in g.counts.pairs.iter_mut().zip(counts.pairs) {
-                    *a += b;
+            for prefix in std::iter::once("").chain(
+                info.group
+                    .prefixes()
+                    .iter()
+                    .take(config.depth)
+                    .map(GroupPath::as_str),
+            ) {
+                if let Some(g) = groups.get_mut(prefix) {
+                    g.oldest_last_seen_age = g.oldest_last_seen_age.max(age);
                 }
-                g.oldest_last_seen_age = g.oldest_last_seen_age.max(age);
-            };
-            add(String::new());
-            for prefix in info.group.prefixes().into_iter().take(config.depth) {
-                add(prefix.as_str().to_owned());
             }
         }
+        let apps: Vec<(u32, [u64; 8])> = fleet
+            .symbols
+            .find("")
+            .and_then(|_| fleet.cell("", None))
+            .map(|cell| cell.apps.iter().map(|(a, c)| (*a, c.pairs)).collect())
+            .unwrap_or_default();
         // Keep the groups with the most clusters; fold the rest into `_other` (the fleet
         // row always stays).
         let mut ranked: Vec<(String, GroupNumbers)> = groups.into_iter().collect();
@@ -377,7 +379,7 @@ impl FleetSnapshot {
         if let Some(o) = other {
             out_groups.insert(OTHER.to_owned(), o);
         }
-        let mut ranked_apps: Vec<(u32, [u64; 8])> = apps.into_iter().collect();
+        let mut ranked_apps = apps;
         ranked_apps.sort_by(|a, b| {
             b.1.iter()
                 .sum::<u64>()

@@ -134,6 +134,12 @@ impl AppState {
         self.fixed_now.unwrap_or_else(system_now)
     }
 
+    /// A snapshot of the fleet whose maintained states are right at the returned moment: now,
+    /// or, while the writer is applying a refresh, the snapshot's own moment.
+    pub fn view(&self) -> (Arc<Fleet>, Timestamp) {
+        self.index.view(self.now(), &self.policy)
+    }
+
     /// Computes `f` on the fleet, or takes the answer cached for the same question on the
     /// same data (the key gets the index generation: new data is a new key).
     pub async fn cached<T: Send + Sync + 'static>(
@@ -141,8 +147,8 @@ impl AppState {
         key: String,
         f: impl FnOnce(&Fleet, Timestamp, &DriftPolicy) -> T + Send + 'static,
     ) -> Result<Arc<T>, ApiError> {
-        let generation = self.index.read(|fleet| fleet.generation);
-        let key = format!("{generation}|{key}");
+        let (fleet, now) = self.view();
+        let key = format!("{}|{key}", fleet.generation);
         if let Some(hit) = self.cache.get(&key).await {
             if let Ok(value) = hit.downcast::<T>() {
                 self.metrics.cache_hit(true);
@@ -152,9 +158,8 @@ impl AppState {
         self.metrics.cache_hit(false);
         let state = self.clone();
         let value = tokio::task::spawn_blocking(move || {
-            let now = state.now();
             let started = Instant::now();
-            let value = state.index.read(|fleet| f(fleet, now, &state.policy));
+            let value = f(&fleet, now, &state.policy);
             state.metrics.computed(started.elapsed());
             value
         })
@@ -183,13 +188,7 @@ impl AppState {
     }
 }
 
-fn system_now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64),
-    )
-}
+use crate::index::system_now;
 
 /// The router: health and readiness open, metrics open when configured, the API behind auth
 /// (the token file in force, see [`LiveAuth`]). Every route has [`REQUEST_TIMEOUT`].
@@ -288,8 +287,8 @@ async fn metrics_endpoint(
     }
     let config = state.metrics.config;
     let rollup = state
-        .cached("metrics".to_owned(), move |fleet, now, policy| {
-            crate::metrics::FleetSnapshot::take(fleet, now, policy, &config)
+        .cached("metrics".to_owned(), move |fleet, now, _| {
+            crate::metrics::FleetSnapshot::take(fleet, now, &config)
         })
         .await?;
     let (generation, objects, symbols) = state
@@ -321,7 +320,7 @@ pub fn spawn_refresher(state: Arc<AppState>, interval: Duration) -> tokio::task:
         loop {
             ticker.tick().await;
             let started = Instant::now();
-            match state.index.refresh().await {
+            match state.index.refresh_at(state.now(), &state.policy).await {
                 Ok(refreshed) => {
                     state
                         .last_refresh
@@ -349,18 +348,12 @@ pub async fn take_snapshot(
     let rows: Vec<fleetscope_store::RollupSnapshotRow> = {
         let state = state.clone();
         tokio::task::spawn_blocking(move || {
-            let now = state.now();
-            state.index.read(|fleet| {
-                crate::index::as_group_rollups(&fleet.rollup(
-                    now,
-                    &state.policy,
-                    &Default::default(),
-                ))
+            let (fleet, _) = state.view();
+            crate::index::as_group_rollups(&fleet.summary(&Default::default()))
                 .iter()
                 .filter(|r| r.depth <= max_depth)
                 .map(|r| r.snapshot_row(taken_at))
                 .collect()
-            })
         })
         .await
         .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))?

@@ -78,9 +78,8 @@ async fn series_stay_bounded_at_30000_clusters() {
     };
     let snapshot = {
         let index = Index::load(test.store.clone()).await.unwrap();
-        index.read(|f| {
-            fleetscope_hub::metrics::FleetSnapshot::take(f, spec.now, &spec.policy, &unbounded)
-        })
+        let (fleet, now) = index.view(spec.now, &spec.policy);
+        fleetscope_hub::metrics::FleetSnapshot::take(&fleet, now, &unbounded)
     };
     assert!(
         snapshot.groups.len() > groups,

@@ -1,0 +1,186 @@
+//! Counters kept current as the fleet changes: for every group at every level (and the whole
+//! fleet), per environment and for all environments together, the clusters, the stale ones, the
+//! pairs per drift state, and per app the pairs per state and the clusters per desired and per
+//! running version. A cluster adds what it is counted as ([`Counted`]) to the cells of its group's
+//! prefixes and takes it back out before it changes, so a change costs the depth of its group
+//! times the apps of the cluster, never the fleet.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use fleetscope_model::DriftState;
+
+use crate::index::{state_index, Counts};
+
+/// The environment key of the cells that count every environment together.
+pub const ANY_ENVIRONMENT: u32 = u32::MAX;
+
+/// One pair as counted: its app, state and the versions desired and running (symbols).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountedPair {
+    pub app: u32,
+    pub state: DriftState,
+    pub desired_version: Option<u32>,
+    pub observed_version: Option<u32>,
+}
+
+/// What one inventory cluster adds to the counters: its group's prefixes (the fleet's symbol
+/// first), its environment, whether it is stale, and its pairs sorted by app symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counted {
+    pub prefixes: Vec<u32>,
+    pub environment: u32,
+    pub stale: bool,
+    pub pairs: Vec<CountedPair>,
+}
+
+impl Counted {
+    /// The maintained pair of `app`, if the cluster has one.
+    pub fn pair(&self, app: u32) -> Option<&CountedPair> {
+        self.pairs
+            .binary_search_by_key(&app, |p| p.app)
+            .ok()
+            .map(|at| &self.pairs[at])
+    }
+}
+
+/// Per app within a cell.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppCell {
+    /// Pairs per drift state, in `DriftState::ALL` order.
+    pub pairs: [u64; 8],
+    /// Desired version symbol → clusters, sorted by symbol; no zero entries.
+    pub desired: Vec<(u32, u64)>,
+    /// Running version symbol → clusters, sorted by symbol; no zero entries.
+    pub running: Vec<(u32, u64)>,
+}
+
+impl AppCell {
+    fn is_empty(&self) -> bool {
+        self.pairs.iter().all(|n| *n == 0) && self.desired.is_empty() && self.running.is_empty()
+    }
+}
+
+/// One (group prefix, environment) cell.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cell {
+    pub counts: Counts,
+    pub apps: HashMap<u32, AppCell>,
+}
+
+/// Every cell, keyed by (prefix symbol, environment symbol or [`ANY_ENVIRONMENT`]). A cell is
+/// there while it counts at least one cluster.
+pub type Cells = HashMap<(u32, u32), Arc<Cell>>;
+
+fn bump(n: &mut u64, add: bool) {
+    if add {
+        *n += 1;
+    } else {
+        *n = n.checked_sub(1).expect("a count never goes below zero");
+    }
+}
+
+fn bump_version(versions: &mut Vec<(u32, u64)>, version: u32, add: bool) {
+    match versions.binary_search_by_key(&version, |(v, _)| *v) {
+        Ok(at) => {
+            bump(&mut versions[at].1, add);
+            if versions[at].1 == 0 {
+                versions.remove(at);
+            }
+        }
+        Err(at) => {
+            assert!(add, "a version is taken out only after it was counted");
+            versions.insert(at, (version, 1));
+        }
+    }
+}
+
+/// Adds (`add`) or takes out what `counted` contributes to every cell it belongs to.
+pub fn apply(cells: &mut Cells, counted: &Counted, add: bool) {
+    for prefix in &counted.prefixes {
+        for environment in [counted.environment, ANY_ENVIRONMENT] {
+            let slot = cells.entry((*prefix, environment)).or_default();
+            let cell = Arc::make_mut(slot);
+            bump(&mut cell.counts.clusters, add);
+            if counted.stale {
+                bump(&mut cell.counts.stale_clusters, add);
+            }
+            for pair in &counted.pairs {
+                let i = state_index(pair.state);
+                bump(&mut cell.counts.pairs[i], add);
+                let app = cell.apps.entry(pair.app).or_default();
+                bump(&mut app.pairs[i], add);
+                if let Some(v) = pair.desired_version {
+                    bump_version(&mut app.desired, v, add);
+                }
+                if let Some(v) = pair.observed_version {
+                    bump_version(&mut app.running, v, add);
+                }
+                if app.is_empty() {
+                    cell.apps.remove(&pair.app);
+                }
+            }
+            if cell.counts.clusters == 0 {
+                debug_assert!(cell.apps.is_empty() && cell.counts == Counts::default());
+                cells.remove(&(*prefix, environment));
+            }
+        }
+    }
+}
+
+/// The cells a set of counted clusters makes, computed from scratch: what [`apply`] must keep.
+pub fn from_scratch<'a>(counted: impl IntoIterator<Item = &'a Counted>) -> Cells {
+    let mut cells = Cells::new();
+    for c in counted {
+        apply(&mut cells, c, true);
+    }
+    cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counted(prefixes: &[u32], env: u32, stale: bool, pairs: &[(u32, DriftState)]) -> Counted {
+        Counted {
+            prefixes: prefixes.to_vec(),
+            environment: env,
+            stale,
+            pairs: pairs
+                .iter()
+                .map(|(app, state)| CountedPair {
+                    app: *app,
+                    state: *state,
+                    desired_version: Some(100 + app),
+                    observed_version: (*state != DriftState::Missing).then_some(200 + app),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn adding_then_taking_out_leaves_nothing() {
+        let a = counted(
+            &[0, 1, 2],
+            7,
+            false,
+            &[(10, DriftState::InSync), (11, DriftState::Missing)],
+        );
+        let b = counted(&[0, 1, 3], 8, true, &[(10, DriftState::Stale)]);
+        let mut cells = Cells::new();
+        apply(&mut cells, &a, true);
+        apply(&mut cells, &b, true);
+        let fleet = &cells[&(0, ANY_ENVIRONMENT)];
+        assert_eq!(fleet.counts.clusters, 2);
+        assert_eq!(fleet.counts.stale_clusters, 1);
+        assert_eq!(fleet.apps[&10].pairs[state_index(DriftState::InSync)], 1);
+        assert_eq!(fleet.apps[&10].desired, vec![(110, 2)]);
+        assert_eq!(fleet.apps[&11].running, vec![]);
+        assert_eq!(cells[&(2, 7)].counts.clusters, 1);
+        assert!(!cells.contains_key(&(2, 8)));
+        apply(&mut cells, &a, false);
+        assert_eq!(cells, from_scratch([&b]));
+        apply(&mut cells, &b, false);
+        assert!(cells.is_empty());
+    }
+}
