@@ -947,12 +947,12 @@ impl Fleet {
             if let Some(t) = next_change(&input, policy) {
                 deadline = Some(deadline.map_or(t, |d| d.min(t)));
             }
-            pairs.push(CountedPair {
+            pairs.push(CountedPair::new(
                 app,
-                state: classify(&input, policy),
-                desired_version: desired.map(|d| d.version),
-                observed_version: observed.map(|o| o.version),
-            });
+                classify(&input, policy),
+                desired.map(|d| d.version),
+                observed.map(|o| o.version),
+            ));
         }
         let counted = Counted {
             prefixes: std::iter::once(fleet)

@@ -15,13 +15,41 @@ use crate::index::{state_index, Counts};
 /// The environment key of the cells that count every environment together.
 pub const ANY_ENVIRONMENT: u32 = u32::MAX;
 
-/// One pair as counted: its app, state and the versions desired and running (symbols).
+/// One pair as counted: its app, state and the versions desired and running (symbols). 16
+/// bytes: a fleet holds one per pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CountedPair {
     pub app: u32,
+    desired_version: u32,
+    observed_version: u32,
     pub state: DriftState,
-    pub desired_version: Option<u32>,
-    pub observed_version: Option<u32>,
+}
+
+/// The symbol number that stands for "no version" in a [`CountedPair`].
+const NO_VERSION: u32 = u32::MAX;
+
+impl CountedPair {
+    pub fn new(
+        app: u32,
+        state: DriftState,
+        desired_version: Option<u32>,
+        observed_version: Option<u32>,
+    ) -> CountedPair {
+        CountedPair {
+            app,
+            state,
+            desired_version: desired_version.unwrap_or(NO_VERSION),
+            observed_version: observed_version.unwrap_or(NO_VERSION),
+        }
+    }
+
+    pub fn desired_version(&self) -> Option<u32> {
+        (self.desired_version != NO_VERSION).then_some(self.desired_version)
+    }
+
+    pub fn observed_version(&self) -> Option<u32> {
+        (self.observed_version != NO_VERSION).then_some(self.observed_version)
+    }
 }
 
 /// What one inventory cluster adds to the counters: its group's prefixes (the fleet's symbol
@@ -110,10 +138,10 @@ pub fn apply(cells: &mut Cells, counted: &Counted, add: bool) {
                 bump(&mut cell.counts.pairs[i], add);
                 let app = cell.apps.entry(pair.app).or_default();
                 bump(&mut app.pairs[i], add);
-                if let Some(v) = pair.desired_version {
+                if let Some(v) = pair.desired_version() {
                     bump_version(&mut app.desired, v, add);
                 }
-                if let Some(v) = pair.observed_version {
+                if let Some(v) = pair.observed_version() {
                     bump_version(&mut app.running, v, add);
                 }
                 if app.is_empty() {
@@ -148,14 +176,26 @@ mod tests {
             stale,
             pairs: pairs
                 .iter()
-                .map(|(app, state)| CountedPair {
-                    app: *app,
-                    state: *state,
-                    desired_version: Some(100 + app),
-                    observed_version: (*state != DriftState::Missing).then_some(200 + app),
+                .map(|(app, state)| {
+                    CountedPair::new(
+                        *app,
+                        *state,
+                        Some(100 + app),
+                        (*state != DriftState::Missing).then_some(200 + app),
+                    )
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_counted_pair_takes_16_bytes() {
+        assert_eq!(size_of::<CountedPair>(), 16);
+        let pair = CountedPair::new(1, DriftState::Missing, Some(7), None);
+        assert_eq!(
+            (pair.desired_version(), pair.observed_version()),
+            (Some(7), None)
+        );
     }
 
     #[test]

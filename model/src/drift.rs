@@ -145,10 +145,16 @@ pub fn classify(input: &DriftInput<'_>, policy: &DriftPolicy) -> DriftState {
 pub fn next_change(input: &DriftInput<'_>, policy: &DriftPolicy) -> Option<Timestamp> {
     let now = input.now;
     // `within_grace(t)` holds up to t + grace; it fails from t + grace + 1 on.
-    let grace_end = |t: Timestamp| t.plus_seconds(policy.progress_grace_seconds).plus_seconds(1);
+    let grace_end = |t: Timestamp| {
+        t.plus_seconds(policy.progress_grace_seconds)
+            .plus_seconds(1)
+    };
     let mut candidates: Vec<Timestamp> = Vec::with_capacity(4);
     if let Some(seen) = input.last_seen {
-        candidates.push(seen.plus_seconds(policy.stale_after_seconds).plus_seconds(1));
+        candidates.push(
+            seen.plus_seconds(policy.stale_after_seconds)
+                .plus_seconds(1),
+        );
     }
     if let Some(desired) = input.desired {
         candidates.push(grace_end(desired.since));
@@ -212,7 +218,10 @@ mod tests {
             }),
         };
         assert_eq!(classify(&input(NOW), &policy), DriftState::Unknown);
-        assert_eq!(next_change(&input(NOW), &policy), Some(NOW.plus_seconds(10)));
+        assert_eq!(
+            next_change(&input(NOW), &policy),
+            Some(NOW.plus_seconds(10))
+        );
         assert_eq!(
             classify(&input(NOW.plus_seconds(10)), &policy),
             DriftState::Progressing

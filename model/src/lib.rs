@@ -18,7 +18,9 @@ pub mod time;
 
 pub use app::{AppSource, Application, AssignmentPolicy, NamespaceSpec, ReconcilerKind};
 pub use cluster::{Cluster, Environment, Group, Reconciler};
-pub use drift::{classify, next_change, DesiredForDrift, DriftInput, DriftPolicy, DriftState, ObservedForDrift};
+pub use drift::{
+    classify, next_change, DesiredForDrift, DriftInput, DriftPolicy, DriftState, ObservedForDrift,
+};
 pub use group::{GroupPath, GroupPathError};
 pub use ids::{AppName, ClusterId, IdError, Version};
 pub use selector::{ClusterSelector, LabelRequirement, Labels, Operator, SelectorError};

@@ -3,8 +3,8 @@
 //! read top to bottom, gives.
 
 use fleetscope_model::{
-    classify, next_change, DesiredForDrift, DriftInput, DriftPolicy, DriftState, Health, ObservedForDrift,
-    SyncStatus, Timestamp,
+    classify, next_change, DesiredForDrift, DriftInput, DriftPolicy, DriftState, Health,
+    ObservedForDrift, SyncStatus, Timestamp,
 };
 use proptest::prelude::*;
 
@@ -145,18 +145,22 @@ fn input_of(case: &Case, now: i64) -> DriftInput<'static> {
     DriftInput {
         now: Timestamp(now),
         last_seen: case.last_seen.map(Timestamp),
-        desired: case.desired.map(|(version, content_hash, since)| DesiredForDrift {
-            version,
-            content_hash,
-            since: Timestamp(since),
-        }),
-        observed: case.observed.map(|(version, content_hash, health, sync, at)| ObservedForDrift {
-            version,
-            content_hash,
-            health,
-            sync,
-            transitioned_at: Timestamp(at),
-        }),
+        desired: case
+            .desired
+            .map(|(version, content_hash, since)| DesiredForDrift {
+                version,
+                content_hash,
+                since: Timestamp(since),
+            }),
+        observed: case.observed.map(
+            |(version, content_hash, health, sync, at)| ObservedForDrift {
+                version,
+                content_hash,
+                health,
+                sync,
+                transitioned_at: Timestamp(at),
+            },
+        ),
     }
 }
 
