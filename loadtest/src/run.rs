@@ -130,6 +130,24 @@ impl LoadtestArgs {
 
 const READ_TOKEN: &str = "loadtest-reader-token-0001";
 
+/// Writes the hub's `/metrics` text into `path`.
+async fn save_hub_metrics(
+    hub: &crate::hubcheck::HubClient,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let response = hub
+        .http
+        .get(format!("{}/metrics", hub.url))
+        .bearer_auth(&hub.token)
+        .send()
+        .await?;
+    let status = response.status();
+    let text = response.text().await?;
+    anyhow::ensure!(status.is_success(), "GET /metrics: {status}: {text}");
+    std::fs::write(path, text)?;
+    Ok(())
+}
+
 /// Runs the load test and writes the report into `args.out`. Fails (after writing the
 /// report) when a ground-truth check failed or the collector refused a report.
 pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
@@ -414,6 +432,11 @@ async fn drive(
     readers_stop.store(true, Ordering::Relaxed);
     for task in reader_tasks {
         let _ = task.await;
+    }
+    // The hub's own metrics at the end (its refresh durations among them), kept with the report.
+    match save_hub_metrics(&pipeline.ctx.hub, &args.out.join("hub-metrics.txt")).await {
+        Ok(()) => {}
+        Err(err) => println!("  the hub's /metrics could not be saved: {err:#}"),
     }
     pipeline.stop().await;
     let ctx = &pipeline.ctx;
