@@ -1481,6 +1481,94 @@ pub struct Index {
     /// When the last complete read of observed state started: everything that arrived since
     /// then is in `observed_arrivals` while that is younger than the hours it keeps.
     observed_read_started: std::sync::Mutex<Option<Instant>>,
+    /// Where the reads of `observed_arrivals` stand between writers' horizons.
+    arrivals: std::sync::Mutex<ArrivalCursor>,
+}
+
+/// A writer that has published no horizon for longer than this (by ClickHouse's clock) is not
+/// waited for; when it publishes again, what it stamped since its last horizon is read.
+pub const WRITER_SILENT_AFTER: i64 = 30;
+
+/// Where the reads of observed arrivals stand (see docs/data-model.md, "Reading arrivals
+/// without an overlap"): per writer, the second before which all its rows have been read.
+#[derive(Debug, Default, Clone)]
+pub struct ArrivalCursor {
+    /// Writer → (all its rows stamped before this have been read, whether it was live then).
+    pub writers: HashMap<String, (u32, bool)>,
+    /// Whether a read with horizons has happened (a complete read counts).
+    started: bool,
+}
+
+/// What to read next from `observed_arrivals`, given the writers' horizons now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrivalRead {
+    /// Rows stamped in `[from, until)`; afterwards every live writer's rows before `until` are
+    /// read.
+    Between { from: u32, until: u32 },
+    /// No writer publishes horizons: read back `OVERLAP_SECONDS` from the newest row seen.
+    Overlap,
+}
+
+fn is_live(h: &fleetscope_store::queries::ArrivalHorizon) -> bool {
+    h.silent_seconds <= WRITER_SILENT_AFTER
+}
+
+impl ArrivalCursor {
+    /// The cursor right after a complete read of observed state that started after `horizons`
+    /// were read: every writer's rows before its horizon then were visible, so they were read.
+    pub fn after_complete_read(
+        horizons: &[fleetscope_store::queries::ArrivalHorizon],
+    ) -> ArrivalCursor {
+        ArrivalCursor {
+            writers: horizons
+                .iter()
+                .map(|h| (h.writer.clone(), (h.visible_before, is_live(h))))
+                .collect(),
+            started: true,
+        }
+    }
+
+    /// Where writer `h`'s rows have been read up to: a writer never seen before has read none
+    /// of its rows (it stamps none before `first_stamp`).
+    fn read_before(&self, h: &fleetscope_store::queries::ArrivalHorizon) -> u32 {
+        self.writers
+            .get(&h.writer)
+            .map_or(h.first_stamp, |(read, _)| *read)
+    }
+
+    /// What the next read covers, given the horizons read just before it: from the oldest
+    /// unread second of any live writer to the earliest horizon of them.
+    pub fn next_read(&self, horizons: &[fleetscope_store::queries::ArrivalHorizon]) -> ArrivalRead {
+        let live: Vec<_> = horizons.iter().filter(|h| is_live(h)).collect();
+        let (Some(from), Some(until), true) = (
+            live.iter().map(|h| self.read_before(h)).min(),
+            live.iter().map(|h| h.visible_before).min(),
+            self.started,
+        ) else {
+            return ArrivalRead::Overlap;
+        };
+        ArrivalRead::Between {
+            from,
+            until: until.max(from),
+        }
+    }
+
+    /// Records that the read [`ArrivalCursor::next_read`] chose for `horizons` is done.
+    pub fn advance(&mut self, horizons: &[fleetscope_store::queries::ArrivalHorizon]) {
+        let read = self.next_read(horizons);
+        for h in horizons {
+            let before = self.read_before(h);
+            let now_read = match read {
+                ArrivalRead::Between { until, .. } if is_live(h) => before.max(until),
+                _ => before,
+            };
+            self.writers
+                .insert(h.writer.clone(), (now_read, is_live(h)));
+        }
+        if matches!(read, ArrivalRead::Between { .. }) {
+            self.started = true;
+        }
+    }
 }
 
 /// Where a refresh reads observed rows: from the arrivals when the last read is recent enough
@@ -1507,7 +1595,23 @@ pub struct Refreshed {
     pub heartbeat_rows: usize,
     /// Clusters whose states were worked out again (changed, or a deadline came).
     pub clusters_reclassified: usize,
+    /// Observed rows the store returned, applied or not (re-read ones included).
+    pub observed_rows_read: u64,
+    /// What was read from the arrivals: `None` for a complete read of `observed_latest`.
+    pub arrival_read: Option<ArrivalRead>,
     pub generation: u64,
+}
+
+/// Every writer's arrival horizon; none when they cannot be read (a store not yet migrated to
+/// them, or ClickHouse failing: the reads fall back to the overlap).
+async fn arrival_horizons(store: &Store) -> Vec<fleetscope_store::queries::ArrivalHorizon> {
+    match store.arrival_horizons().await {
+        Ok(horizons) => horizons,
+        Err(err) => {
+            tracing::debug!(%err, "no arrival horizons; reading arrivals with an overlap");
+            Vec::new()
+        }
+    }
 }
 
 /// The system clock in whole seconds.
@@ -1524,6 +1628,7 @@ impl Index {
     /// default policy (see [`Index::view`] for another clock or policy).
     pub async fn load(store: Store) -> fleetscope_store::Result<Index> {
         let started = Instant::now();
+        let horizons = arrival_horizons(&store).await;
         let mut fleet = load(&store).await?;
         fleet.advance(system_now(), &DriftPolicy::default());
         Ok(Index {
@@ -1531,6 +1636,7 @@ impl Index {
             current: std::sync::RwLock::new(Arc::new(fleet.snapshot())),
             writer: std::sync::Mutex::new(fleet),
             observed_read_started: std::sync::Mutex::new(Some(started)),
+            arrivals: std::sync::Mutex::new(ArrivalCursor::after_complete_read(&horizons)),
         })
     }
 
@@ -1615,8 +1721,8 @@ impl Index {
         } else {
             None
         };
-        // Rows of the overlap that are already applied are dropped as they stream in: after a
-        // resync storm the overlap holds millions of them.
+        // Rows already applied (a writer back from silence, the overlap without horizons) are
+        // dropped as they stream in.
         let mut observed = Vec::new();
         let mut newest_received = 0;
         let started = Instant::now();
@@ -1625,14 +1731,54 @@ impl Index {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let source = observed_source(last_read, started);
-        self.store
-            .observed_objects(source, observed_since, |row| {
-                newest_received = newest_received.max(row.received_at);
-                if current.is_newer(&row) {
-                    observed.push(row);
-                }
-            })
-            .await?;
+        let horizons = arrival_horizons(&self.store).await;
+        let cursor = self
+            .arrivals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let read = match source {
+            ObservedSource::Latest => None,
+            ObservedSource::Arrivals => Some(cursor.next_read(&horizons)),
+        };
+        let mut keep = |row: ObservedRow| {
+            newest_received = newest_received.max(row.received_at);
+            if current.is_newer(&row) {
+                observed.push(row);
+            }
+        };
+        let rows_read = match read {
+            None => {
+                self.store
+                    .observed_objects(source, observed_since, &mut keep)
+                    .await?
+            }
+            Some(ArrivalRead::Overlap) => {
+                self.store
+                    .observed_objects(ObservedSource::Arrivals, observed_since, &mut keep)
+                    .await?
+            }
+            Some(ArrivalRead::Between { from, until }) if from < until => {
+                self.store
+                    .observed_arrivals_between(
+                        Timestamp(i64::from(from)),
+                        Timestamp(i64::from(until)),
+                        &mut keep,
+                    )
+                    .await?
+            }
+            Some(ArrivalRead::Between { .. }) => 0,
+        };
+        {
+            let mut cursor = self
+                .arrivals
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match read {
+                None => *cursor = ArrivalCursor::after_complete_read(&horizons),
+                Some(_) => cursor.advance(&horizons),
+            }
+        }
         let heartbeats = self.store.heartbeats_since(heartbeats_since).await?;
         let mut fleet = self
             .writer
@@ -1643,6 +1789,8 @@ impl Index {
             observed_rows: observed.len(),
             heartbeat_rows: heartbeats.len(),
             clusters_reclassified: 0,
+            observed_rows_read: rows_read,
+            arrival_read: read,
             generation: 0,
         };
         if let Some(tables) = tables {
@@ -1692,6 +1840,115 @@ mod refresh_tests {
         assert_eq!(
             observed_source(Some(now - Duration::from_secs(5 * 3_600)), now),
             ObservedSource::Latest
+        );
+    }
+
+    fn horizon(
+        writer: &str,
+        first: u32,
+        visible: u32,
+        silent: i64,
+    ) -> fleetscope_store::queries::ArrivalHorizon {
+        fleetscope_store::queries::ArrivalHorizon {
+            writer: writer.into(),
+            first_stamp: first,
+            visible_before: visible,
+            silent_seconds: silent,
+        }
+    }
+
+    /// Reads the cursor chooses over a sequence of horizons, each then marked done.
+    fn reads(
+        cursor: &mut ArrivalCursor,
+        steps: &[Vec<fleetscope_store::queries::ArrivalHorizon>],
+    ) -> Vec<ArrivalRead> {
+        steps
+            .iter()
+            .map(|h| {
+                let read = cursor.next_read(h);
+                cursor.advance(h);
+                read
+            })
+            .collect()
+    }
+
+    #[test]
+    fn arrivals_are_read_from_horizon_to_horizon_without_overlap() {
+        let mut cursor = ArrivalCursor::after_complete_read(&[horizon("a", 10, 100, 0)]);
+        let between = |from, until| ArrivalRead::Between { from, until };
+        assert_eq!(
+            reads(
+                &mut cursor,
+                &[
+                    vec![horizon("a", 10, 103, 0)],
+                    vec![horizon("a", 10, 103, 1)],
+                    vec![horizon("a", 10, 104, 0)],
+                ]
+            ),
+            [between(100, 103), between(103, 103), between(103, 104)]
+        );
+    }
+
+    #[test]
+    fn a_new_writer_is_read_from_its_first_stamp_and_holds_the_others_back() {
+        let mut cursor = ArrivalCursor::after_complete_read(&[horizon("a", 10, 100, 0)]);
+        let between = |from, until| ArrivalRead::Between { from, until };
+        assert_eq!(
+            reads(
+                &mut cursor,
+                &[
+                    // b started at 95 (its clock is behind) and has nothing visible yet.
+                    vec![horizon("a", 10, 110, 0), horizon("b", 95, 95, 0)],
+                    // b's rows up to 111 are visible now: read from 95 again.
+                    vec![horizon("a", 10, 112, 0), horizon("b", 95, 111, 0)],
+                    vec![horizon("a", 10, 113, 0), horizon("b", 95, 113, 0)],
+                ]
+            ),
+            [between(95, 95), between(95, 111), between(111, 113)]
+        );
+    }
+
+    #[test]
+    fn a_silent_writer_is_not_waited_for_and_is_caught_up_when_back() {
+        let mut cursor = ArrivalCursor::after_complete_read(&[
+            horizon("a", 10, 100, 0),
+            horizon("b", 10, 100, 0),
+        ]);
+        let between = |from, until| ArrivalRead::Between { from, until };
+        let silent = WRITER_SILENT_AFTER + 1;
+        assert_eq!(
+            reads(
+                &mut cursor,
+                &[
+                    vec![horizon("a", 10, 101, 0), horizon("b", 10, 101, 0)],
+                    // b stops publishing at 101 (stalled): a goes on alone.
+                    vec![horizon("a", 10, 140, 0), horizon("b", 10, 101, silent)],
+                    vec![horizon("a", 10, 150, 0), horizon("b", 10, 101, silent)],
+                    // b is back: its rows since 101 are read again.
+                    vec![horizon("a", 10, 160, 0), horizon("b", 10, 155, 0)],
+                    vec![horizon("a", 10, 170, 0), horizon("b", 10, 170, 0)],
+                ]
+            ),
+            [
+                between(100, 101),
+                between(101, 140),
+                between(140, 150),
+                between(101, 155),
+                between(155, 170),
+            ]
+        );
+    }
+
+    #[test]
+    fn without_horizons_arrivals_are_read_with_the_overlap() {
+        let mut cursor = ArrivalCursor::default();
+        assert_eq!(cursor.next_read(&[]), ArrivalRead::Overlap);
+        // Writers all silent: the overlap too.
+        let silent = WRITER_SILENT_AFTER + 1;
+        cursor = ArrivalCursor::after_complete_read(&[horizon("a", 10, 100, silent)]);
+        assert_eq!(
+            cursor.next_read(&[horizon("a", 10, 100, silent)]),
+            ArrivalRead::Overlap
         );
     }
 

@@ -180,6 +180,14 @@ pub fn read_queries_for(
             "observed arrivals since",
             queries::observed_arrivals_query(store, week_ago),
         ),
+        render::<ObservedRow>(
+            "observed arrivals between two horizons",
+            queries::observed_arrivals_between_query(store, week_ago, week_ago.plus_seconds(3_600)),
+        ),
+        render::<queries::ArrivalHorizon>(
+            "arrival horizons",
+            queries::arrival_horizons_query(store),
+        ),
         render::<queries::ChangeMarkers>("change markers", queries::change_markers_query(store)),
         render::<HeartbeatRow>(
             "heartbeats since",

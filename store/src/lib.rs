@@ -26,8 +26,8 @@ use std::time::Duration;
 pub use cluster::ClusterConfig;
 pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
-    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, ReasonMemberRow,
-    ReasonSetRow, RenderRow, RollupSnapshotRow,
+    ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow,
+    ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow,
 };
 pub use signal::shutdown_signal;
 pub use sizes::TableSize;

@@ -756,6 +756,39 @@ pub fn observed_arrivals_query(store: &Store, since: Timestamp) -> Query {
         .bind(to_datetime(since))
 }
 
+/// App-object rows stamped in `[from, until)`, from `observed_arrivals`: the reads between two
+/// arrival horizons (see `arrival_horizons_query`).
+pub fn observed_arrivals_between_query(store: &Store, from: Timestamp, until: Timestamp) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM observed_arrivals \
+WHERE received_at >= toDateTime(?) AND received_at < toDateTime(?)",
+        )
+        .bind(to_datetime(from))
+        .bind(to_datetime(until))
+}
+
+/// One writer's latest arrival horizon, and for how many seconds (by the server's clock) it has
+/// published none.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ArrivalHorizon {
+    pub writer: String,
+    pub first_stamp: u32,
+    pub visible_before: u32,
+    pub silent_seconds: i64,
+}
+
+/// Every writer's latest arrival horizon (its newest publication).
+pub fn arrival_horizons_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT writer, min(first_stamp) AS first_stamp, \
+argMax(visible_before, updated_at) AS visible_before, \
+toInt64(now()) - toInt64(max(updated_at)) AS silent_seconds \
+FROM arrival_writers GROUP BY writer ORDER BY writer",
+    )
+}
+
 /// Change markers for the tables the hub reloads whole: the newest render, and the inventory's
 /// newest version and row count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
@@ -843,6 +876,35 @@ impl Store {
             each(row);
         }
         Ok(rows)
+    }
+
+    /// Streams the app-object rows stamped in `[from, until)` to `each`; returns how many.
+    pub async fn observed_arrivals_between(
+        &self,
+        from: Timestamp,
+        until: Timestamp,
+        mut each: impl FnMut(ObservedRow),
+    ) -> Result<u64> {
+        let mut cursor = observed_arrivals_between_query(self, from, until)
+            .fetch::<ObservedRow>()
+            .context(|| "reading observed arrivals".to_owned())?;
+        let mut rows = 0;
+        while let Some(row) = cursor
+            .next()
+            .await
+            .context(|| "reading observed arrivals".to_owned())?
+        {
+            rows += 1;
+            each(row);
+        }
+        Ok(rows)
+    }
+
+    pub async fn arrival_horizons(&self) -> Result<Vec<ArrivalHorizon>> {
+        arrival_horizons_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading arrival horizons".to_owned())
     }
 
     pub async fn change_markers(&self) -> Result<ChangeMarkers> {

@@ -228,6 +228,19 @@ pub trait Table:
     clickhouse::RowOwned + clickhouse::RowWrite + Send + Sync + std::fmt::Debug + 'static
 {
     const TABLE: &'static str;
+
+    /// Stamps the row with its arrival time (seconds since the epoch), for writers that
+    /// publish arrival horizons ([`crate::writer::BatchWriterConfig::arrival_writer`]). Rows
+    /// without an arrival time ignore it.
+    fn stamp_arrival(&mut self, _at: u32) {}
+}
+
+/// One publication of a writer's arrival horizon (see migration 4, `arrival_writers`).
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ArrivalWriterRow {
+    pub writer: String,
+    pub first_stamp: u32,
+    pub visible_before: u32,
 }
 
 impl Table for ClusterRow {
@@ -253,6 +266,13 @@ impl Table for ReasonMemberRow {
 }
 impl Table for ObservedRow {
     const TABLE: &'static str = "observed_transitions";
+
+    fn stamp_arrival(&mut self, at: u32) {
+        self.received_at = at;
+    }
+}
+impl Table for ArrivalWriterRow {
+    const TABLE: &'static str = "arrival_writers";
 }
 impl Table for RollupSnapshotRow {
     const TABLE: &'static str = "rollup_snapshots";

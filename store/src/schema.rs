@@ -237,6 +237,23 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             removed UInt8
         ) ENGINE = ReplacingMergeTree(render_id) ORDER BY cluster_id",
     ],
+}, Migration {
+    version: 4,
+    name: "arrival horizons",
+    statements: &[
+        // Every process that writes observed rows says here, about once a second, up to when
+        // its rows are visible: every row it stamped with `received_at` before `visible_before`
+        // has been inserted. `first_stamp` is the oldest stamp it can ever have given. The hub
+        // reads `observed_arrivals` from one horizon to the next, without an overlap (see
+        // docs/data-model.md). `updated_at` is the server's clock, so silence is measured
+        // without trusting the writers' clocks.
+        "CREATE TABLE IF NOT EXISTS arrival_writers (
+            writer String,
+            first_stamp DateTime,
+            visible_before DateTime,
+            updated_at DateTime DEFAULT now()
+        ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY writer",
+    ],
 }];
 
 /// The newest migration this build knows.

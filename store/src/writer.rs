@@ -32,6 +32,11 @@ pub struct BatchWriterConfig {
     pub max_backoff: Duration,
     /// Rows that may wait (queued or being written) at once.
     pub max_queued_rows: usize,
+    /// When set, this writer stamps each batch's rows with their arrival time (never earlier
+    /// than a stamp or horizon it gave before) and publishes under this name, about once a
+    /// second, up to when its rows are visible (`arrival_writers`, migration 4). It publishes
+    /// once before its first insert; the name must be unique to this process.
+    pub arrival_writer: Option<String>,
 }
 
 impl Default for BatchWriterConfig {
@@ -44,6 +49,7 @@ impl Default for BatchWriterConfig {
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),
             max_queued_rows: 1_000_000,
+            arrival_writer: None,
         }
     }
 }
@@ -151,7 +157,14 @@ impl<T: Table> BatchWriter<T> {
         let (tx, rx) = mpsc::unbounded_channel();
         let capacity = config.max_queued_rows.clamp(1, Semaphore::MAX_PERMITS);
         let stats = Arc::new(WriterStats::default());
-        let worker = tokio::spawn(run_worker(store, config, rx, outcomes, stats.clone()));
+        let stats_for_worker = stats.clone();
+        let worker = tokio::spawn(async move {
+            let clock = match config.arrival_writer.clone() {
+                Some(writer) => Some(ArrivalClock::start(store.clone(), writer).await),
+                None => None,
+            };
+            run_worker(store, config, rx, outcomes, stats_for_worker, clock).await
+        });
         BatchWriter {
             tx: Some(tx),
             room: Arc::new(Semaphore::new(capacity)),
@@ -236,6 +249,7 @@ async fn run_worker<T: Table>(
     mut rx: mpsc::UnboundedReceiver<Submission<T>>,
     outcomes: Option<mpsc::UnboundedSender<BatchOutcome>>,
     stats: Arc<WriterStats>,
+    clock: Option<Arc<ArrivalClock>>,
 ) {
     let store = Arc::new(store);
     let config = Arc::new(config);
@@ -279,7 +293,17 @@ async fn run_worker<T: Table>(
         }
         let batch_id = next_batch_id;
         next_batch_id += 1;
-        in_flight = Some(tokio::spawn(write_batch(
+        let mut batch = batch;
+        if let Some(clock) = &clock {
+            let stamp = clock.stamp_batch();
+            for submission in &mut batch {
+                for row in &mut submission.rows {
+                    row.stamp_arrival(stamp);
+                }
+            }
+        }
+        let written = clock.clone();
+        let write = write_batch(
             store.clone(),
             config.clone(),
             batch,
@@ -287,7 +311,13 @@ async fn run_worker<T: Table>(
             batch_id,
             outcomes.clone(),
             stats.clone(),
-        )));
+        );
+        in_flight = Some(tokio::spawn(async move {
+            write.await;
+            if let Some(clock) = written {
+                clock.batch_done();
+            }
+        }));
     }
     if let Some(previous) = in_flight.take() {
         let _ = previous.await;
@@ -450,3 +480,125 @@ impl Store {
 
 pub(crate) const SELECT_WHOLE_TABLE: &str = "SELECT ?fields FROM ?";
 pub(crate) const COUNT_ROWS: &str = "SELECT count() FROM ?";
+
+/// Arrival stamps and the horizon of one writer. Every stamp and every published horizon comes
+/// from `stamp_batch` and `horizon` under one lock, never earlier than any before it, so:
+/// rows stamped before a published horizon are in batches that were inserted before it was
+/// computed (batches are inserted one at a time, in stamp order), and a row stamped later gets a
+/// stamp no earlier than it.
+#[derive(Debug)]
+struct ArrivalClock {
+    state: std::sync::Mutex<ClockState>,
+    done: tokio::sync::Notify,
+}
+
+#[derive(Debug)]
+struct ClockState {
+    /// The latest stamp or horizon given.
+    last: u32,
+    /// The stamp of the batch being inserted, if one is.
+    in_flight: Option<u32>,
+}
+
+/// Seconds since the epoch by the system clock.
+fn wall_seconds() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
+}
+
+/// How often a writer publishes its horizon when nothing else prompts it.
+pub const ARRIVAL_HORIZON_INTERVAL: Duration = Duration::from_secs(1);
+
+impl ArrivalClock {
+    /// Publishes the first horizon (retrying until ClickHouse takes it: no row is inserted
+    /// before the writer is known), then keeps publishing in the background.
+    async fn start(store: Store, writer: String) -> Arc<ArrivalClock> {
+        let first = wall_seconds();
+        let clock = Arc::new(ArrivalClock {
+            state: std::sync::Mutex::new(ClockState {
+                last: first,
+                in_flight: None,
+            }),
+            done: tokio::sync::Notify::new(),
+        });
+        let name = writer.clone();
+        let row = move |visible_before: u32| crate::ArrivalWriterRow {
+            writer: name.clone(),
+            first_stamp: first,
+            visible_before,
+        };
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match store.insert_rows(&[row(clock.horizon())]).await {
+                Ok(()) => break,
+                Err(err) => {
+                    tracing::warn!(%err, writer, "publishing the first arrival horizon failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+        let publisher = clock.clone();
+        tokio::spawn(async move {
+            let mut published = 0;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(ARRIVAL_HORIZON_INTERVAL) => {}
+                    _ = publisher.done.notified() => {
+                        // Batches can finish many times a second: publish at most every 200 ms.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+                let horizon = publisher.horizon();
+                if horizon == published {
+                    continue;
+                }
+                match store.insert_rows(&[row(horizon)]).await {
+                    Ok(()) => published = horizon,
+                    Err(err) => tracing::warn!(%err, "publishing the arrival horizon failed"),
+                }
+                // Stop with the writer: only this task and the worker hold the clock.
+                if Arc::strong_count(&publisher) == 1 {
+                    break;
+                }
+            }
+        });
+        clock
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The stamp of a batch about to be inserted.
+    fn stamp_batch(&self) -> u32 {
+        let mut state = self.lock();
+        let stamp = wall_seconds().max(state.last);
+        state.last = stamp;
+        state.in_flight = Some(stamp);
+        stamp
+    }
+
+    fn batch_done(&self) {
+        self.lock().in_flight = None;
+        self.done.notify_one();
+    }
+
+    /// Every row this writer stamped before the returned second is in a batch whose insert
+    /// ended: the stamp of the batch being inserted, or, with none, now (a later batch gets no
+    /// earlier stamp).
+    fn horizon(&self) -> u32 {
+        let mut state = self.lock();
+        match state.in_flight {
+            Some(stamp) => stamp,
+            None => {
+                let now = wall_seconds().max(state.last);
+                state.last = now;
+                now
+            }
+        }
+    }
+}

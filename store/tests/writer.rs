@@ -41,6 +41,67 @@ fn config() -> BatchWriterConfig {
         initial_backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(200),
         max_queued_rows: 100_000,
+        arrival_writer: None,
+    }
+}
+
+/// A writer that publishes arrival horizons stamps each batch with its formation time (the
+/// producers' stamps are replaced), says before its first insert that it exists, and ends up
+/// saying that everything it stamped is visible.
+#[tokio::test]
+async fn an_arrival_writer_stamps_batches_and_publishes_its_horizon() {
+    let test = TestStore::start().await;
+    let writer = BatchWriter::spawn(
+        test.store.clone(),
+        BatchWriterConfig {
+            arrival_writer: Some("writer-under-test".into()),
+            ..config()
+        },
+        None,
+    );
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    for batch in 0..3u64 {
+        let rows: Vec<ObservedRow> = (0..10)
+            .map(|i| ObservedRow {
+                received_at: 7,
+                ..observed(&format!("c{batch}"), i, 1)
+            })
+            .collect();
+        writer.write(rows).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let mut written: Vec<ObservedRow> = test.store.read_table().await.unwrap();
+    written.sort_by(|a, b| (&a.cluster_id, &a.object_name).cmp(&(&b.cluster_id, &b.object_name)));
+    let stamps: Vec<u32> = written.iter().map(|r| r.received_at).collect();
+    assert_eq!(stamps.len(), 30);
+    assert!(
+        stamps.iter().all(|s| *s >= started),
+        "stamped by the writer, not 7: {stamps:?}"
+    );
+    // Batches in order get stamps in order.
+    let firsts: Vec<u32> = stamps.chunks(10).map(|c| c[0]).collect();
+    assert!(firsts.windows(2).all(|w| w[0] <= w[1]), "{firsts:?}");
+    let newest = *stamps.iter().max().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let horizons = test.store.arrival_horizons().await.unwrap();
+        let mine = horizons
+            .iter()
+            .find(|h| h.writer == "writer-under-test")
+            .expect("the writer published before its first insert");
+        assert!(mine.first_stamp <= stamps[0], "{mine:?}");
+        assert!(mine.silent_seconds <= 5, "{mine:?}");
+        if mine.visible_before > newest {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the horizon never passed {newest}: {mine:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -164,13 +164,19 @@ impl Collector {
             )
         };
         let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel();
+        // Observed rows are stamped with their arrival when their batch is formed, and the
+        // writer publishes up to when they are visible, so the hub reads them without overlap.
         let observed = BatchWriter::spawn(
             store.clone(),
-            options.writer.clone(),
+            BatchWriterConfig {
+                arrival_writer: Some(arrival_writer_name()),
+                ..options.writer.clone()
+            },
             Some(outcomes_tx.clone()),
         );
         let heartbeat_config = BatchWriterConfig {
             max_rows: 50_000,
+            arrival_writer: None,
             ..options.writer.clone()
         };
         let heartbeats = BatchWriter::spawn(store.clone(), heartbeat_config, Some(outcomes_tx));
@@ -789,4 +795,18 @@ async fn metrics_handler(State(collector): State<Collector>) -> Response {
         text,
     )
         .into_response()
+}
+
+/// A name for this process's observed-row writer, unique across restarts and hosts: the host,
+/// the process id and the start time.
+fn arrival_writer_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned());
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("collector/{host}/{}/{started:x}", std::process::id())
 }

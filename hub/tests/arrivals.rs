@@ -1,0 +1,147 @@
+//! The hub reads observed arrivals from one writers' horizon to the next: each row once, none
+//! missed, also a row whose batch becomes visible after rows stamped later by another writer.
+//! Against a private ClickHouse, with the store's batch writer publishing horizons as the
+//! collector's does.
+
+use std::time::{Duration, Instant};
+
+use fleetscope_hub::index::{ArrivalRead, Index};
+use fleetscope_store::{ArrivalWriterRow, BatchWriter, BatchWriterConfig, ObservedRow};
+use fleetscope_testkit::TestStore;
+
+fn now_seconds() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32
+}
+
+fn row(cluster: &str, name: &str, seq: u64, received_at: u32) -> ObservedRow {
+    ObservedRow {
+        cluster_id: cluster.into(),
+        object_kind: "HelmRelease".into(),
+        object_namespace: "shop".into(),
+        object_name: name.into(),
+        app: name.into(),
+        version: "1.0.0".into(),
+        content_hash: String::new(),
+        applied_revision: "1.0.0".into(),
+        health: "healthy".into(),
+        sync: "unknown".into(),
+        reason: String::new(),
+        message: String::new(),
+        transitioned_at: received_at,
+        observed_at: received_at,
+        received_at,
+        seq,
+        deleted: 0,
+    }
+}
+
+/// Refreshes until `cluster` holds an object named `name`, or fails after 10 s; returns the
+/// rows each refresh read.
+async fn refresh_until_seen(index: &Index, cluster: &str, name: &str) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut read = Vec::new();
+    loop {
+        let refreshed = index.refresh().await.unwrap();
+        read.push(refreshed.observed_rows_read);
+        let seen = index.read(|f| {
+            f.clusters
+                .get(cluster)
+                .is_some_and(|c| c.objects.iter().any(|o| f.symbols.text(o.name) == name))
+        });
+        if seen {
+            return read;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{cluster}/{name} never reached the hub; rows read per refresh: {read:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn each_arrival_is_read_once_and_a_late_batch_is_not_missed() {
+    let test = TestStore::start().await;
+    let store = test.store.clone();
+    let writer = BatchWriter::spawn(
+        store.clone(),
+        BatchWriterConfig {
+            arrival_writer: Some("writer-a".into()),
+            ..BatchWriterConfig::default()
+        },
+        None,
+    );
+    let index = Index::load(store.clone()).await.unwrap();
+
+    // Rows through the writer are stamped by it and read once the horizon passes them.
+    writer
+        .write(vec![row("c1", "checkout", 1, 0), row("c1", "search", 1, 0)])
+        .await
+        .unwrap();
+    let read = refresh_until_seen(&index, "c1", "checkout").await;
+    assert_eq!(read.iter().sum::<u64>(), 2, "each row read once: {read:?}");
+    // Nothing new: nothing read, however often the hub looks.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let refreshed = index.refresh().await.unwrap();
+        assert_eq!(refreshed.observed_rows_read, 0, "{refreshed:?}");
+        assert!(
+            matches!(refreshed.arrival_read, Some(ArrivalRead::Between { .. })),
+            "{refreshed:?}"
+        );
+    }
+
+    // A second writer (another collector) starts and stalls with a batch in flight: it keeps
+    // saying that its rows are visible before `stalled_at`, and the row it is inserting is
+    // stamped then. Meanwhile the first writer's rows, stamped later, land: the hub holds them
+    // back rather than move past the stalled batch.
+    let stalled_at = now_seconds();
+    let b_says = |visible_before| ArrivalWriterRow {
+        writer: "writer-b".into(),
+        first_stamp: stalled_at,
+        visible_before,
+    };
+    store.insert_rows(&[b_says(stalled_at)]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    writer
+        .write(vec![row("c2", "checkout", 1, 0)])
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        store.insert_rows(&[b_says(stalled_at)]).await.unwrap();
+        let refreshed = index.refresh().await.unwrap();
+        assert!(
+            matches!(refreshed.arrival_read, Some(ArrivalRead::Between { until, .. }) if until == stalled_at),
+            "{refreshed:?}"
+        );
+    }
+    assert!(
+        index.read(|f| f.clusters.get("c2").is_none()),
+        "read past the stalled writer's horizon"
+    );
+    // The late batch becomes visible, stamped before the rows the first writer added since,
+    // and its writer says so: both are read.
+    store
+        .insert_rows(&[row("c3", "checkout", 1, stalled_at)])
+        .await
+        .unwrap();
+    store
+        .insert_rows(&[b_says(now_seconds() + 1)])
+        .await
+        .unwrap();
+    refresh_until_seen(&index, "c3", "checkout").await;
+    refresh_until_seen(&index, "c2", "checkout").await;
+
+    // The overlap the hub used to read every second is gone: rows stamped a minute back are
+    // not read again.
+    let before = index.refresh().await.unwrap();
+    assert!(
+        before.observed_rows_read <= 1,
+        "a refresh with nothing new read {} rows",
+        before.observed_rows_read
+    );
+}
