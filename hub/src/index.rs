@@ -1604,7 +1604,13 @@ pub struct Refreshed {
 
 /// Every writer's arrival horizon; none when they cannot be read (a store not yet migrated to
 /// them, or ClickHouse failing: the reads fall back to the overlap).
+/// The writers' horizons, or none in cluster mode: there a replica may show a horizon before
+/// it shows the rows behind it (replication is asynchronous), so the hub reads with the
+/// overlap, which outlasts the replica delay the store accepts.
 async fn arrival_horizons(store: &Store) -> Vec<fleetscope_store::queries::ArrivalHorizon> {
+    if store.cluster().is_some() {
+        return Vec::new();
+    }
     match store.arrival_horizons().await {
         Ok(horizons) => horizons,
         Err(err) => {

@@ -182,7 +182,11 @@ pub fn read_queries_for(
         ),
         render::<ObservedRow>(
             "observed arrivals between two horizons",
-            queries::observed_arrivals_between_query(store, week_ago, week_ago.plus_seconds(3_600)),
+            queries::observed_arrivals_between_query(
+                store,
+                now.plus_seconds(-3_600),
+                now.plus_seconds(1),
+            ),
         ),
         render::<queries::ArrivalHorizon>(
             "arrival horizons",

@@ -105,6 +105,7 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("observed_arrivals", Placement::Sharded),
     ("reason_sets", Placement::Everywhere),
     ("reason_set_members", Placement::Everywhere),
+    ("arrival_writers", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

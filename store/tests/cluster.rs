@@ -58,6 +58,16 @@ async fn load(store: &Store, rows: &GridRows) {
         .await
         .expect("reason sets");
     store.insert_rows(&rows.snapshots).await.expect("snapshots");
+    // A collector's horizon, as its writer publishes it (the writer below is unnamed, so the
+    // rows keep the arrival times the grid gave them).
+    store
+        .insert_rows(&[fleetscope_store::ArrivalWriterRow {
+            writer: "collector/cluster-test/1/0".to_owned(),
+            first_stamp: 1,
+            visible_before: 2,
+        }])
+        .await
+        .expect("arrival horizon");
     let observed =
         BatchWriter::<ObservedRow>::spawn(store.clone(), BatchWriterConfig::default(), None);
     let heartbeats =
@@ -344,7 +354,9 @@ async fn a_cluster_answers_like_a_single_server() {
                 "{}",
                 single_entry.name
             ),
-            "observed arrivals since" | "whole table" => assert_eq!(
+            "observed arrivals since"
+            | "observed arrivals between two horizons"
+            | "whole table" => assert_eq!(
                 sorted_lines(&on_cluster),
                 sorted_lines(&on_single),
                 "{}",
