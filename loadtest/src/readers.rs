@@ -22,10 +22,13 @@ const ROUTES: &[(&str, &str)] = &[
     ("environments", "/api/v1/environments"),
 ];
 
+/// One answer: seconds since the run started, latency in milliseconds.
+pub type Answer = (f64, f64);
+
 #[derive(Debug, Default)]
 pub struct Timings {
-    /// route → (latencies in milliseconds, errors)
-    pub by_route: BTreeMap<&'static str, (Vec<f64>, u64)>,
+    /// route → (every answer, errors)
+    pub by_route: BTreeMap<&'static str, (Vec<Answer>, u64)>,
     pub first_errors: Vec<String>,
 }
 
@@ -55,7 +58,7 @@ impl Timings {
         self.by_route
             .iter()
             .map(|(route, (latencies, errors))| {
-                let mut sorted = latencies.clone();
+                let mut sorted: Vec<f64> = latencies.iter().map(|(_, ms)| *ms).collect();
                 sorted.sort_by(f64::total_cmp);
                 RouteLatency {
                     route: (*route).to_owned(),
@@ -71,8 +74,11 @@ impl Timings {
     }
 }
 
-/// Starts `readers` loops over the routes until `stop` is set.
+/// Starts `readers` loops over the routes until `stop` is set; answers are timed from
+/// `run_started`.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn(
+    run_started: Instant,
     readers: usize,
     hub: HubClient,
     clusters: Arc<Vec<String>>,
@@ -131,7 +137,9 @@ pub fn spawn(
                         let mut t = timings.lock().expect("timings lock");
                         let entry = t.by_route.entry(name).or_default();
                         match ok {
-                            Ok(()) => entry.0.push(ms),
+                            Ok(()) => entry
+                                .0
+                                .push((started.duration_since(run_started).as_secs_f64(), ms)),
                             Err(err) => {
                                 entry.1 += 1;
                                 if t.first_errors.len() < 10 {

@@ -336,9 +336,14 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
 #[derive(Debug)]
 pub struct PlotData {
     pub throughput: Vec<Series>,
-    pub freshness: Vec<Series>,
+    /// (seconds since start, seconds until visible) per sampled change.
+    pub freshness: Vec<(f64, f64)>,
     pub ack_latency: Vec<(String, Vec<f64>)>,
+    /// (seconds since start, milliseconds) per acknowledged request, every kind.
+    pub ack_latency_over_time: Vec<(f64, f64)>,
     pub hub_latency: Vec<(String, Vec<f64>)>,
+    /// (seconds since start, milliseconds) per answer, every route.
+    pub hub_latency_over_time: Vec<(f64, f64)>,
     pub cpu: Vec<Series>,
     pub memory: Vec<Series>,
 }
@@ -399,18 +404,27 @@ fn plot_data(
     };
     PlotData {
         throughput,
-        freshness: vec![Series {
-            name: "status change → visible in the hub API".into(),
-            points: freshness.iter().map(|(t, ms)| (*t, ms / 1_000.0)).collect(),
-        }],
+        freshness: freshness.iter().map(|(t, ms)| (*t, ms / 1_000.0)).collect(),
         ack_latency: by_kind
             .into_iter()
             .map(|(k, v)| (k.to_owned(), thin(v, 2_000)))
             .collect(),
+        ack_latency_over_time: acks
+            .iter()
+            .map(|a| (a.at_ms as f64 / 1_000.0, f64::from(a.latency_us) / 1_000.0))
+            .collect(),
         hub_latency: timings
             .by_route
             .iter()
-            .map(|(r, (v, _))| ((*r).to_owned(), thin(v.clone(), 2_000)))
+            .map(|(r, (v, _))| {
+                let ms = v.iter().map(|(_, ms)| *ms).collect();
+                ((*r).to_owned(), thin(ms, 2_000))
+            })
+            .collect(),
+        hub_latency_over_time: timings
+            .by_route
+            .values()
+            .flat_map(|(v, _)| v.iter().copied())
             .collect(),
         cpu: per_process(|s| s.cpu_cores),
         memory: per_process(|s| s.rss_mb),
@@ -432,22 +446,39 @@ pub fn write(dir: &Path, report: &LoadtestReport, plots: &PlotData) -> anyhow::R
         "per second",
         &plots.throughput,
     )?;
-    plot::line_chart(
+    plot::samples_over_time(
         &dir.join("freshness.png"),
-        "Freshness of sampled status changes",
+        "Freshness of sampled status changes (status change → visible in the hub API)",
         "seconds since start",
         "seconds until visible",
         &plots.freshness,
+        plot::YScale::Linear,
     )?;
     plot::latency_cdf(
         &dir.join("ack_latency.png"),
         "Collector acknowledgement latency by report kind",
         &plots.ack_latency,
     )?;
+    plot::samples_over_time(
+        &dir.join("ack_latency_over_time.png"),
+        "Collector acknowledgement latency over time (every report kind)",
+        "seconds since start",
+        "ms (log scale)",
+        &plots.ack_latency_over_time,
+        plot::YScale::Log,
+    )?;
     plot::latency_cdf(
         &dir.join("hub_latency.png"),
         "Hub API latency under concurrent readers",
         &plots.hub_latency,
+    )?;
+    plot::samples_over_time(
+        &dir.join("hub_latency_over_time.png"),
+        "Hub API latency over time (every route)",
+        "seconds since start",
+        "ms (log scale)",
+        &plots.hub_latency_over_time,
+        plot::YScale::Log,
     )?;
     plot::line_chart(
         &dir.join("cpu.png"),
@@ -789,7 +820,7 @@ pub fn markdown(r: &LoadtestReport) -> String {
     }
     let _ = writeln!(
         md,
-        "\n{:.0} bytes on disk per cluster in all.\n\nPlots: `throughput.png`, `freshness.png`, `ack_latency.png`, `hub_latency.png`, `cpu.png`, `memory.png`.",
+        "\n{:.0} bytes on disk per cluster in all.\n\nPlots: `throughput.png`, `freshness.png`, `ack_latency.png`, `ack_latency_over_time.png`, `hub_latency.png`, `hub_latency_over_time.png`, `cpu.png`, `memory.png`.",
         r.clickhouse_bytes_per_cluster
     );
     md

@@ -377,6 +377,7 @@ async fn drive(
 
     // Readers from here on: every later phase runs under concurrent readers.
     let (timings, reader_tasks) = crate::readers::spawn(
+        started,
         args.readers,
         hub_client.clone(),
         cluster_ids,
