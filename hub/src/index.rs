@@ -129,17 +129,17 @@ pub struct ReasonRec {
 #[derive(Debug, Clone, Default)]
 pub struct ClusterRec {
     /// `None` until the cluster is in the inventory; only inventory clusters have pairs.
-    pub info: Option<ClusterInfo>,
+    pub info: Option<Arc<ClusterInfo>>,
     pub render_group: Option<u32>,
     /// Its reason set, when the renderer published one.
     pub reason_set: Option<u32>,
     pub last_seen: Option<u32>,
     pub agent_version: Option<u32>,
-    /// Sorted by (kind, namespace, name).
-    pub objects: Vec<ObjectRec>,
+    /// Sorted by (kind, namespace, name). Shared with the snapshots until the objects change.
+    pub objects: Arc<Vec<ObjectRec>>,
     /// Its pairs' drift states and its staleness at the fleet's `as_of`, as added to the
-    /// counters; `None` for clusters outside the inventory.
-    pub counted: Option<Counted>,
+    /// counters; `None` for clusters outside the inventory. Replaced, never changed in place.
+    pub counted: Option<Arc<Counted>>,
     /// When one of its states could next change with time alone.
     deadline: Option<i64>,
 }
@@ -299,6 +299,16 @@ impl Clusters {
         &self.recs[slot as usize]
     }
 
+    /// Gives back the spare capacity of the cluster's objects (inserting them one by one left
+    /// up to half of it unused), where the writer holds the only copy.
+    fn trim(&mut self, slot: u32) {
+        if let Some(objects) = Arc::get_mut(&mut self.recs[slot as usize])
+            .and_then(|rec| Arc::get_mut(&mut rec.objects))
+        {
+            objects.shrink_to_fit();
+        }
+    }
+
     fn rec_mut(&mut self, slot: u32) -> &mut ClusterRec {
         Arc::make_mut(&mut self.recs[slot as usize])
     }
@@ -440,14 +450,14 @@ impl Fleet {
         for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
             let id = self.clusters.ids[slot as usize].clone();
             let info = wanted.remove(&*id);
-            if self.clusters.rec(slot).info != info {
-                self.clusters.rec_mut(slot).info = info;
+            if self.clusters.rec(slot).info.as_deref() != info.as_ref() {
+                self.clusters.rec_mut(slot).info = info.map(Arc::new);
                 self.touch(slot);
             }
         }
         for (id, info) in wanted {
             let slot = self.clusters.slot_or_add(&id);
-            self.clusters.rec_mut(slot).info = Some(info);
+            self.clusters.rec_mut(slot).info = Some(Arc::new(info));
             self.touch(slot);
         }
         self.generation += 1;
@@ -622,10 +632,10 @@ impl Fleet {
                 if !supersedes(&self.symbols, &rec, &self.clusters.rec(slot).objects[at]) {
                     return false;
                 }
-                self.clusters.rec_mut(slot).objects[at] = rec;
+                Arc::make_mut(&mut self.clusters.rec_mut(slot).objects)[at] = rec;
             }
             Err(at) => {
-                self.clusters.rec_mut(slot).objects.insert(at, rec);
+                Arc::make_mut(&mut self.clusters.rec_mut(slot).objects).insert(at, rec);
                 self.objects += 1;
             }
         }
@@ -756,7 +766,7 @@ impl Fleet {
             .and_then(|g| self.desired.get(&g))
             .map_or(&[], Vec::as_slice);
         let mut observed: Vec<&ObjectRec> = Vec::new();
-        for object in &cluster.objects {
+        for object in cluster.objects.iter() {
             if object.deleted
                 || !object.kind.is_app_object()
                 || self.symbols.text(object.app).is_empty()
@@ -954,6 +964,8 @@ impl Fleet {
                 observed.map(|o| o.version),
             ));
         }
+        // Kept for as long as the cluster's states hold: no spare capacity.
+        pairs.shrink_to_fit();
         let counted = Counted {
             prefixes: std::iter::once(fleet)
                 .chain(info.prefixes.iter().copied())
@@ -981,7 +993,7 @@ impl Fleet {
         if let Some(new) = deadline {
             self.upkeep.timers.insert((new, slot));
         }
-        let changed = cluster.counted != counted;
+        let changed = cluster.counted.as_deref() != counted.as_ref();
         if changed {
             let cells = Arc::make_mut(&mut self.cells);
             if let Some(old) = &cluster.counted {
@@ -996,7 +1008,7 @@ impl Fleet {
             let cluster = self.clusters.rec_mut(slot);
             cluster.deadline = deadline;
             if changed {
-                cluster.counted = counted;
+                cluster.counted = counted.map(Arc::new);
             }
         }
     }
@@ -1006,6 +1018,7 @@ impl Fleet {
         self.symbols.intern("");
         let dirty = std::mem::take(&mut self.upkeep.dirty);
         for slot in &dirty {
+            self.clusters.trim(*slot);
             self.recount(*slot);
         }
         dirty.len()
@@ -1352,15 +1365,16 @@ impl Fleet {
         let mut differences = Vec::new();
         for (id, cluster) in self.clusters.iter() {
             let (expected, _) = self.counted_of(cluster);
-            if cluster.counted != expected {
+            if cluster.counted.as_deref() != expected.as_ref() {
                 differences.push(format!(
                     "cluster {id}: maintained {:?}, classified {:?}",
                     cluster.counted, expected
                 ));
             }
         }
-        let expected =
-            crate::rollups::from_scratch(self.clusters.values().filter_map(|c| c.counted.as_ref()));
+        let expected = crate::rollups::from_scratch(
+            self.clusters.values().filter_map(|c| c.counted.as_deref()),
+        );
         if *self.cells != expected {
             differences.push(format!(
                 "counters: {} cells maintained, {} from scratch, or their contents differ",
@@ -1600,13 +1614,46 @@ pub struct Refreshed {
     /// What was read from the arrivals: `None` for a complete read of `observed_latest`.
     pub arrival_read: Option<ArrivalRead>,
     pub generation: u64,
+    pub phases: RefreshPhases,
+}
+
+/// Where one refresh spent its time.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RefreshPhases {
+    /// The change markers, and the renderer's tables and the inventory when they changed.
+    pub read_tables: Duration,
+    /// The writers' horizons and the observed rows.
+    pub read_observed: Duration,
+    pub read_heartbeats: Duration,
+    /// Waiting for a reader that was moving the clock forward.
+    pub wait_for_writer: Duration,
+    /// Tables, observed rows and heartbeats applied to the writer's fleet.
+    pub apply: Duration,
+    /// Every cluster that changed or came due worked out again, counters updated.
+    pub advance: Duration,
+    pub publish: Duration,
+}
+
+impl RefreshPhases {
+    /// Each phase by the name the metrics give it.
+    pub fn named(&self) -> [(&'static str, Duration); 7] {
+        [
+            ("read_tables", self.read_tables),
+            ("read_observed", self.read_observed),
+            ("read_heartbeats", self.read_heartbeats),
+            ("wait_for_writer", self.wait_for_writer),
+            ("apply", self.apply),
+            ("advance", self.advance),
+            ("publish", self.publish),
+        ]
+    }
 }
 
 /// Every writer's arrival horizon; none when they cannot be read (a store not yet migrated to
-/// them, or ClickHouse failing: the reads fall back to the overlap).
-/// The writers' horizons, or none in cluster mode: there a replica may show a horizon before
-/// it shows the rows behind it (replication is asynchronous), so the hub reads with the
-/// overlap, which outlasts the replica delay the store accepts.
+/// them, or ClickHouse failing: the reads fall back to the overlap), and none in cluster mode:
+/// there a replica may show a horizon before it shows the rows behind it (replication is
+/// asynchronous), so the hub reads with the overlap, which outlasts the replica delay the
+/// store accepts.
 async fn arrival_horizons(store: &Store) -> Vec<fleetscope_store::queries::ArrivalHorizon> {
     if store.cluster().is_some() {
         return Vec::new();
@@ -1717,6 +1764,8 @@ impl Index {
         now: Timestamp,
         policy: &DriftPolicy,
     ) -> fleetscope_store::Result<Refreshed> {
+        let mut phases = RefreshPhases::default();
+        let phase = Instant::now();
         let current = self.current();
         let observed_since = Timestamp(i64::from(current.observed_watermark) - OVERLAP_SECONDS);
         let heartbeats_since = Timestamp(i64::from(current.heartbeat_watermark) - OVERLAP_SECONDS);
@@ -1727,6 +1776,7 @@ impl Index {
         } else {
             None
         };
+        phases.read_tables = phase.elapsed();
         // Rows already applied (a writer back from silence, the overlap without horizons) are
         // dropped as they stream in.
         let mut observed = Vec::new();
@@ -1785,11 +1835,17 @@ impl Index {
                 Some(_) => cursor.advance(&horizons),
             }
         }
+        phases.read_observed = started.elapsed();
+        let phase = Instant::now();
         let heartbeats = self.store.heartbeats_since(heartbeats_since).await?;
+        phases.read_heartbeats = phase.elapsed();
+        let phase = Instant::now();
         let mut fleet = self
             .writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        phases.wait_for_writer = phase.elapsed();
+        let phase = Instant::now();
         let mut refreshed = Refreshed {
             tables_reloaded: tables.is_some(),
             observed_rows: observed.len(),
@@ -1798,6 +1854,7 @@ impl Index {
             observed_rows_read: rows_read,
             arrival_read: read,
             generation: 0,
+            phases,
         };
         if let Some(tables) = tables {
             fleet.set_tables(tables);
@@ -1811,11 +1868,16 @@ impl Index {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
         fleet.apply_heartbeats(heartbeats);
+        refreshed.phases.apply = phase.elapsed();
+        let phase = Instant::now();
         // A reader may have moved the clock past `now` meanwhile; never move it back for that.
         let now = now.max(fleet.as_of);
         refreshed.clusters_reclassified = fleet.advance(now, policy);
         refreshed.generation = fleet.generation;
+        refreshed.phases.advance = phase.elapsed();
+        let phase = Instant::now();
         self.publish(&fleet);
+        refreshed.phases.publish = phase.elapsed();
         Ok(refreshed)
     }
 

@@ -73,6 +73,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GroupLabels {
     group: String,
 }
@@ -101,6 +106,7 @@ pub struct HubMetrics {
     compute_seconds: Histogram,
     refreshes: Family<OutcomeLabels, Counter>,
     refresh_seconds: Histogram,
+    refresh_phase_seconds: Family<PhaseLabels, Histogram>,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -119,6 +125,7 @@ impl HubMetrics {
             compute_seconds: seconds_histogram(),
             refreshes: Family::default(),
             refresh_seconds: seconds_histogram(),
+            refresh_phase_seconds: Family::new_with_constructor(seconds_histogram),
         }
     }
 
@@ -146,6 +153,17 @@ impl HubMetrics {
                 query: name.to_owned(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// The phases of one successful refresh.
+    pub fn refresh_phases(&self, phases: &crate::index::RefreshPhases) {
+        for (phase, took) in phases.named() {
+            self.refresh_phase_seconds
+                .get_or_create(&PhaseLabels {
+                    phase: phase.to_owned(),
+                })
+                .observe(took.as_secs_f64());
+        }
     }
 
     pub fn refreshed(&self, took: Duration, ok: bool) {
@@ -286,6 +304,11 @@ impl HubMetrics {
             "fleetscope_hub_refresh_seconds",
             "Duration of one read of new data from ClickHouse",
             self.refresh_seconds.clone(),
+        );
+        registry.register(
+            "fleetscope_hub_refresh_phase_seconds",
+            "Duration of each phase of a successful refresh (reads from ClickHouse, waiting for the writer, applying rows, advancing the clock, publishing the snapshot)",
+            self.refresh_phase_seconds.clone(),
         );
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry)

@@ -326,6 +326,7 @@ pub fn spawn_refresher(state: Arc<AppState>, interval: Duration) -> tokio::task:
                         .last_refresh
                         .store(system_now().seconds(), Ordering::Relaxed);
                     state.metrics.refreshed(started.elapsed(), true);
+                    state.metrics.refresh_phases(&refreshed.phases);
                     tracing::debug!(?refreshed, elapsed = ?started.elapsed(), "refreshed");
                 }
                 Err(err) => {
