@@ -1667,6 +1667,17 @@ async fn arrival_horizons(store: &Store) -> Vec<fleetscope_store::queries::Arriv
     }
 }
 
+/// Runs `f`, which works without awaiting, off the runtime's worker threads when the runtime
+/// has several (the others take over its tasks meanwhile), in place otherwise.
+fn cpu_bound<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// The system clock in whole seconds.
 pub fn system_now() -> Timestamp {
     Timestamp(
@@ -1839,45 +1850,50 @@ impl Index {
         let phase = Instant::now();
         let heartbeats = self.store.heartbeats_since(heartbeats_since).await?;
         phases.read_heartbeats = phase.elapsed();
-        let phase = Instant::now();
-        let mut fleet = self
-            .writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        phases.wait_for_writer = phase.elapsed();
-        let phase = Instant::now();
-        let mut refreshed = Refreshed {
-            tables_reloaded: tables.is_some(),
-            observed_rows: observed.len(),
-            heartbeat_rows: heartbeats.len(),
-            clusters_reclassified: 0,
-            observed_rows_read: rows_read,
-            arrival_read: read,
-            generation: 0,
-            phases,
-        };
-        if let Some(tables) = tables {
-            fleet.set_tables(tables);
-        }
-        for row in &observed {
-            fleet.apply_observed(row);
-        }
-        fleet.observed_watermark = fleet.observed_watermark.max(newest_received);
-        *self
-            .observed_read_started
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
-        fleet.apply_heartbeats(heartbeats);
-        refreshed.phases.apply = phase.elapsed();
-        let phase = Instant::now();
-        // A reader may have moved the clock past `now` meanwhile; never move it back for that.
-        let now = now.max(fleet.as_of);
-        refreshed.clusters_reclassified = fleet.advance(now, policy);
-        refreshed.generation = fleet.generation;
-        refreshed.phases.advance = phase.elapsed();
-        let phase = Instant::now();
-        self.publish(&fleet);
-        refreshed.phases.publish = phase.elapsed();
+        // The rest works without awaiting, for up to a few hundred milliseconds when much
+        // changed: off the runtime's worker threads, so requests keep being answered.
+        let refreshed = cpu_bound(|| {
+            let phase = Instant::now();
+            let mut fleet = self
+                .writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            phases.wait_for_writer = phase.elapsed();
+            let phase = Instant::now();
+            let mut refreshed = Refreshed {
+                tables_reloaded: tables.is_some(),
+                observed_rows: observed.len(),
+                heartbeat_rows: heartbeats.len(),
+                clusters_reclassified: 0,
+                observed_rows_read: rows_read,
+                arrival_read: read,
+                generation: 0,
+                phases,
+            };
+            if let Some(tables) = tables {
+                fleet.set_tables(tables);
+            }
+            for row in &observed {
+                fleet.apply_observed(row);
+            }
+            fleet.observed_watermark = fleet.observed_watermark.max(newest_received);
+            *self
+                .observed_read_started
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
+            fleet.apply_heartbeats(heartbeats);
+            refreshed.phases.apply = phase.elapsed();
+            let phase = Instant::now();
+            // A reader may have moved the clock past `now` meanwhile; never move it back for that.
+            let now = now.max(fleet.as_of);
+            refreshed.clusters_reclassified = fleet.advance(now, policy);
+            refreshed.generation = fleet.generation;
+            refreshed.phases.advance = phase.elapsed();
+            let phase = Instant::now();
+            self.publish(&fleet);
+            refreshed.phases.publish = phase.elapsed();
+            refreshed
+        });
         Ok(refreshed)
     }
 

@@ -779,11 +779,13 @@ pub struct ArrivalHorizon {
     pub silent_seconds: i64,
 }
 
-/// Every writer's latest arrival horizon (its newest publication).
+/// Every writer's latest arrival horizon. A writer's horizons never go back, so its newest
+/// publication carries the greatest one (several publications within one second of
+/// `updated_at` cannot tie).
 pub fn arrival_horizons_query(store: &Store) -> Query {
     store.client().query(
         "SELECT writer, min(first_stamp) AS first_stamp, \
-argMax(visible_before, updated_at) AS visible_before, \
+max(visible_before) AS visible_before, \
 toInt64(now()) - toInt64(max(updated_at)) AS silent_seconds \
 FROM arrival_writers GROUP BY writer ORDER BY writer",
     )

@@ -58,16 +58,12 @@ async fn load(store: &Store, rows: &GridRows) {
         .await
         .expect("reason sets");
     store.insert_rows(&rows.snapshots).await.expect("snapshots");
-    // A collector's horizon, as its writer publishes it (the writer below is unnamed, so the
+    // Collectors' horizons, as their writers publish them (the writer below is unnamed, so the
     // rows keep the arrival times the grid gave them).
     store
-        .insert_rows(&[fleetscope_store::ArrivalWriterRow {
-            writer: "collector/cluster-test/1/0".to_owned(),
-            first_stamp: 1,
-            visible_before: 2,
-        }])
+        .insert_rows(&rows.arrival_writers)
         .await
-        .expect("arrival horizon");
+        .expect("arrival horizons");
     let observed =
         BatchWriter::<ObservedRow>::spawn(store.clone(), BatchWriterConfig::default(), None);
     let heartbeats =

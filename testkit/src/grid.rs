@@ -260,6 +260,9 @@ pub struct GridRows {
     /// The two renders the desired rows and memberships name (render 2 recorded twice, as an
     /// unmerged duplicate would be).
     pub renders: Vec<fleetscope_store::RenderRow>,
+    /// Two collectors' arrival horizons, the first published twice (the newer publication
+    /// carries the later horizon).
+    pub arrival_writers: Vec<fleetscope_store::ArrivalWriterRow>,
 }
 
 pub fn rows(cases: &[GridCase]) -> GridRows {
@@ -450,6 +453,20 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
             13,
         ));
     }
+    let stamp =
+        |seconds_ago: i64| u32::try_from(ago(seconds_ago).seconds()).expect("a 32-bit time");
+    for (writer, first, visible) in [
+        ("collector/grid-a/1/0", 7_200, 60),
+        ("collector/grid-a/1/0", 7_200, 5),
+        ("collector/grid-b/2/0", 600, 3),
+    ] {
+        rows.arrival_writers
+            .push(fleetscope_store::ArrivalWriterRow {
+                writer: writer.to_owned(),
+                first_stamp: stamp(first),
+                visible_before: stamp(visible),
+            });
+    }
     rows
 }
 
@@ -466,6 +483,7 @@ impl GridRows {
         out.extend(table_inserts("reason_sets", &self.reason_sets));
         out.extend(table_inserts("observed_transitions", &self.observed));
         out.extend(table_inserts("rollup_snapshots", &self.snapshots));
+        out.extend(table_inserts("arrival_writers", &self.arrival_writers));
         out
     }
 }

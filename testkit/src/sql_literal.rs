@@ -85,8 +85,8 @@ pub fn table_inserts<T: SqlRow>(table: &str, rows: &[T]) -> Vec<String> {
 }
 
 use fleetscope_store::{
-    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, ReasonMemberRow,
-    ReasonSetRow, RenderRow, RollupSnapshotRow,
+    ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow,
+    ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow,
 };
 
 impl SqlRow for ClusterRow {
@@ -103,6 +103,17 @@ impl SqlRow for ClusterRow {
             r.updated_at.literal(),
             r.version.literal(),
             r.removed.literal(),
+        ]
+    }
+}
+
+impl SqlRow for ArrivalWriterRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.writer.literal(),
+            r.first_stamp.literal(),
+            r.visible_before.literal(),
         ]
     }
 }
