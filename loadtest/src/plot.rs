@@ -62,17 +62,7 @@ pub fn line_chart(
             .x_label_area_size(55)
             .y_label_area_size(85)
             .build_cartesian_2d(x_range, y_range)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .x_label_formatter(&|v| tick(*v))
-            .y_label_formatter(&|v| tick(*v))
-            .label_style(("sans-serif", 16))
-            .axis_desc_style(("sans-serif", 18))
-            .light_line_style(LIGHT_GRID)
-            .max_light_lines(4)
-            .draw()?;
+        mesh(&mut chart, x_label, y_label)?;
         for (i, (name, points)) in series.iter().enumerate() {
             let style = PALETTE[i % PALETTE.len()].stroke_width(2);
             let label = if points.is_empty() {
@@ -209,6 +199,32 @@ pub fn samples_over_time(
     })
 }
 
+/// Axes, labels and the light grid, alike on every chart.
+fn mesh<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    x_label: &str,
+    y_label: &str,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .label_style(("sans-serif", 16))
+        .axis_desc_style(("sans-serif", 18))
+        .light_line_style(LIGHT_GRID)
+        .max_light_lines(4)
+        .draw()?;
+    Ok(())
+}
+
 struct SampleLabels<'a> {
     samples: String,
     x: &'a str,
@@ -228,17 +244,7 @@ where
     DB::ErrorType: 'static,
     Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
-    chart
-        .configure_mesh()
-        .x_desc(labels.x)
-        .y_desc(labels.y)
-        .x_label_formatter(&|v| tick(*v))
-        .y_label_formatter(&|v| tick(*v))
-        .label_style(("sans-serif", 16))
-        .axis_desc_style(("sans-serif", 18))
-        .light_line_style(LIGHT_GRID)
-        .max_light_lines(4)
-        .draw()?;
+    mesh(chart, labels.x, labels.y)?;
     let dots = POINT_COLOUR.mix(0.35).filled();
     chart
         .draw_series(
@@ -321,17 +327,7 @@ pub fn latency_cdf(path: &Path, title: &str, samples: &[(String, Vec<f64>)]) -> 
             .x_label_area_size(55)
             .y_label_area_size(85)
             .build_cartesian_2d((lo..hi).log_scale(), 0.0..100.0)?;
-        chart
-            .configure_mesh()
-            .x_desc("latency (ms, log scale)")
-            .y_desc("percentile")
-            .x_label_formatter(&|v| tick(*v))
-            .y_label_formatter(&|v| tick(*v))
-            .label_style(("sans-serif", 16))
-            .axis_desc_style(("sans-serif", 18))
-            .light_line_style(LIGHT_GRID)
-            .max_light_lines(4)
-            .draw()?;
+        mesh(&mut chart, "latency (ms, log scale)", "percentile")?;
         for (i, (name, values)) in sets.iter().enumerate() {
             let style = PALETTE[i % PALETTE.len()].stroke_width(2);
             let label = match (

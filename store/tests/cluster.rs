@@ -346,15 +346,9 @@ async fn a_cluster_answers_like_a_single_server() {
             ),
             // How long each writer has been silent depends on when the query ran.
             "arrival horizons" => {
-                let without_silence = |tsv: &str| -> Vec<String> {
-                    tsv.lines()
-                        .map(|line| line.rsplit_once('\t').map_or(line, |(rest, _)| rest))
-                        .map(str::to_owned)
-                        .collect()
-                };
                 assert_eq!(
-                    without_silence(&on_cluster),
-                    without_silence(&on_single),
+                    fleetscope_testkit::without_last_column(&on_cluster),
+                    fleetscope_testkit::without_last_column(&on_single),
                     "{}",
                     single_entry.name
                 )

@@ -143,15 +143,9 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
         if entry.name == "arrival horizons" {
             // The last column, how long each writer has been silent, depends on when the
             // query ran.
-            let without_silence = |tsv: &str| -> Vec<String> {
-                tsv.lines()
-                    .map(|line| line.rsplit_once('\t').map_or(line, |(rest, _)| rest))
-                    .map(str::to_owned)
-                    .collect()
-            };
             assert_eq!(
-                without_silence(server),
-                without_silence(&current.output),
+                fleetscope_testkit::without_last_column(server),
+                fleetscope_testkit::without_last_column(&current.output),
                 "{} differs between 18.16 and {}",
                 entry.name,
                 run.version

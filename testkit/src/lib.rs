@@ -94,3 +94,12 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// The lines of tab-separated `text` without their last column (a column that depends on the
+/// moment a query ran, such as a writer's silence).
+pub fn without_last_column(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|line| line.rsplit_once('\t').map_or(line, |(rest, _)| rest))
+        .map(str::to_owned)
+        .collect()
+}
