@@ -232,17 +232,29 @@ impl Filter {
     }
 }
 
-/// The clusters by id: ids in order, each with its record. Cloning shares every record.
+/// Records per chunk of [`Clusters`]: a snapshot shares whole chunks, and changing one record
+/// copies the pointers of its chunk only.
+const CHUNK: usize = 256;
+
+/// The clusters by id: ids in order, each with its record. Cloning shares every record, and
+/// costs a pointer per [`CHUNK`] clusters, not one per cluster.
 #[derive(Debug, Clone, Default)]
 pub struct Clusters {
     slots: Arc<BTreeMap<Arc<str>, u32>>,
-    recs: Vec<Arc<ClusterRec>>,
-    ids: Vec<Arc<str>>,
+    /// Records by slot, [`CHUNK`] to a chunk.
+    chunks: Vec<Arc<Vec<Arc<ClusterRec>>>>,
+    /// Ids by slot, [`CHUNK`] to a chunk.
+    ids: Vec<Arc<Vec<Arc<str>>>>,
+    len: usize,
+}
+
+fn chunk_of(slot: u32) -> (usize, usize) {
+    (slot as usize / CHUNK, slot as usize % CHUNK)
 }
 
 impl Clusters {
     pub fn get(&self, id: &str) -> Option<&ClusterRec> {
-        self.slots.get(id).map(|slot| &*self.recs[*slot as usize])
+        self.slots.get(id).map(|slot| self.rec(*slot))
     }
 
     pub fn contains_key(&self, id: &str) -> bool {
@@ -250,18 +262,16 @@ impl Clusters {
     }
 
     pub fn len(&self) -> usize {
-        self.recs.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.recs.is_empty()
+        self.len == 0
     }
 
     /// Every cluster, by id.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &ClusterRec)> + '_ {
-        self.slots
-            .iter()
-            .map(|(id, slot)| (&**id, &*self.recs[*slot as usize]))
+        self.slots.iter().map(|(id, slot)| (&**id, self.rec(*slot)))
     }
 
     /// The clusters from `first` on (included), by id.
@@ -271,7 +281,7 @@ impl Clusters {
     ) -> impl Iterator<Item = (&'a str, &'a ClusterRec)> + 'a {
         self.slots
             .range::<str, _>((std::ops::Bound::Included(first), std::ops::Bound::Unbounded))
-            .map(|(id, slot)| (&**id, &*self.recs[*slot as usize]))
+            .map(|(id, slot)| (&**id, self.rec(*slot)))
     }
 
     pub fn values(&self) -> impl Iterator<Item = &ClusterRec> + '_ {
@@ -287,22 +297,36 @@ impl Clusters {
         if let Some(slot) = self.slot(id) {
             return slot;
         }
-        let slot = u32::try_from(self.recs.len()).expect("fewer than 4 billion clusters");
+        let slot = u32::try_from(self.len).expect("fewer than 4 billion clusters");
         let id: Arc<str> = Arc::from(id);
         Arc::make_mut(&mut self.slots).insert(id.clone(), slot);
-        self.recs.push(Arc::default());
-        self.ids.push(id);
+        let (chunk, _) = chunk_of(slot);
+        if chunk == self.chunks.len() {
+            self.chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
+            self.ids.push(Arc::new(Vec::with_capacity(CHUNK)));
+        }
+        Arc::make_mut(&mut self.chunks[chunk]).push(Arc::default());
+        Arc::make_mut(&mut self.ids[chunk]).push(id);
+        self.len += 1;
         slot
     }
 
     fn rec(&self, slot: u32) -> &ClusterRec {
-        &self.recs[slot as usize]
+        let (chunk, at) = chunk_of(slot);
+        &self.chunks[chunk][at]
+    }
+
+    fn id(&self, slot: u32) -> &Arc<str> {
+        let (chunk, at) = chunk_of(slot);
+        &self.ids[chunk][at]
     }
 
     /// Gives back the spare capacity of the cluster's objects (inserting them one by one left
     /// up to half of it unused), where the writer holds the only copy.
     fn trim(&mut self, slot: u32) {
-        if let Some(objects) = Arc::get_mut(&mut self.recs[slot as usize])
+        let (chunk, at) = chunk_of(slot);
+        if let Some(objects) = Arc::get_mut(&mut self.chunks[chunk])
+            .and_then(|chunk| Arc::get_mut(&mut chunk[at]))
             .and_then(|rec| Arc::get_mut(&mut rec.objects))
         {
             objects.shrink_to_fit();
@@ -310,7 +334,8 @@ impl Clusters {
     }
 
     fn rec_mut(&mut self, slot: u32) -> &mut ClusterRec {
-        Arc::make_mut(&mut self.recs[slot as usize])
+        let (chunk, at) = chunk_of(slot);
+        Arc::make_mut(&mut Arc::make_mut(&mut self.chunks[chunk])[at])
     }
 }
 
@@ -448,7 +473,7 @@ impl Fleet {
             );
         }
         for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
-            let id = self.clusters.ids[slot as usize].clone();
+            let id = self.clusters.id(slot).clone();
             let info = wanted.remove(&*id);
             if self.clusters.rec(slot).info.as_deref() != info.as_ref() {
                 self.clusters.rec_mut(slot).info = info.map(Arc::new);
@@ -480,7 +505,7 @@ impl Fleet {
             }
         }
         for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
-            let id = self.clusters.ids[slot as usize].clone();
+            let id = self.clusters.id(slot).clone();
             let value = wanted.remove(&*id);
             if get(self.clusters.rec(slot)) != value {
                 *field(self.clusters.rec_mut(slot)) = value;
@@ -995,13 +1020,11 @@ impl Fleet {
         }
         let changed = cluster.counted.as_deref() != counted.as_ref();
         if changed {
-            let cells = Arc::make_mut(&mut self.cells);
-            if let Some(old) = &cluster.counted {
-                crate::rollups::apply(cells, old, false);
-            }
-            if let Some(new) = &counted {
-                crate::rollups::apply(cells, new, true);
-            }
+            crate::rollups::replace(
+                Arc::make_mut(&mut self.cells),
+                cluster.counted.as_deref(),
+                counted.as_ref(),
+            );
             self.generation += 1;
         }
         if changed || cluster.deadline != deadline {
@@ -1620,14 +1643,15 @@ pub struct Refreshed {
 /// Where one refresh spent its time.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RefreshPhases {
-    /// The change markers, and the renderer's tables and the inventory when they changed.
+    /// The change markers, and the renderer's tables and the inventory when they changed,
+    /// read and applied to the writer's fleet.
     pub read_tables: Duration,
-    /// The writers' horizons and the observed rows.
+    /// The writers' horizons and the observed rows, each new row applied as it arrives.
     pub read_observed: Duration,
     pub read_heartbeats: Duration,
     /// Waiting for a reader that was moving the clock forward.
     pub wait_for_writer: Duration,
-    /// Tables, observed rows and heartbeats applied to the writer's fleet.
+    /// Heartbeats applied to the writer's fleet.
     pub apply: Duration,
     /// Every cluster that changed or came due worked out again, counters updated.
     pub advance: Duration,
@@ -1759,17 +1783,25 @@ impl Index {
     /// the fleet by hand). `f` must leave it settled: call [`Fleet::advance`] or
     /// [`Fleet::settle`].
     pub fn write<T>(&self, f: impl FnOnce(&mut Fleet) -> T) -> T {
-        let mut fleet = self
-            .writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut fleet = self.writer_guard();
         let out = f(&mut fleet);
+        // A refresh that failed half way may have left rows applied and not yet settled.
+        fleet.settle();
         self.publish(&fleet);
         out
     }
 
+    /// The writer's fleet. Held by a refresh for one observed row at a time while it reads,
+    /// then for the heartbeats, the clock and the publication.
+    fn writer_guard(&self) -> std::sync::MutexGuard<'_, Fleet> {
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Reads what changed since the last refresh, applies it, moves the clock to `now` under
-    /// `policy` and publishes. Nothing is locked while the store is read.
+    /// `policy` and publishes. While the store is read the writer's fleet is locked for one
+    /// row at a time; readers only ever take the published snapshot.
     pub async fn refresh_at(
         &self,
         now: Timestamp,
@@ -1787,10 +1819,17 @@ impl Index {
         } else {
             None
         };
+        // The renderer's tables go in first: the rows read next are applied as they arrive.
+        let tables_reloaded = tables.is_some();
+        if let Some(tables) = tables {
+            cpu_bound(|| self.writer_guard().set_tables(tables));
+        }
         phases.read_tables = phase.elapsed();
-        // Rows already applied (a writer back from silence, the overlap without horizons) are
-        // dropped as they stream in.
-        let mut observed = Vec::new();
+        // Each observed row is applied to the writer's fleet as it streams in, under the
+        // writer's lock for that row only, so a large read (a fleet connecting) never sits in
+        // memory as rows. Rows already applied (a writer back from silence, the overlap without
+        // horizons) are recognised before anything is interned, and dropped.
+        let mut observed_rows = 0;
         let mut newest_received = 0;
         let started = Instant::now();
         let last_read = *self
@@ -1810,8 +1849,10 @@ impl Index {
         };
         let mut keep = |row: ObservedRow| {
             newest_received = newest_received.max(row.received_at);
-            if current.is_newer(&row) {
-                observed.push(row);
+            let mut fleet = self.writer_guard();
+            if fleet.is_newer(&row) {
+                fleet.apply_observed(&row);
+                observed_rows += 1;
             }
         };
         let rows_read = match read {
@@ -1854,15 +1895,12 @@ impl Index {
         // changed: off the runtime's worker threads, so requests keep being answered.
         let refreshed = cpu_bound(|| {
             let phase = Instant::now();
-            let mut fleet = self
-                .writer
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut fleet = self.writer_guard();
             phases.wait_for_writer = phase.elapsed();
             let phase = Instant::now();
             let mut refreshed = Refreshed {
-                tables_reloaded: tables.is_some(),
-                observed_rows: observed.len(),
+                tables_reloaded,
+                observed_rows,
                 heartbeat_rows: heartbeats.len(),
                 clusters_reclassified: 0,
                 observed_rows_read: rows_read,
@@ -1870,12 +1908,6 @@ impl Index {
                 generation: 0,
                 phases,
             };
-            if let Some(tables) = tables {
-                fleet.set_tables(tables);
-            }
-            for row in &observed {
-                fleet.apply_observed(row);
-            }
             fleet.observed_watermark = fleet.observed_watermark.max(newest_received);
             *self
                 .observed_read_started

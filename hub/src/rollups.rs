@@ -89,11 +89,13 @@ impl AppCell {
     }
 }
 
-/// One (group prefix, environment) cell.
+/// One (group prefix, environment) cell. Each app's entry sits behind its own `Arc`, so that
+/// copying a cell that a published snapshot shares copies pointers, and only the entries that
+/// change are copied whole.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cell {
     pub counts: Counts,
-    pub apps: HashMap<u32, AppCell>,
+    pub apps: HashMap<u32, Arc<AppCell>>,
 }
 
 /// Every cell, keyed by (prefix symbol, environment symbol or [`ANY_ENVIRONMENT`]). A cell is
@@ -123,6 +125,24 @@ fn bump_version(versions: &mut Vec<(u32, u64)>, version: u32, add: bool) {
     }
 }
 
+/// Counts one pair in (`add`) or out of a cell.
+fn count_pair(cell: &mut Cell, pair: &CountedPair, add: bool) {
+    let i = state_index(pair.state);
+    bump(&mut cell.counts.pairs[i], add);
+    let entry = cell.apps.entry(pair.app).or_default();
+    let app = Arc::make_mut(entry);
+    bump(&mut app.pairs[i], add);
+    if let Some(v) = pair.desired_version() {
+        bump_version(&mut app.desired, v, add);
+    }
+    if let Some(v) = pair.observed_version() {
+        bump_version(&mut app.running, v, add);
+    }
+    if app.is_empty() {
+        cell.apps.remove(&pair.app);
+    }
+}
+
 /// Adds (`add`) or takes out what `counted` contributes to every cell it belongs to.
 pub fn apply(cells: &mut Cells, counted: &Counted, add: bool) {
     for prefix in &counted.prefixes {
@@ -134,19 +154,7 @@ pub fn apply(cells: &mut Cells, counted: &Counted, add: bool) {
                 bump(&mut cell.counts.stale_clusters, add);
             }
             for pair in &counted.pairs {
-                let i = state_index(pair.state);
-                bump(&mut cell.counts.pairs[i], add);
-                let app = cell.apps.entry(pair.app).or_default();
-                bump(&mut app.pairs[i], add);
-                if let Some(v) = pair.desired_version() {
-                    bump_version(&mut app.desired, v, add);
-                }
-                if let Some(v) = pair.observed_version() {
-                    bump_version(&mut app.running, v, add);
-                }
-                if app.is_empty() {
-                    cell.apps.remove(&pair.app);
-                }
+                count_pair(cell, pair, add);
             }
             if cell.counts.clusters == 0 {
                 debug_assert!(cell.apps.is_empty() && cell.counts == Counts::default());
@@ -154,6 +162,90 @@ pub fn apply(cells: &mut Cells, counted: &Counted, add: bool) {
             }
         }
     }
+}
+
+/// Replaces what a cluster counted as (`old`) by what it counts as now (`new`). A cluster that
+/// stayed in its group and environment has only the pairs that changed counted again, in the
+/// cells of its prefixes; one that moved is taken out whole and added whole.
+pub fn replace(cells: &mut Cells, old: Option<&Counted>, new: Option<&Counted>) {
+    let (old, new) = match (old, new) {
+        (Some(old), Some(new))
+            if old.prefixes == new.prefixes && old.environment == new.environment =>
+        {
+            (old, new)
+        }
+        (old, new) => {
+            if let Some(old) = old {
+                apply(cells, old, false);
+            }
+            if let Some(new) = new {
+                apply(cells, new, true);
+            }
+            return;
+        }
+    };
+    let changes = changed_pairs(&old.pairs, &new.pairs);
+    if changes.is_empty() && old.stale == new.stale {
+        return;
+    }
+    for prefix in &new.prefixes {
+        for environment in [new.environment, ANY_ENVIRONMENT] {
+            let slot = cells
+                .get_mut(&(*prefix, environment))
+                .expect("a counted cluster's cells are there");
+            let cell = Arc::make_mut(slot);
+            if old.stale != new.stale {
+                bump(&mut cell.counts.stale_clusters, new.stale);
+            }
+            // Out first, then in: an app whose only pair changes keeps no empty entry between.
+            for (pair, add) in &changes {
+                if !add {
+                    count_pair(cell, pair, false);
+                }
+            }
+            for (pair, add) in &changes {
+                if *add {
+                    count_pair(cell, pair, true);
+                }
+            }
+        }
+    }
+}
+
+/// The pairs to take out (`false`) and to add (`true`) to go from `old` to `new`, both sorted
+/// by app; pairs equal in both are left alone.
+fn changed_pairs<'a>(
+    old: &'a [CountedPair],
+    new: &'a [CountedPair],
+) -> Vec<(&'a CountedPair, bool)> {
+    let mut changes = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) if o.app == n.app => {
+                if o != n {
+                    changes.push((o, false));
+                    changes.push((n, true));
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(o), Some(n)) if o.app < n.app => {
+                changes.push((o, false));
+                i += 1;
+            }
+            (Some(o), None) => {
+                changes.push((o, false));
+                i += 1;
+            }
+            (_, Some(n)) => {
+                changes.push((n, true));
+                j += 1;
+            }
+            (None, None) => unreachable!("the loop runs while one side has pairs"),
+        }
+    }
+    changes
 }
 
 /// The cells a set of counted clusters makes, computed from scratch: what [`apply`] must keep.
@@ -222,5 +314,41 @@ mod tests {
         assert_eq!(cells, from_scratch([&b]));
         apply(&mut cells, &b, false);
         assert!(cells.is_empty());
+    }
+
+    #[test]
+    fn replacing_equals_counting_from_scratch() {
+        use DriftState::*;
+        let before = [
+            counted(&[0, 1, 2], 7, false, &[(10, InSync), (11, Missing)]),
+            counted(&[0, 1, 3], 8, true, &[(10, Stale)]),
+            counted(&[0, 1, 2], 7, false, &[(11, InSync), (12, OutOfSync)]),
+        ];
+        // Each cluster in turn: a state changed, an app gone and one new, stale no more, a move
+        // to another group and environment, out of the inventory.
+        let afters = [
+            Some(counted(&[0, 1, 2], 7, false, &[(10, InSync), (11, InSync)])),
+            Some(counted(&[0, 1, 3], 8, false, &[(12, Progressing)])),
+            Some(counted(&[0, 4], 9, true, &[(11, InSync), (12, OutOfSync)])),
+            None,
+        ];
+        for (i, after) in afters.iter().enumerate() {
+            for (j, old) in before.iter().enumerate() {
+                let mut cells = from_scratch(&before);
+                replace(&mut cells, Some(old), after.as_ref());
+                let expected = from_scratch(
+                    before
+                        .iter()
+                        .enumerate()
+                        .filter(|(k, _)| *k != j)
+                        .map(|(_, c)| c)
+                        .chain(after.as_ref()),
+                );
+                assert_eq!(cells, expected, "cluster {j} becoming case {i}");
+            }
+        }
+        let mut cells = Cells::new();
+        replace(&mut cells, None, Some(&before[0]));
+        assert_eq!(cells, from_scratch([&before[0]]));
     }
 }
