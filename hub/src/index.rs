@@ -1220,7 +1220,7 @@ impl Fleet {
             if let Some(app) = app {
                 counts.pairs = app
                     .and_then(|a| cell.apps.get(&a))
-                    .map_or([0; 8], |a| a.pairs);
+                    .map_or([0; 8], |a| a.pairs());
             }
             counts
         };
@@ -1282,10 +1282,10 @@ impl Fleet {
         let mut rows: BTreeMap<(String, bool, u32), i64> = BTreeMap::new();
         let mut add_cell = |group: &str, cell: &crate::rollups::Cell, sign: i64| {
             if let Some(a) = cell.apps.get(&app) {
-                for (side, versions) in [(true, &a.desired), (false, &a.running)] {
+                for (side, versions) in [(true, a.desired()), (false, a.running())] {
                     for (v, n) in versions {
-                        *rows.entry((group.to_owned(), side, *v)).or_default() +=
-                            sign * i64::try_from(*n).unwrap_or(i64::MAX);
+                        *rows.entry((group.to_owned(), side, v)).or_default() +=
+                            sign * i64::try_from(n).unwrap_or(i64::MAX);
                     }
                 }
             }
@@ -1375,7 +1375,7 @@ impl Fleet {
                     .or_default()
                     .insert(
                         self.symbols.text(*env).to_owned(),
-                        (text(&counts.desired), text(&counts.running)),
+                        (text(&counts.desired()), text(&counts.running())),
                     );
             }
         }

@@ -2,8 +2,9 @@
 //! fleet), per environment and for all environments together, the clusters, the stale ones, the
 //! pairs per drift state, and per app the pairs per state and the clusters per desired and per
 //! running version. A cluster adds what it is counted as ([`Counted`]) to the cells of its group's
-//! prefixes and takes it back out before it changes, so a change costs the depth of its group
-//! times the apps of the cluster, never the fleet.
+//! prefixes; when it changes, only the pairs that differ are taken out and added again
+//! ([`replace`]), so a change costs the depth of its group times the pairs that changed, never
+//! the fleet.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -72,20 +73,50 @@ impl Counted {
     }
 }
 
-/// Per app within a cell.
+/// Per app within a cell: 32-bit counters (a cell counts fewer than 4 billion clusters) and
+/// one list for both version counts, so that copying an entry is one allocation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppCell {
     /// Pairs per drift state, in `DriftState::ALL` order.
-    pub pairs: [u64; 8],
-    /// Desired version symbol → clusters, sorted by symbol; no zero entries.
-    pub desired: Vec<(u32, u64)>,
-    /// Running version symbol → clusters, sorted by symbol; no zero entries.
-    pub running: Vec<(u32, u64)>,
+    pairs: [u32; 8],
+    /// Per version symbol, sorted by symbol: the clusters that desire it and those that run
+    /// it. No entry has both at zero.
+    versions: Vec<VersionCount>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct VersionCount {
+    version: u32,
+    desired: u32,
+    running: u32,
 }
 
 impl AppCell {
+    /// Pairs per drift state, in `DriftState::ALL` order.
+    pub fn pairs(&self) -> [u64; 8] {
+        self.pairs.map(u64::from)
+    }
+
+    /// Desired version symbol → clusters, sorted by symbol; no zero entries.
+    pub fn desired(&self) -> Vec<(u32, u64)> {
+        self.versions
+            .iter()
+            .filter(|v| v.desired > 0)
+            .map(|v| (v.version, u64::from(v.desired)))
+            .collect()
+    }
+
+    /// Running version symbol → clusters, sorted by symbol; no zero entries.
+    pub fn running(&self) -> Vec<(u32, u64)> {
+        self.versions
+            .iter()
+            .filter(|v| v.running > 0)
+            .map(|v| (v.version, u64::from(v.running)))
+            .collect()
+    }
+
     fn is_empty(&self) -> bool {
-        self.pairs.iter().all(|n| *n == 0) && self.desired.is_empty() && self.running.is_empty()
+        self.pairs.iter().all(|n| *n == 0) && self.versions.is_empty()
     }
 }
 
@@ -110,18 +141,44 @@ fn bump(n: &mut u64, add: bool) {
     }
 }
 
-fn bump_version(versions: &mut Vec<(u32, u64)>, version: u32, add: bool) {
-    match versions.binary_search_by_key(&version, |(v, _)| *v) {
-        Ok(at) => {
-            bump(&mut versions[at].1, add);
-            if versions[at].1 == 0 {
-                versions.remove(at);
-            }
-        }
+fn bump32(n: &mut u32, add: bool) {
+    if add {
+        *n = n
+            .checked_add(1)
+            .expect("fewer than 4 billion clusters in a cell");
+    } else {
+        *n = n.checked_sub(1).expect("a count never goes below zero");
+    }
+}
+
+/// Counts a cluster desiring (`desired`) or running `version` in or out.
+fn bump_version(versions: &mut Vec<VersionCount>, version: u32, desired: bool, add: bool) {
+    let at = match versions.binary_search_by_key(&version, |v| v.version) {
+        Ok(at) => at,
         Err(at) => {
             assert!(add, "a version is taken out only after it was counted");
-            versions.insert(at, (version, 1));
+            versions.insert(
+                at,
+                VersionCount {
+                    version,
+                    desired: 0,
+                    running: 0,
+                },
+            );
+            at
         }
+    };
+    let entry = &mut versions[at];
+    bump32(
+        if desired {
+            &mut entry.desired
+        } else {
+            &mut entry.running
+        },
+        add,
+    );
+    if entry.desired == 0 && entry.running == 0 {
+        versions.remove(at);
     }
 }
 
@@ -131,12 +188,12 @@ fn count_pair(cell: &mut Cell, pair: &CountedPair, add: bool) {
     bump(&mut cell.counts.pairs[i], add);
     let entry = cell.apps.entry(pair.app).or_default();
     let app = Arc::make_mut(entry);
-    bump(&mut app.pairs[i], add);
+    bump32(&mut app.pairs[i], add);
     if let Some(v) = pair.desired_version() {
-        bump_version(&mut app.desired, v, add);
+        bump_version(&mut app.versions, v, true, add);
     }
     if let Some(v) = pair.observed_version() {
-        bump_version(&mut app.running, v, add);
+        bump_version(&mut app.versions, v, false, add);
     }
     if app.is_empty() {
         cell.apps.remove(&pair.app);
@@ -305,9 +362,10 @@ mod tests {
         let fleet = &cells[&(0, ANY_ENVIRONMENT)];
         assert_eq!(fleet.counts.clusters, 2);
         assert_eq!(fleet.counts.stale_clusters, 1);
-        assert_eq!(fleet.apps[&10].pairs[state_index(DriftState::InSync)], 1);
-        assert_eq!(fleet.apps[&10].desired, vec![(110, 2)]);
-        assert_eq!(fleet.apps[&11].running, vec![]);
+        assert_eq!(fleet.apps[&10].pairs()[state_index(DriftState::InSync)], 1);
+        assert_eq!(fleet.apps[&10].desired(), vec![(110, 2)]);
+        assert_eq!(fleet.apps[&10].running(), vec![(210, 2)]);
+        assert_eq!(fleet.apps[&11].running(), vec![]);
         assert_eq!(cells[&(2, 7)].counts.clusters, 1);
         assert!(!cells.contains_key(&(2, 8)));
         apply(&mut cells, &a, false);
