@@ -29,7 +29,7 @@ use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
 use fleetscope_store::queries::{ChangeMarkers, ObservedSource};
 use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow, ReasonSetRow, Store};
 
-use crate::rollups::{Cells, Counted, CountedPair, ANY_ENVIRONMENT};
+use crate::rollups::{Cells, Counted, CountedPair, Side, ANY_ENVIRONMENT};
 pub use crate::symbols::Symbols;
 
 /// How far back each incremental read of observed state and heartbeats reaches before the
@@ -622,10 +622,18 @@ impl Fleet {
     /// Takes one observed row: it replaces the object's record when its `seq` is newer.
     /// Returns whether anything changed.
     pub fn apply_observed(&mut self, row: &ObservedRow) -> bool {
+        self.observed_watermark = self.observed_watermark.max(row.received_at);
+        self.apply_object(row)
+    }
+
+    /// [`Fleet::apply_observed`] without moving the watermark: for a refresh, which applies
+    /// rows while it reads and moves the watermark only once the whole read succeeded (a reader
+    /// may publish the writer's fleet between two rows, and a read that fails half way must
+    /// leave the overlap where it was).
+    fn apply_object(&mut self, row: &ObservedRow) -> bool {
         let Some(kind) = ObjectKind::parse(&row.object_kind) else {
             return false;
         };
-        self.observed_watermark = self.observed_watermark.max(row.received_at);
         let s = &self.symbols;
         let rec = ObjectRec {
             kind,
@@ -1282,8 +1290,8 @@ impl Fleet {
         let mut rows: BTreeMap<(String, bool, u32), i64> = BTreeMap::new();
         let mut add_cell = |group: &str, cell: &crate::rollups::Cell, sign: i64| {
             if let Some(a) = cell.apps.get(&app) {
-                for (side, versions) in [(true, a.desired()), (false, a.running())] {
-                    for (v, n) in versions {
+                for (side, which) in [(true, Side::Desired), (false, Side::Running)] {
+                    for (v, n) in a.versions(which) {
                         *rows.entry((group.to_owned(), side, v)).or_default() +=
                             sign * i64::try_from(n).unwrap_or(i64::MAX);
                     }
@@ -1364,18 +1372,20 @@ impl Fleet {
                 if app.is_some_and(|want| want != Some(*a)) {
                     continue;
                 }
-                let text = |versions: &[(u32, u64)]| -> BTreeMap<String, u64> {
+                let text = |versions: &mut dyn Iterator<Item = (u32, u64)>| {
                     versions
-                        .iter()
-                        .map(|(v, n)| (self.symbols.text(*v).to_owned(), *n))
-                        .collect()
+                        .map(|(v, n)| (self.symbols.text(v).to_owned(), n))
+                        .collect::<BTreeMap<String, u64>>()
                 };
                 table
                     .entry(self.symbols.text(*a).to_owned())
                     .or_default()
                     .insert(
                         self.symbols.text(*env).to_owned(),
-                        (text(&counts.desired()), text(&counts.running())),
+                        (
+                            text(&mut counts.versions(Side::Desired)),
+                            text(&mut counts.versions(Side::Running)),
+                        ),
                     );
             }
         }
@@ -1780,12 +1790,11 @@ impl Index {
     }
 
     /// Runs `f` on the writer's copy and publishes the result (for tests and tools that change
-    /// the fleet by hand). `f` must leave it settled: call [`Fleet::advance`] or
-    /// [`Fleet::settle`].
+    /// the fleet by hand). What `f` touched is settled at the fleet's `as_of` before publishing
+    /// (call [`Fleet::advance`] to move the clock), as are rows a failed refresh left applied.
     pub fn write<T>(&self, f: impl FnOnce(&mut Fleet) -> T) -> T {
         let mut fleet = self.writer_guard();
         let out = f(&mut fleet);
-        // A refresh that failed half way may have left rows applied and not yet settled.
         fleet.settle();
         self.publish(&fleet);
         out
@@ -1851,7 +1860,7 @@ impl Index {
             newest_received = newest_received.max(row.received_at);
             let mut fleet = self.writer_guard();
             if fleet.is_newer(&row) {
-                fleet.apply_observed(&row);
+                fleet.apply_object(&row);
                 observed_rows += 1;
             }
         };

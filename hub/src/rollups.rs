@@ -84,6 +84,15 @@ pub struct AppCell {
     versions: Vec<VersionCount>,
 }
 
+/// Which clusters of a version a count is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The clusters whose desired version it is.
+    Desired,
+    /// The clusters that run it.
+    Running,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct VersionCount {
     version: u32,
@@ -97,22 +106,16 @@ impl AppCell {
         self.pairs.map(u64::from)
     }
 
-    /// Desired version symbol → clusters, sorted by symbol; no zero entries.
-    pub fn desired(&self) -> Vec<(u32, u64)> {
-        self.versions
-            .iter()
-            .filter(|v| v.desired > 0)
-            .map(|v| (v.version, u64::from(v.desired)))
-            .collect()
-    }
-
-    /// Running version symbol → clusters, sorted by symbol; no zero entries.
-    pub fn running(&self) -> Vec<(u32, u64)> {
-        self.versions
-            .iter()
-            .filter(|v| v.running > 0)
-            .map(|v| (v.version, u64::from(v.running)))
-            .collect()
+    /// Version symbol → clusters that desire it (or run it), sorted by symbol; no zero
+    /// entries.
+    pub fn versions(&self, side: Side) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.versions.iter().filter_map(move |v| {
+            let n = match side {
+                Side::Desired => v.desired,
+                Side::Running => v.running,
+            };
+            (n > 0).then_some((v.version, u64::from(n)))
+        })
     }
 
     fn is_empty(&self) -> bool {
@@ -151,8 +154,8 @@ fn bump32(n: &mut u32, add: bool) {
     }
 }
 
-/// Counts a cluster desiring (`desired`) or running `version` in or out.
-fn bump_version(versions: &mut Vec<VersionCount>, version: u32, desired: bool, add: bool) {
+/// Counts a cluster desiring or running `version` in or out.
+fn bump_version(versions: &mut Vec<VersionCount>, version: u32, side: Side, add: bool) {
     let at = match versions.binary_search_by_key(&version, |v| v.version) {
         Ok(at) => at,
         Err(at) => {
@@ -170,10 +173,9 @@ fn bump_version(versions: &mut Vec<VersionCount>, version: u32, desired: bool, a
     };
     let entry = &mut versions[at];
     bump32(
-        if desired {
-            &mut entry.desired
-        } else {
-            &mut entry.running
+        match side {
+            Side::Desired => &mut entry.desired,
+            Side::Running => &mut entry.running,
         },
         add,
     );
@@ -190,10 +192,10 @@ fn count_pair(cell: &mut Cell, pair: &CountedPair, add: bool) {
     let app = Arc::make_mut(entry);
     bump32(&mut app.pairs[i], add);
     if let Some(v) = pair.desired_version() {
-        bump_version(&mut app.versions, v, true, add);
+        bump_version(&mut app.versions, v, Side::Desired, add);
     }
     if let Some(v) = pair.observed_version() {
-        bump_version(&mut app.versions, v, false, add);
+        bump_version(&mut app.versions, v, Side::Running, add);
     }
     if app.is_empty() {
         cell.apps.remove(&pair.app);
@@ -363,9 +365,11 @@ mod tests {
         assert_eq!(fleet.counts.clusters, 2);
         assert_eq!(fleet.counts.stale_clusters, 1);
         assert_eq!(fleet.apps[&10].pairs()[state_index(DriftState::InSync)], 1);
-        assert_eq!(fleet.apps[&10].desired(), vec![(110, 2)]);
-        assert_eq!(fleet.apps[&10].running(), vec![(210, 2)]);
-        assert_eq!(fleet.apps[&11].running(), vec![]);
+        let versions = |app: u32, side| fleet.apps[&app].versions(side).collect::<Vec<_>>();
+        assert_eq!(versions(10, Side::Desired), vec![(110, 2)]);
+        assert_eq!(versions(10, Side::Running), vec![(210, 2)]);
+        assert_eq!(versions(11, Side::Desired), vec![(111, 1)]);
+        assert_eq!(versions(11, Side::Running), vec![]);
         assert_eq!(cells[&(2, 7)].counts.clusters, 1);
         assert!(!cells.contains_key(&(2, 8)));
         apply(&mut cells, &a, false);
@@ -382,11 +386,14 @@ mod tests {
             counted(&[0, 1, 3], 8, true, &[(10, Stale)]),
             counted(&[0, 1, 2], 7, false, &[(11, InSync), (12, OutOfSync)]),
         ];
-        // Each cluster in turn: a state changed, an app gone and one new, stale no more, a move
-        // to another group and environment, out of the inventory.
+        // Each cluster in turn: a state changed, an app gone and one new, stale no more, only
+        // stale no more, nothing changed, a move to another group and environment, out of the
+        // inventory.
         let afters = [
             Some(counted(&[0, 1, 2], 7, false, &[(10, InSync), (11, InSync)])),
             Some(counted(&[0, 1, 3], 8, false, &[(12, Progressing)])),
+            Some(counted(&[0, 1, 3], 8, false, &[(10, Stale)])),
+            Some(before[2].clone()),
             Some(counted(&[0, 4], 9, true, &[(11, InSync), (12, OutOfSync)])),
             None,
         ];
