@@ -7,6 +7,7 @@ use fleetscope_collector::central::auth::AgentAuth;
 use fleetscope_collector::central::{Collector, CollectorOptions};
 use fleetscope_collector::protocol::{Report, ReportKind};
 use fleetscope_store::Store;
+use fleetscope_testkit::faults::{send_signal, Suspended};
 use fleetscope_testkit::TestStore;
 
 use common::now;
@@ -101,31 +102,6 @@ async fn more_than_one_authorization_header_is_refused_in_either_order() {
     }
 }
 
-/// Stops a process with SIGSTOP and continues it with SIGCONT, also when dropped (a failing
-/// assertion must not leave the server stopped).
-struct Stopped(u32);
-
-impl Stopped {
-    fn stop(pid: u32) -> Stopped {
-        signal("-STOP", pid);
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        signal("-CONT", self.0);
-    }
-}
-
-fn signal(which: &str, pid: u32) {
-    let status = std::process::Command::new("kill")
-        .args([which, &pid.to_string()])
-        .status()
-        .expect("running kill");
-    assert!(status.success(), "kill {which} {pid} failed");
-}
-
 async fn get(url: &str) -> (u16, String, Duration) {
     let started = Instant::now();
     let response = reqwest::Client::builder()
@@ -158,7 +134,7 @@ async fn probes_answer_in_bounded_time_while_clickhouse_is_stopped() {
     assert_eq!(post(&url, "store-a", &[]).await.0, 200);
 
     let pid = test.server.pid().expect("the server runs");
-    let stopped = Stopped::stop(pid);
+    let stopped = Suspended::stop(pid);
     let (status, body, took) = get(&format!("{url}/readyz")).await;
     assert_eq!(status, 503, "{body}");
     assert!(
@@ -295,7 +271,7 @@ async fn sighup_reloads_the_agent_token_file_at_once() {
     collector.watch_agent_tokens(path.clone(), version, Duration::from_secs(3600));
     let second = tokens_file(&[("store-b", TOKEN_B)]);
     std::fs::write(&path, &second).unwrap();
-    signal("-HUP", std::process::id());
+    send_signal(std::process::id(), "HUP");
     until_in_force(&url, &version_of(&second)).await;
     assert_eq!(post(&url, "store-b", &[bearer(TOKEN_B)]).await.0, 200);
     assert_eq!(post(&url, "store-a", &[bearer(TOKEN_A)]).await.0, 401);

@@ -16,7 +16,7 @@ use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_store::{Store, StoreConfig};
 use fleetscope_testkit::faults::{
     free_port, send_signal, spooled_reports, stored_changes, Attempt, Change, RecordingProxy,
-    ReportingAgent, Service,
+    ReportingAgent, Service, Suspended,
 };
 use serde_json::json;
 
@@ -347,15 +347,6 @@ fn clickhouse_killed_and_restarted_while_agents_report() {
     check_runs(&runs, &window, &store, &runtime, &server.url(), &log);
 }
 
-/// Sends SIGCONT when dropped, so a failing test does not leave ClickHouse stopped.
-struct Continue(u32);
-
-impl Drop for Continue {
-    fn drop(&mut self) {
-        send_signal(self.0, "CONT");
-    }
-}
-
 #[test]
 fn clickhouse_stopped_longer_than_the_timeouts_gets_answers_and_recovers() {
     let _one_at_a_time = one_at_a_time();
@@ -368,9 +359,7 @@ fn clickhouse_stopped_longer_than_the_timeouts_gets_answers_and_recovers() {
     let addr = format!("127.0.0.1:{port}");
     let pid = server.pid().unwrap();
     let (runs, window) = report_through(&addr, &clusters, || {
-        send_signal(pid, "STOP");
-        let resume = Continue(pid);
-        wait_for_state(pid, |s| s == Some('T'), "stopped");
+        let resume = Suspended::stop(pid);
         let from = Instant::now();
         // Past the collector's 30 s ack timeout and its 30 s ClickHouse timeout.
         std::thread::sleep(Duration::from_secs(40));
