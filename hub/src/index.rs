@@ -26,7 +26,7 @@ use fleetscope_model::drift::{
 };
 use fleetscope_model::state::{Health, ObjectKind, SyncStatus};
 use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
-use fleetscope_store::queries::{ChangeMarkers, ObservedSource};
+use fleetscope_store::queries::{ArrivalHorizon, ChangeMarkers, ObservedSource};
 use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow, ReasonSetRow, Store};
 
 use crate::rollups::{Cells, Counted, CountedPair, Side, ANY_ENVIRONMENT};
@@ -1530,6 +1530,8 @@ pub struct Index {
     observed_read_started: std::sync::Mutex<Option<Instant>>,
     /// Where the reads of `observed_arrivals` stand between writers' horizons.
     arrivals: std::sync::Mutex<ArrivalCursor>,
+    /// Where the reads of `heartbeat_arrivals` stand between the heartbeat writers' horizons.
+    heartbeat_arrivals: std::sync::Mutex<ArrivalCursor>,
 }
 
 /// A writer that has published no horizon for longer than this (by ClickHouse's clock) is not
@@ -1556,16 +1558,14 @@ pub enum ArrivalRead {
     Overlap,
 }
 
-fn is_live(h: &fleetscope_store::queries::ArrivalHorizon) -> bool {
+fn is_live(h: &ArrivalHorizon) -> bool {
     h.silent_seconds <= WRITER_SILENT_AFTER
 }
 
 impl ArrivalCursor {
     /// The cursor right after a complete read of observed state that started after `horizons`
     /// were read: every writer's rows before its horizon then were visible, so they were read.
-    pub fn after_complete_read(
-        horizons: &[fleetscope_store::queries::ArrivalHorizon],
-    ) -> ArrivalCursor {
+    pub fn after_complete_read(horizons: &[ArrivalHorizon]) -> ArrivalCursor {
         ArrivalCursor {
             writers: horizons
                 .iter()
@@ -1577,7 +1577,7 @@ impl ArrivalCursor {
 
     /// Where writer `h`'s rows have been read up to: a writer never seen before has read none
     /// of its rows (it stamps none before `first_stamp`).
-    fn read_before(&self, h: &fleetscope_store::queries::ArrivalHorizon) -> u32 {
+    fn read_before(&self, h: &ArrivalHorizon) -> u32 {
         self.writers
             .get(&h.writer)
             .map_or(h.first_stamp, |(read, _)| *read)
@@ -1585,7 +1585,7 @@ impl ArrivalCursor {
 
     /// What the next read covers, given the horizons read just before it: from the oldest
     /// unread second of any live writer to the earliest horizon of them.
-    pub fn next_read(&self, horizons: &[fleetscope_store::queries::ArrivalHorizon]) -> ArrivalRead {
+    pub fn next_read(&self, horizons: &[ArrivalHorizon]) -> ArrivalRead {
         let live: Vec<_> = horizons.iter().filter(|h| is_live(h)).collect();
         let (Some(from), Some(until), true) = (
             live.iter().map(|h| self.read_before(h)).min(),
@@ -1601,7 +1601,7 @@ impl ArrivalCursor {
     }
 
     /// Records that the read [`ArrivalCursor::next_read`] chose for `horizons` is done.
-    pub fn advance(&mut self, horizons: &[fleetscope_store::queries::ArrivalHorizon]) {
+    pub fn advance(&mut self, horizons: &[ArrivalHorizon]) {
         let read = self.next_read(horizons);
         for h in horizons {
             let before = self.read_before(h);
@@ -1622,9 +1622,31 @@ impl ArrivalCursor {
 /// that none of what came since can have been trimmed, otherwise (first read, or a hub that could
 /// not reach the store for hours) the whole of `observed_latest`.
 pub fn observed_source(last_read_started: Option<Instant>, now: Instant) -> ObservedSource {
-    let window = Duration::from_secs(
-        u64::try_from(fleetscope_store::retention::ARRIVALS_KEEP_HOURS - 1).unwrap_or(0) * 3_600,
-    );
+    arrivals_source(
+        last_read_started,
+        now,
+        fleetscope_store::retention::ARRIVALS_KEEP_HOURS,
+    )
+}
+
+/// Where a refresh reads heartbeats: as [`observed_source`], for `heartbeat_arrivals`, which
+/// keeps fewer hours (the complete read, `heartbeats`, is one row per cluster).
+pub fn heartbeat_source(last_read_started: Option<Instant>, now: Instant) -> ObservedSource {
+    arrivals_source(
+        last_read_started,
+        now,
+        fleetscope_store::retention::HEARTBEAT_ARRIVALS_KEEP_HOURS,
+    )
+}
+
+/// `Arrivals` while a table that keeps `keep_hours` of arrivals still holds everything that
+/// arrived since the last read started, else `Latest`.
+fn arrivals_source(
+    last_read_started: Option<Instant>,
+    now: Instant,
+    keep_hours: i64,
+) -> ObservedSource {
+    let window = Duration::from_secs(u64::try_from(keep_hours - 1).unwrap_or(0) * 3_600);
     match last_read_started {
         Some(started) if now.saturating_duration_since(started) < window => {
             ObservedSource::Arrivals
@@ -1646,6 +1668,8 @@ pub struct Refreshed {
     pub observed_rows_read: u64,
     /// What was read from the arrivals: `None` for a complete read of `observed_latest`.
     pub arrival_read: Option<ArrivalRead>,
+    /// What was read from `heartbeat_arrivals`: `None` for a complete read of `heartbeats`.
+    pub heartbeat_read: Option<ArrivalRead>,
     pub generation: u64,
     pub phases: RefreshPhases,
 }
@@ -1683,20 +1707,26 @@ impl RefreshPhases {
     }
 }
 
-/// Every writer's arrival horizon; none when they cannot be read (a store not yet migrated to
+/// Every writer's arrival horizon, the observed-row writers' and the heartbeat writers' apart;
+/// none when they cannot be read (a store not yet migrated to
 /// them, or ClickHouse failing: the reads fall back to the overlap), and none in cluster mode:
 /// there a replica may show a horizon before it shows the rows behind it (replication is
 /// asynchronous), so the hub reads with the overlap, which outlasts the replica delay the
 /// store accepts.
-async fn arrival_horizons(store: &Store) -> Vec<fleetscope_store::queries::ArrivalHorizon> {
+async fn arrival_horizons(store: &Store) -> (Vec<ArrivalHorizon>, Vec<ArrivalHorizon>) {
     if store.cluster().is_some() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     match store.arrival_horizons().await {
-        Ok(horizons) => horizons,
+        Ok(horizons) => {
+            let (heartbeats, observed) = horizons
+                .into_iter()
+                .partition(ArrivalHorizon::is_heartbeat_writer);
+            (observed, heartbeats)
+        }
         Err(err) => {
             tracing::debug!(%err, "no arrival horizons; reading arrivals with an overlap");
-            Vec::new()
+            (Vec::new(), Vec::new())
         }
     }
 }
@@ -1726,7 +1756,7 @@ impl Index {
     /// default policy (see [`Index::view`] for another clock or policy).
     pub async fn load(store: Store) -> fleetscope_store::Result<Index> {
         let started = Instant::now();
-        let horizons = arrival_horizons(&store).await;
+        let (horizons, heartbeat_horizons) = arrival_horizons(&store).await;
         let mut fleet = load(&store).await?;
         fleet.advance(system_now(), &DriftPolicy::default());
         Ok(Index {
@@ -1735,6 +1765,9 @@ impl Index {
             writer: std::sync::Mutex::new(fleet),
             observed_read_started: std::sync::Mutex::new(Some(started)),
             arrivals: std::sync::Mutex::new(ArrivalCursor::after_complete_read(&horizons)),
+            heartbeat_arrivals: std::sync::Mutex::new(ArrivalCursor::after_complete_read(
+                &heartbeat_horizons,
+            )),
         })
     }
 
@@ -1846,7 +1879,7 @@ impl Index {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let source = observed_source(last_read, started);
-        let horizons = arrival_horizons(&self.store).await;
+        let (horizons, heartbeat_horizons) = arrival_horizons(&self.store).await;
         let cursor = self
             .arrivals
             .lock()
@@ -1898,7 +1931,38 @@ impl Index {
         }
         phases.read_observed = started.elapsed();
         let phase = Instant::now();
-        let heartbeats = self.store.heartbeats_since(heartbeats_since).await?;
+        let heartbeat_read = match heartbeat_source(last_read, started) {
+            ObservedSource::Latest => None,
+            ObservedSource::Arrivals => Some(
+                self.heartbeat_arrivals
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .next_read(&heartbeat_horizons),
+            ),
+        };
+        let heartbeats = match heartbeat_read {
+            None => self.store.heartbeats_since(Timestamp::EPOCH).await?,
+            Some(ArrivalRead::Overlap) => self.store.heartbeats_since(heartbeats_since).await?,
+            Some(ArrivalRead::Between { from, until }) if from < until => {
+                self.store
+                    .heartbeat_arrivals_between(
+                        Timestamp(i64::from(from)),
+                        Timestamp(i64::from(until)),
+                    )
+                    .await?
+            }
+            Some(ArrivalRead::Between { .. }) => Vec::new(),
+        };
+        {
+            let mut cursor = self
+                .heartbeat_arrivals
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match heartbeat_read {
+                None => *cursor = ArrivalCursor::after_complete_read(&heartbeat_horizons),
+                Some(_) => cursor.advance(&heartbeat_horizons),
+            }
+        }
         phases.read_heartbeats = phase.elapsed();
         // The rest works without awaiting, for up to a few hundred milliseconds when much
         // changed: off the runtime's worker threads, so requests keep being answered.
@@ -1914,6 +1978,7 @@ impl Index {
                 clusters_reclassified: 0,
                 observed_rows_read: rows_read,
                 arrival_read: read,
+                heartbeat_read,
                 generation: 0,
                 phases,
             };
@@ -1968,13 +2033,8 @@ mod refresh_tests {
         );
     }
 
-    fn horizon(
-        writer: &str,
-        first: u32,
-        visible: u32,
-        silent: i64,
-    ) -> fleetscope_store::queries::ArrivalHorizon {
-        fleetscope_store::queries::ArrivalHorizon {
+    fn horizon(writer: &str, first: u32, visible: u32, silent: i64) -> ArrivalHorizon {
+        ArrivalHorizon {
             writer: writer.into(),
             first_stamp: first,
             visible_before: visible,
@@ -1983,10 +2043,7 @@ mod refresh_tests {
     }
 
     /// Reads the cursor chooses over a sequence of horizons, each then marked done.
-    fn reads(
-        cursor: &mut ArrivalCursor,
-        steps: &[Vec<fleetscope_store::queries::ArrivalHorizon>],
-    ) -> Vec<ArrivalRead> {
+    fn reads(cursor: &mut ArrivalCursor, steps: &[Vec<ArrivalHorizon>]) -> Vec<ArrivalRead> {
         steps
             .iter()
             .map(|h| {

@@ -1,12 +1,16 @@
-//! The hub reads observed arrivals from one writers' horizon to the next: each row once, none
-//! missed, also a row whose batch becomes visible after rows stamped later by another writer.
+//! The hub reads observed arrivals and heartbeats from one writers' horizon to the next: each
+//! row once, none missed, also a row whose batch becomes visible after rows stamped later by
+//! another writer.
 //! Against a private ClickHouse, with the store's batch writer publishing horizons as the
 //! collector's does.
 
 use std::time::{Duration, Instant};
 
 use fleetscope_hub::index::{ArrivalRead, Index};
-use fleetscope_store::{ArrivalWriterRow, BatchWriter, BatchWriterConfig, ObservedRow};
+use fleetscope_store::queries::HEARTBEAT_WRITER_PREFIX;
+use fleetscope_store::{
+    ArrivalWriterRow, BatchWriter, BatchWriterConfig, HeartbeatRow, ObservedRow,
+};
 use fleetscope_testkit::TestStore;
 
 fn now_seconds() -> u32 {
@@ -143,5 +147,122 @@ async fn each_arrival_is_read_once_and_a_late_batch_is_not_missed() {
         before.observed_rows_read <= 1,
         "a refresh with nothing new read {} rows",
         before.observed_rows_read
+    );
+}
+
+fn heartbeat(cluster: &str, seen_at: u32) -> HeartbeatRow {
+    HeartbeatRow {
+        cluster_id: cluster.into(),
+        seen_at,
+        agent_version: "1.4.0".into(),
+        reconciler_names: vec!["flux".into()],
+        reconciler_versions: vec!["2.3.0".into()],
+    }
+}
+
+/// Refreshes until `cluster` was last seen at or after `at`, or fails after 10 s; returns the
+/// heartbeat rows each refresh read.
+async fn refresh_until_heartbeat(index: &Index, cluster: &str, at: u32) -> Vec<usize> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut read = Vec::new();
+    loop {
+        let refreshed = index.refresh().await.unwrap();
+        read.push(refreshed.heartbeat_rows);
+        let seen = index.read(|f| {
+            f.clusters
+                .get(cluster)
+                .and_then(|c| c.last_seen)
+                .is_some_and(|seen| seen >= at)
+        });
+        if seen {
+            return read;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{cluster}'s heartbeat of {at} never reached the hub; rows read per refresh: {read:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Heartbeats go the same way as observed rows: stamped by the collector's heartbeat writer,
+/// read between its horizons from `heartbeat_arrivals`, each once, a late batch not missed,
+/// and a refresh with nothing new reads nothing (it used to read a minute of heartbeats back).
+#[tokio::test]
+async fn each_heartbeat_is_read_once_and_a_late_batch_is_not_missed() {
+    let test = TestStore::start().await;
+    let store = test.store.clone();
+    let writer = BatchWriter::spawn(
+        store.clone(),
+        BatchWriterConfig {
+            arrival_writer: Some(format!("{HEARTBEAT_WRITER_PREFIX}writer-a")),
+            ..BatchWriterConfig::default()
+        },
+        None,
+    );
+    let index = Index::load(store.clone()).await.unwrap();
+
+    // The writer stamps the heartbeat with its arrival (the row says 0).
+    let before = now_seconds();
+    writer.write(vec![heartbeat("c1", 0)]).await.unwrap();
+    let read = refresh_until_heartbeat(&index, "c1", before).await;
+    assert_eq!(read.iter().sum::<usize>(), 1, "read once: {read:?}");
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let refreshed = index.refresh().await.unwrap();
+        assert_eq!(refreshed.heartbeat_rows, 0, "{refreshed:?}");
+        assert!(
+            matches!(refreshed.heartbeat_read, Some(ArrivalRead::Between { .. })),
+            "{refreshed:?}"
+        );
+    }
+
+    // Another collector's heartbeat writer stalls with a batch in flight: the first writer's
+    // later heartbeat is held back until the stalled one lands.
+    let stalled_at = now_seconds();
+    let b_says = |visible_before| ArrivalWriterRow {
+        writer: format!("{HEARTBEAT_WRITER_PREFIX}writer-b"),
+        first_stamp: stalled_at,
+        visible_before,
+    };
+    store.insert_rows(&[b_says(stalled_at)]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    writer.write(vec![heartbeat("c2", 0)]).await.unwrap();
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        store.insert_rows(&[b_says(stalled_at)]).await.unwrap();
+        let refreshed = index.refresh().await.unwrap();
+        assert!(
+            matches!(refreshed.heartbeat_read, Some(ArrivalRead::Between { until, .. }) if until == stalled_at),
+            "{refreshed:?}"
+        );
+        // The observed rows have no stalled writer: a heartbeat writer does not hold them.
+        assert_ne!(
+            refreshed.arrival_read,
+            Some(ArrivalRead::Between {
+                from: stalled_at,
+                until: stalled_at
+            }),
+            "{refreshed:?}"
+        );
+    }
+    assert!(
+        index.read(|f| f.clusters.get("c2").is_none()),
+        "read past the stalled heartbeat writer's horizon"
+    );
+    store
+        .insert_rows(&[heartbeat("c3", stalled_at)])
+        .await
+        .unwrap();
+    store
+        .insert_rows(&[b_says(now_seconds() + 1)])
+        .await
+        .unwrap();
+    refresh_until_heartbeat(&index, "c3", stalled_at).await;
+    refresh_until_heartbeat(&index, "c2", stalled_at).await;
+    let idle = index.refresh().await.unwrap();
+    assert_eq!(
+        idle.heartbeat_rows, 0,
+        "nothing new, nothing read: {idle:?}"
     );
 }

@@ -197,6 +197,14 @@ pub fn read_queries_for(
             "heartbeats since",
             queries::heartbeats_since_query(store, week_ago),
         ),
+        render::<HeartbeatRow>(
+            "heartbeat arrivals between two horizons",
+            queries::heartbeat_arrivals_between_query(
+                store,
+                now.plus_seconds(-3_600),
+                now.plus_seconds(1),
+            ),
+        ),
         render::<crate::sizes::TableSize>("table sizes", crate::sizes::table_sizes_query(store)),
         render::<crate::RenderRow>("recent renders", queries::recent_renders_query(store, 10)),
         render::<ObservedRow>(

@@ -779,6 +779,17 @@ pub struct ArrivalHorizon {
     pub silent_seconds: i64,
 }
 
+/// The start of the name of every writer whose rows are heartbeats (`heartbeat_arrivals`); the
+/// other writers' rows are observed rows (`observed_arrivals`).
+pub const HEARTBEAT_WRITER_PREFIX: &str = "heartbeats/";
+
+impl ArrivalHorizon {
+    /// Whether this writer's rows are heartbeats rather than observed rows.
+    pub fn is_heartbeat_writer(&self) -> bool {
+        self.writer.starts_with(HEARTBEAT_WRITER_PREFIX)
+    }
+}
+
 /// Every writer's latest arrival horizon. A writer's horizons never go back, so its newest
 /// publication carries the greatest one (several publications within one second of
 /// `updated_at` cannot tie).
@@ -945,7 +956,33 @@ pub fn heartbeats_since_query(store: &Store, since: Timestamp) -> Query {
         .bind(to_datetime(since))
 }
 
+/// Heartbeats stamped in `[from, until)`, from `heartbeat_arrivals`: the reads between two
+/// horizons of the heartbeat writers (see `arrival_horizons_query` and
+/// [`HEARTBEAT_WRITER_PREFIX`]).
+pub fn heartbeat_arrivals_between_query(store: &Store, from: Timestamp, until: Timestamp) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM heartbeat_arrivals \
+WHERE seen_at >= toDateTime(?) AND seen_at < toDateTime(?)",
+        )
+        .bind(to_datetime(from))
+        .bind(to_datetime(until))
+}
+
 impl Store {
+    /// Heartbeats stamped in `[from, until)` (see [`heartbeat_arrivals_between_query`]).
+    pub async fn heartbeat_arrivals_between(
+        &self,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<HeartbeatRow>> {
+        heartbeat_arrivals_between_query(self, from, until)
+            .fetch_all()
+            .await
+            .context(|| "reading heartbeat arrivals".to_owned())
+    }
+
     pub async fn heartbeats_since(&self, since: Timestamp) -> Result<Vec<HeartbeatRow>> {
         heartbeats_since_query(self, since)
             .fetch_all()

@@ -248,6 +248,12 @@ impl Table for ClusterRow {
 }
 impl Table for HeartbeatRow {
     const TABLE: &'static str = "heartbeats";
+
+    /// A heartbeat's `seen_at` is the collector's clock already; an arrival writer moves it to
+    /// the stamp of the batch carrying it (within the writer's `max_delay` of its receipt).
+    fn stamp_arrival(&mut self, at: u32) {
+        self.seen_at = at;
+    }
 }
 impl Table for RenderRow {
     const TABLE: &'static str = "renders";

@@ -192,7 +192,7 @@ async fn a_cluster_answers_like_a_single_server() {
         let mut expected = BTreeMap::new();
         for (table, placement) in PLACEMENTS {
             let engine = |base: &str| format!("Replicated{base}");
-            let base = if *table == "observed_arrivals" {
+            let base = if matches!(*table, "observed_arrivals" | "heartbeat_arrivals") {
                 "MergeTree"
             } else {
                 "ReplacingMergeTree"
@@ -211,6 +211,7 @@ async fn a_cluster_answers_like_a_single_server() {
             "desired_latest_mv",
             "observed_latest_mv",
             "observed_arrivals_mv",
+            "heartbeat_arrivals_mv",
         ] {
             expected.insert(view.to_owned(), "MaterializedView".to_owned());
         }
@@ -361,6 +362,7 @@ async fn a_cluster_answers_like_a_single_server() {
             ),
             "observed arrivals since"
             | "observed arrivals between two horizons"
+            | "heartbeat arrivals between two horizons"
             | "whole table" => assert_eq!(
                 sorted_lines(&on_cluster),
                 sorted_lines(&on_single),

@@ -164,19 +164,25 @@ impl Collector {
             )
         };
         let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel();
+        let writer_name = arrival_writer_name();
         // Observed rows are stamped with their arrival when their batch is formed, and the
         // writer publishes up to when they are visible, so the hub reads them without overlap.
         let observed = BatchWriter::spawn(
             store.clone(),
             BatchWriterConfig {
-                arrival_writer: Some(arrival_writer_name()),
+                arrival_writer: Some(writer_name.clone()),
                 ..options.writer.clone()
             },
             Some(outcomes_tx.clone()),
         );
+        // Heartbeats likewise, under their own writer name: the hub reads them between that
+        // writer's horizons.
         let heartbeat_config = BatchWriterConfig {
             max_rows: 50_000,
-            arrival_writer: None,
+            arrival_writer: Some(format!(
+                "{}{writer_name}",
+                fleetscope_store::queries::HEARTBEAT_WRITER_PREFIX
+            )),
             ..options.writer.clone()
         };
         let heartbeats = BatchWriter::spawn(store.clone(), heartbeat_config, Some(outcomes_tx));
@@ -797,8 +803,9 @@ async fn metrics_handler(State(collector): State<Collector>) -> Response {
         .into_response()
 }
 
-/// A name for this process's observed-row writer, unique across restarts and hosts: the host,
-/// the process id and the start time.
+/// A name for this process's observed-row writer (its heartbeat writer's is the same after
+/// `heartbeats/`), unique across restarts and hosts: the host, the process id and the start
+/// time.
 fn arrival_writer_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
