@@ -274,27 +274,19 @@ fn spawn_retention(store: Store, keep_days: u32) {
     });
 }
 
-/// Every ten minutes, drops the hours of `observed_arrivals` and `heartbeat_arrivals` past
-/// what the hub reads from them (several collectors doing the same is harmless).
+/// Every ten minutes, drops the hours of `observed_arrivals` past what the hub reads from it
+/// (several collectors doing the same is harmless).
 fn spawn_arrivals_trim(store: Store) {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_secs(600));
         loop {
             ticker.tick().await;
-            let now = crate::central::now();
-            match store.trim_arrivals(now).await {
+            match store.trim_arrivals(crate::central::now()).await {
                 Ok(hours) if !hours.is_empty() => {
                     tracing::info!(?hours, "dropped old hours of observed_arrivals")
                 }
                 Ok(_) => {}
                 Err(err) => tracing::warn!(%err, "trimming observed_arrivals failed"),
-            }
-            match store.trim_heartbeat_arrivals(now).await {
-                Ok(hours) if !hours.is_empty() => {
-                    tracing::info!(?hours, "dropped old hours of heartbeat_arrivals")
-                }
-                Ok(_) => {}
-                Err(err) => tracing::warn!(%err, "trimming heartbeat_arrivals failed"),
             }
         }
     });

@@ -1530,8 +1530,8 @@ pub struct Index {
     observed_read_started: std::sync::Mutex<Option<Instant>>,
     /// Where the reads of `observed_arrivals` stand between writers' horizons.
     arrivals: std::sync::Mutex<ArrivalCursor>,
-    /// Where the reads of `heartbeat_arrivals` stand between the heartbeat writers' horizons.
-    heartbeat_arrivals: std::sync::Mutex<ArrivalCursor>,
+    /// Where the reads of `heartbeats` stand between the heartbeat writers' horizons.
+    heartbeat_cursor: std::sync::Mutex<ArrivalCursor>,
 }
 
 /// A writer that has published no horizon for longer than this (by ClickHouse's clock) is not
@@ -1548,13 +1548,15 @@ pub struct ArrivalCursor {
     started: bool,
 }
 
-/// What to read next from `observed_arrivals`, given the writers' horizons now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What to read next from `observed_arrivals` (or `heartbeats`), given the writers' horizons
+/// now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ArrivalRead {
     /// Rows stamped in `[from, until)`; afterwards every live writer's rows before `until` are
     /// read.
     Between { from: u32, until: u32 },
     /// No writer publishes horizons: read back `OVERLAP_SECONDS` from the newest row seen.
+    #[default]
     Overlap,
 }
 
@@ -1629,16 +1631,6 @@ pub fn observed_source(last_read_started: Option<Instant>, now: Instant) -> Obse
     )
 }
 
-/// Where a refresh reads heartbeats: as [`observed_source`], for `heartbeat_arrivals`, which
-/// keeps fewer hours (the complete read, `heartbeats`, is one row per cluster).
-pub fn heartbeat_source(last_read_started: Option<Instant>, now: Instant) -> ObservedSource {
-    arrivals_source(
-        last_read_started,
-        now,
-        fleetscope_store::retention::HEARTBEAT_ARRIVALS_KEEP_HOURS,
-    )
-}
-
 /// `Arrivals` while a table that keeps `keep_hours` of arrivals still holds everything that
 /// arrived since the last read started, else `Latest`.
 fn arrivals_source(
@@ -1668,8 +1660,8 @@ pub struct Refreshed {
     pub observed_rows_read: u64,
     /// What was read from the arrivals: `None` for a complete read of `observed_latest`.
     pub arrival_read: Option<ArrivalRead>,
-    /// What was read from `heartbeat_arrivals`: `None` for a complete read of `heartbeats`.
-    pub heartbeat_read: Option<ArrivalRead>,
+    /// Which heartbeats were read: between the heartbeat writers' horizons, or with the overlap.
+    pub heartbeat_read: ArrivalRead,
     pub generation: u64,
     pub phases: RefreshPhases,
 }
@@ -1765,7 +1757,7 @@ impl Index {
             writer: std::sync::Mutex::new(fleet),
             observed_read_started: std::sync::Mutex::new(Some(started)),
             arrivals: std::sync::Mutex::new(ArrivalCursor::after_complete_read(&horizons)),
-            heartbeat_arrivals: std::sync::Mutex::new(ArrivalCursor::after_complete_read(
+            heartbeat_cursor: std::sync::Mutex::new(ArrivalCursor::after_complete_read(
                 &heartbeat_horizons,
             )),
         })
@@ -1931,38 +1923,26 @@ impl Index {
         }
         phases.read_observed = started.elapsed();
         let phase = Instant::now();
-        let heartbeat_read = match heartbeat_source(last_read, started) {
-            ObservedSource::Latest => None,
-            ObservedSource::Arrivals => Some(
-                self.heartbeat_arrivals
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .next_read(&heartbeat_horizons),
-            ),
-        };
+        // `heartbeats` keeps every cluster's latest heartbeat for good, so a read between
+        // horizons is right after any gap: no complete read is ever needed again.
+        let heartbeat_read = self
+            .heartbeat_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .next_read(&heartbeat_horizons);
         let heartbeats = match heartbeat_read {
-            None => self.store.heartbeats_since(Timestamp::EPOCH).await?,
-            Some(ArrivalRead::Overlap) => self.store.heartbeats_since(heartbeats_since).await?,
-            Some(ArrivalRead::Between { from, until }) if from < until => {
+            ArrivalRead::Overlap => self.store.heartbeats_since(heartbeats_since).await?,
+            ArrivalRead::Between { from, until } if from < until => {
                 self.store
-                    .heartbeat_arrivals_between(
-                        Timestamp(i64::from(from)),
-                        Timestamp(i64::from(until)),
-                    )
+                    .heartbeats_between(Timestamp(i64::from(from)), Timestamp(i64::from(until)))
                     .await?
             }
-            Some(ArrivalRead::Between { .. }) => Vec::new(),
+            ArrivalRead::Between { .. } => Vec::new(),
         };
-        {
-            let mut cursor = self
-                .heartbeat_arrivals
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match heartbeat_read {
-                None => *cursor = ArrivalCursor::after_complete_read(&heartbeat_horizons),
-                Some(_) => cursor.advance(&heartbeat_horizons),
-            }
-        }
+        self.heartbeat_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .advance(&heartbeat_horizons);
         phases.read_heartbeats = phase.elapsed();
         // The rest works without awaiting, for up to a few hundred milliseconds when much
         // changed: off the runtime's worker threads, so requests keep being answered.

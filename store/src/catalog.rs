@@ -198,12 +198,11 @@ pub fn read_queries_for(
             queries::heartbeats_since_query(store, week_ago),
         ),
         render::<HeartbeatRow>(
-            "heartbeat arrivals between two horizons",
-            queries::heartbeat_arrivals_between_query(
-                store,
-                now.plus_seconds(-3_600),
-                now.plus_seconds(1),
-            ),
+            "heartbeats between two horizons",
+            // Up to a year ahead: a range that ends before a cluster's newest heartbeat holds
+            // its older one only where the engine has not collapsed them yet, so the versions
+            // would differ there (as the hub expects, reading the newer one in a later range).
+            queries::heartbeats_between_query(store, week_ago, now.plus_seconds(365 * 86_400)),
         ),
         render::<crate::sizes::TableSize>("table sizes", crate::sizes::table_sizes_query(store)),
         render::<crate::RenderRow>("recent renders", queries::recent_renders_query(store, 10)),

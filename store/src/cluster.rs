@@ -106,7 +106,6 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("reason_sets", Placement::Everywhere),
     ("reason_set_members", Placement::Everywhere),
     ("arrival_writers", Placement::Everywhere),
-    ("heartbeat_arrivals", Placement::Sharded),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.
@@ -381,7 +380,7 @@ mod tests {
                     assert!(
                         creates[0].contains(&format!(
                             "ENGINE = Replicated{}",
-                            if matches!(*table, "observed_arrivals" | "heartbeat_arrivals") {
+                            if *table == "observed_arrivals" {
                                 "MergeTree("
                             } else {
                                 "ReplacingMergeTree("
@@ -442,7 +441,7 @@ ORDER BY (cluster_id, object_kind, object_namespace, object_name)"
             .into_iter()
             .filter(|s| s.starts_with("CREATE MATERIALIZED VIEW"))
             .collect();
-        assert_eq!(views.len(), 4);
+        assert_eq!(views.len(), 3);
         assert!(views[0].starts_with(
             "CREATE MATERIALIZED VIEW IF NOT EXISTS fs.desired_latest_mv ON CLUSTER 'fleet' TO fs.desired_latest AS"
         ));
@@ -459,12 +458,6 @@ ORDER BY (cluster_id, object_kind, object_namespace, object_name)"
             views[2].contains("FROM fs.observed_transitions_local\n        WHERE object_kind IN ("),
             "{}",
             views[2]
-        );
-        assert!(views[3].contains("TO fs.heartbeat_arrivals_local AS"));
-        assert!(
-            views[3].ends_with("FROM fs.heartbeats_local"),
-            "{}",
-            views[3]
         );
     }
 

@@ -779,8 +779,8 @@ pub struct ArrivalHorizon {
     pub silent_seconds: i64,
 }
 
-/// The start of the name of every writer whose rows are heartbeats (`heartbeat_arrivals`); the
-/// other writers' rows are observed rows (`observed_arrivals`).
+/// The start of the name of every writer whose rows are heartbeats (`heartbeats`); the other
+/// writers' rows are observed rows (`observed_arrivals`).
 pub const HEARTBEAT_WRITER_PREFIX: &str = "heartbeats/";
 
 impl ArrivalHorizon {
@@ -956,14 +956,15 @@ pub fn heartbeats_since_query(store: &Store, since: Timestamp) -> Query {
         .bind(to_datetime(since))
 }
 
-/// Heartbeats stamped in `[from, until)`, from `heartbeat_arrivals`: the reads between two
-/// horizons of the heartbeat writers (see `arrival_horizons_query` and
-/// [`HEARTBEAT_WRITER_PREFIX`]).
-pub fn heartbeat_arrivals_between_query(store: &Store, from: Timestamp, until: Timestamp) -> Query {
+/// The latest heartbeats stamped in `[from, until)`: the reads between two horizons of the
+/// heartbeat writers (see `arrival_horizons_query` and [`HEARTBEAT_WRITER_PREFIX`]). A
+/// cluster's heartbeat that a newer one replaced may be missing from the range: the newer one,
+/// stamped later, is in a later range, and only the latest counts.
+pub fn heartbeats_between_query(store: &Store, from: Timestamp, until: Timestamp) -> Query {
     store
         .client()
         .query(
-            "SELECT ?fields FROM heartbeat_arrivals \
+            "SELECT ?fields FROM heartbeats \
 WHERE seen_at >= toDateTime(?) AND seen_at < toDateTime(?)",
         )
         .bind(to_datetime(from))
@@ -971,16 +972,16 @@ WHERE seen_at >= toDateTime(?) AND seen_at < toDateTime(?)",
 }
 
 impl Store {
-    /// Heartbeats stamped in `[from, until)` (see [`heartbeat_arrivals_between_query`]).
-    pub async fn heartbeat_arrivals_between(
+    /// The latest heartbeats stamped in `[from, until)` (see [`heartbeats_between_query`]).
+    pub async fn heartbeats_between(
         &self,
         from: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<HeartbeatRow>> {
-        heartbeat_arrivals_between_query(self, from, until)
+        heartbeats_between_query(self, from, until)
             .fetch_all()
             .await
-            .context(|| "reading heartbeat arrivals".to_owned())
+            .context(|| "reading heartbeats between horizons".to_owned())
     }
 
     pub async fn heartbeats_since(&self, since: Timestamp) -> Result<Vec<HeartbeatRow>> {

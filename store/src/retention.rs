@@ -135,46 +135,22 @@ impl Store {
 /// `ARRIVALS_KEEP_HOURS - 1` hours ago.
 pub const ARRIVALS_KEEP_HOURS: i64 = 6;
 
-/// Hours of `heartbeat_arrivals` that `trim_heartbeat_arrivals` keeps. A reader whose last
-/// read is older than `HEARTBEAT_ARRIVALS_KEEP_HOURS - 1` hours reads `heartbeats` whole (one
-/// row per cluster), so two hours are enough.
-pub const HEARTBEAT_ARRIVALS_KEEP_HOURS: i64 = 2;
-
 impl Store {
     /// Drops the hours of `observed_arrivals` older than `ARRIVALS_KEEP_HOURS` before `now`.
     /// Partitions are hours since the epoch; an id that is not a number is left alone.
     /// Returns the hours dropped.
     pub async fn trim_arrivals(&self, now: fleetscope_model::Timestamp) -> Result<Vec<i64>> {
-        self.trim_hours("observed_arrivals", ARRIVALS_KEEP_HOURS, now)
-            .await
-    }
-
-    /// Drops the hours of `heartbeat_arrivals` older than `HEARTBEAT_ARRIVALS_KEEP_HOURS`
-    /// before `now`, as [`Store::trim_arrivals`] does for observed rows.
-    pub async fn trim_heartbeat_arrivals(
-        &self,
-        now: fleetscope_model::Timestamp,
-    ) -> Result<Vec<i64>> {
-        self.trim_hours("heartbeat_arrivals", HEARTBEAT_ARRIVALS_KEEP_HOURS, now)
-            .await
-    }
-
-    async fn trim_hours(
-        &self,
-        table: &'static str,
-        keep_hours: i64,
-        now: fleetscope_model::Timestamp,
-    ) -> Result<Vec<i64>> {
-        let oldest_kept = now.seconds().div_euclid(3_600) - keep_hours + 1;
+        let oldest_kept = now.seconds().div_euclid(3_600) - ARRIVALS_KEEP_HOURS + 1;
         let mut dropped = Vec::new();
-        for partition_id in self.partitions(table).await? {
+        for partition_id in self.partitions("observed_arrivals").await? {
             let Ok(hour) = partition_id.parse::<i64>() else {
                 continue;
             };
             if hour >= oldest_kept {
                 continue;
             }
-            self.drop_partition(table, &partition_id).await?;
+            self.drop_partition("observed_arrivals", &partition_id)
+                .await?;
             dropped.push(hour);
         }
         Ok(dropped)

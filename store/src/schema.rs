@@ -254,26 +254,6 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             updated_at DateTime DEFAULT now()
         ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY writer",
     ],
-}, Migration {
-    version: 5,
-    name: "heartbeat arrivals",
-    statements: &[
-        // Every heartbeat again, in the order it arrived, partitioned by the hour of arrival.
-        // `heartbeats` keeps one row per cluster, sorted by cluster, so "what came since" reads
-        // the whole table; here it is a range of the sort key, read between the horizons of
-        // the collectors' heartbeat writers (named `heartbeats/…` in `arrival_writers`). Only
-        // the last two hours are kept (see `Store::trim_heartbeat_arrivals`).
-        "CREATE TABLE IF NOT EXISTS heartbeat_arrivals (
-            cluster_id String,
-            seen_at DateTime,
-            agent_version String,
-            reconciler_names Array(String),
-            reconciler_versions Array(String)
-        ) ENGINE = MergeTree PARTITION BY intDiv(toUInt32(seen_at), 3600) ORDER BY seen_at",
-        "CREATE MATERIALIZED VIEW IF NOT EXISTS heartbeat_arrivals_mv TO heartbeat_arrivals AS
-        SELECT cluster_id, seen_at, agent_version, reconciler_names, reconciler_versions
-        FROM heartbeats",
-    ],
 }];
 
 /// The newest migration this build knows.

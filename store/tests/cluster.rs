@@ -192,7 +192,7 @@ async fn a_cluster_answers_like_a_single_server() {
         let mut expected = BTreeMap::new();
         for (table, placement) in PLACEMENTS {
             let engine = |base: &str| format!("Replicated{base}");
-            let base = if matches!(*table, "observed_arrivals" | "heartbeat_arrivals") {
+            let base = if *table == "observed_arrivals" {
                 "MergeTree"
             } else {
                 "ReplacingMergeTree"
@@ -211,7 +211,6 @@ async fn a_cluster_answers_like_a_single_server() {
             "desired_latest_mv",
             "observed_latest_mv",
             "observed_arrivals_mv",
-            "heartbeat_arrivals_mv",
         ] {
             expected.insert(view.to_owned(), "MaterializedView".to_owned());
         }
@@ -354,7 +353,7 @@ async fn a_cluster_answers_like_a_single_server() {
                     single_entry.name
                 )
             }
-            "heartbeats since" => assert_eq!(
+            "heartbeats since" | "heartbeats between two horizons" => assert_eq!(
                 newest_per_key(&on_cluster, 1, 1),
                 newest_per_key(&on_single, 1, 1),
                 "{}",
@@ -362,7 +361,6 @@ async fn a_cluster_answers_like_a_single_server() {
             ),
             "observed arrivals since"
             | "observed arrivals between two horizons"
-            | "heartbeat arrivals between two horizons"
             | "whole table" => assert_eq!(
                 sorted_lines(&on_cluster),
                 sorted_lines(&on_single),

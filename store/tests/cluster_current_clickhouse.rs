@@ -113,7 +113,7 @@ fn clustered_schema_and_queries_run_on_the_current_engine() {
         .collect();
     let mut expected = BTreeMap::new();
     for (table, placement) in PLACEMENTS {
-        let replicated = if matches!(*table, "observed_arrivals" | "heartbeat_arrivals") {
+        let replicated = if *table == "observed_arrivals" {
             "ReplicatedMergeTree"
         } else {
             "ReplicatedReplacingMergeTree"
@@ -132,7 +132,6 @@ fn clustered_schema_and_queries_run_on_the_current_engine() {
         "desired_latest_mv",
         "observed_latest_mv",
         "observed_arrivals_mv",
-        "heartbeat_arrivals_mv",
     ] {
         expected.insert(view.to_owned(), "MaterializedView");
     }

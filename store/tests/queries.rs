@@ -345,16 +345,12 @@ async fn arrivals_in_arrival_order_and_trimmed_by_hour() {
     assert!(store.trim_arrivals(NOW).await.unwrap().is_empty());
 }
 
-/// `heartbeat_arrivals` gets every heartbeat as it lands, also the ones `heartbeats` replaces
-/// by a newer one; the hub reads a range of arrival times from it, and trimming drops whole
-/// hours older than `HEARTBEAT_ARRIVALS_KEEP_HOURS` while `heartbeats` keeps the latest.
+/// Heartbeats between two horizons: a range of `seen_at`, from inclusive, until exclusive, of
+/// the latest heartbeat of each cluster.
 #[tokio::test]
-async fn heartbeat_arrivals_in_arrival_order_and_trimmed_by_hour() {
-    use fleetscope_store::retention::HEARTBEAT_ARRIVALS_KEEP_HOURS;
-
+async fn heartbeats_between_two_horizons() {
     let test = TestStore::start().await;
     let store = &test.store;
-    let hour = 3_600;
     let beat = |cluster: &str, at: Timestamp| HeartbeatRow {
         cluster_id: cluster.into(),
         seen_at: at.seconds() as u32,
@@ -362,52 +358,32 @@ async fn heartbeat_arrivals_in_arrival_order_and_trimmed_by_hour() {
         reconciler_names: Vec::new(),
         reconciler_versions: Vec::new(),
     };
-    // One cluster beating once an hour for five hours, another once now.
-    let mut rows: Vec<HeartbeatRow> = (0..5)
-        .map(|h| beat("store-a", NOW.plus_seconds(-h * hour)))
-        .collect();
-    rows.push(beat("store-b", NOW));
-    store.insert_rows(&rows).await.unwrap();
-
-    let between = |from: Timestamp, until: Timestamp| async move {
-        let mut seen: Vec<(String, u32)> = store
-            .heartbeat_arrivals_between(from, until)
+    store
+        .insert_rows(&[
+            beat("store-a", NOW.plus_seconds(-20)),
+            beat("store-b", NOW.plus_seconds(-10)),
+            beat("store-c", NOW),
+        ])
+        .await
+        .unwrap();
+    let between = |from: i64, until: i64| async move {
+        let mut seen: Vec<String> = store
+            .heartbeats_between(NOW.plus_seconds(from), NOW.plus_seconds(until))
             .await
             .unwrap()
             .into_iter()
-            .map(|row| (row.cluster_id, row.seen_at))
+            .map(|row| row.cluster_id)
             .collect();
         seen.sort();
         seen
     };
-    let at = |t: Timestamp| t.seconds() as u32;
-    assert_eq!(
-        between(NOW.plus_seconds(-2 * hour), NOW).await,
-        vec![
-            ("store-a".to_owned(), at(NOW.plus_seconds(-2 * hour))),
-            ("store-a".to_owned(), at(NOW.plus_seconds(-hour))),
-        ],
-        "from inclusive, until exclusive, every heartbeat not only the latest"
-    );
-    assert_eq!(between(NOW, NOW.plus_seconds(1)).await.len(), 2);
-
-    let dropped = store.trim_heartbeat_arrivals(NOW).await.unwrap();
-    assert_eq!(
-        dropped.len(),
-        5 - HEARTBEAT_ARRIVALS_KEEP_HOURS as usize,
-        "hours before the kept ones: {dropped:?}"
-    );
-    assert_eq!(
-        between(Timestamp(0), NOW.plus_seconds(1)).await.len(),
-        HEARTBEAT_ARRIVALS_KEEP_HOURS as usize + 1,
-        "the kept hours stay"
-    );
-    let latest = store.heartbeats_since(Timestamp(0)).await.unwrap();
-    assert!(
-        latest
-            .iter()
-            .any(|row| row.cluster_id == "store-a" && row.seen_at == at(NOW)),
-        "trimming arrivals leaves the latest heartbeats alone: {latest:?}"
-    );
-    assert!(store.trim_heartbeat_arrivals(NOW).await.unwrap().is_empty());
+    assert_eq!(between(-20, 0).await, ["store-a", "store-b"]);
+    assert_eq!(between(-10, 1).await, ["store-b", "store-c"]);
+    assert_eq!(between(-9, 0).await, Vec::<String>::new());
+    // A newer heartbeat of store-a is in the range it was stamped in.
+    store
+        .insert_rows(&[beat("store-a", NOW.plus_seconds(5))])
+        .await
+        .unwrap();
+    assert_eq!(between(1, 6).await, ["store-a"]);
 }
