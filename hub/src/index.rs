@@ -53,8 +53,8 @@ fn observed_order<'a>(
 
 /// Whether `new` replaces `held`, two records of the same object: a higher change number, then
 /// a later arrival, then [`observed_order`].
-fn supersedes(symbols: &Symbols, new: &ObjectRec, held: &ObjectRec) -> bool {
-    let key = |o: &ObjectRec| {
+fn supersedes(symbols: &Symbols, new: &Object, held: &Object) -> bool {
+    let key = |o: &Object| {
         observed_order(
             o.deleted,
             o.health.as_str(),
@@ -78,9 +78,10 @@ fn supersedes(symbols: &Symbols, new: &ObjectRec, held: &ObjectRec) -> bool {
         == std::cmp::Ordering::Greater
 }
 
-/// The latest report of one app object (Flux Kustomization/HelmRelease, Argo CD Application).
+/// The latest report of one app object (Flux Kustomization/HelmRelease, Argo CD Application),
+/// as the API and the drift rules read it: [`Fleet::object`] unpacks it from an [`ObjectRec`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ObjectRec {
+pub struct Object {
     pub kind: ObjectKind,
     pub namespace: u32,
     pub name: u32,
@@ -97,6 +98,115 @@ pub struct ObjectRec {
     pub received_at: u32,
     pub seq: u64,
     pub deleted: bool,
+}
+
+/// Which object a record is about: the same few hundred (kind, namespace, name, app) recur on
+/// every cluster, so records hold the number of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub kind: ObjectKind,
+    pub namespace: u32,
+    pub name: u32,
+    pub app: u32,
+}
+
+/// What a report says, but for its message and times: the clusters running one release in one
+/// state say the same, so records hold the number of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObjectStatus {
+    pub version: u32,
+    pub content_hash: u32,
+    pub revision: u32,
+    pub reason: u32,
+    pub health: Health,
+    pub sync: SyncStatus,
+    pub deleted: bool,
+}
+
+/// One object's latest report as the fleet holds it: 32 bytes, of which the fleet holds one
+/// per app object (three million at 30,000 clusters of 100 apps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectRec {
+    key: u32,
+    status: u32,
+    message: u32,
+    transitioned_at: u32,
+    observed_at: u32,
+    received_at: u32,
+    seq: u64,
+}
+
+// The figure the docs give, and what the fleet's memory is planned on.
+const _: () = assert!(std::mem::size_of::<ObjectRec>() == 32);
+
+/// The tables of [`ObjectKey`]s and [`ObjectStatus`]es that records refer to; shared, like
+/// [`Symbols`], by every snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectParts {
+    keys: crate::symbols::Interner<ObjectKey>,
+    statuses: crate::symbols::Interner<ObjectStatus>,
+}
+
+impl ObjectParts {
+    fn pack(&self, o: &Object) -> ObjectRec {
+        ObjectRec {
+            key: self.keys.intern(ObjectKey {
+                kind: o.kind,
+                namespace: o.namespace,
+                name: o.name,
+                app: o.app,
+            }),
+            status: self.statuses.intern(ObjectStatus {
+                version: o.version,
+                content_hash: o.content_hash,
+                revision: o.revision,
+                reason: o.reason,
+                health: o.health,
+                sync: o.sync,
+                deleted: o.deleted,
+            }),
+            message: o.message,
+            transitioned_at: o.transitioned_at,
+            observed_at: o.observed_at,
+            received_at: o.received_at,
+            seq: o.seq,
+        }
+    }
+
+    /// Which object `rec` is about.
+    pub fn key(&self, rec: &ObjectRec) -> &ObjectKey {
+        self.keys.get(rec.key)
+    }
+
+    /// The whole of `rec`.
+    pub fn unpack(&self, rec: &ObjectRec) -> Object {
+        let key = self.keys.get(rec.key);
+        let status = self.statuses.get(rec.status);
+        Object {
+            kind: key.kind,
+            namespace: key.namespace,
+            name: key.name,
+            app: key.app,
+            version: status.version,
+            content_hash: status.content_hash,
+            revision: status.revision,
+            health: status.health,
+            sync: status.sync,
+            reason: status.reason,
+            message: rec.message,
+            transitioned_at: rec.transitioned_at,
+            observed_at: rec.observed_at,
+            received_at: rec.received_at,
+            seq: rec.seq,
+            deleted: status.deleted,
+        }
+    }
+
+    /// The sort key of a cluster's objects.
+    fn order(&self, rec: &ObjectRec) -> (&'static str, u32, u32) {
+        let key = self.keys.get(rec.key);
+        (key.kind.as_str(), key.namespace, key.name)
+    }
 }
 
 /// What one render group wants for one app.
@@ -171,7 +281,7 @@ pub struct ClusterInfo {
 pub struct Pair<'a> {
     pub app: u32,
     pub desired: Option<&'a DesiredRec>,
-    pub observed: Option<&'a ObjectRec>,
+    pub observed: Option<Object>,
     pub state: DriftState,
 }
 
@@ -360,6 +470,8 @@ struct Upkeep {
 #[derive(Debug, Default)]
 pub struct Fleet {
     pub symbols: Symbols,
+    /// What the objects' records refer to.
+    pub parts: ObjectParts,
     pub clusters: Clusters,
     /// Render group symbol → desired apps, sorted by app symbol.
     pub desired: Arc<HashMap<u32, Vec<DesiredRec>>>,
@@ -391,6 +503,7 @@ impl Fleet {
         debug_assert!(self.upkeep.dirty.is_empty(), "settle before a snapshot");
         Fleet {
             symbols: self.symbols.clone(),
+            parts: self.parts.clone(),
             clusters: self.clusters.clone(),
             desired: self.desired.clone(),
             reasons: self.reasons.clone(),
@@ -635,7 +748,7 @@ impl Fleet {
             return false;
         };
         let s = &self.symbols;
-        let rec = ObjectRec {
+        let new = Object {
             kind,
             namespace: s.intern(&row.object_namespace),
             name: s.intern(&row.object_name),
@@ -654,15 +767,18 @@ impl Fleet {
             deleted: row.deleted != 0,
         };
         let slot = self.clusters.slot_or_add(&row.cluster_id);
-        let key = (rec.kind.as_str(), rec.namespace, rec.name);
+        let key = (new.kind.as_str(), new.namespace, new.name);
+        let parts = &self.parts;
         let found = self
             .clusters
             .rec(slot)
             .objects
-            .binary_search_by(|o| (o.kind.as_str(), o.namespace, o.name).cmp(&key));
+            .binary_search_by(|o| parts.order(o).cmp(&key));
+        let rec = parts.pack(&new);
         match found {
             Ok(at) => {
-                if !supersedes(&self.symbols, &rec, &self.clusters.rec(slot).objects[at]) {
+                let held = parts.unpack(&self.clusters.rec(slot).objects[at]);
+                if !supersedes(&self.symbols, &new, &held) {
                     return false;
                 }
                 Arc::make_mut(&mut self.clusters.rec_mut(slot).objects)[at] = rec;
@@ -695,10 +811,10 @@ impl Fleet {
         let key = (kind.as_str(), namespace, name);
         match cluster
             .objects
-            .binary_search_by(|o| (o.kind.as_str(), o.namespace, o.name).cmp(&key))
+            .binary_search_by(|o| self.parts.order(o).cmp(&key))
         {
             Ok(at) => {
-                let held = &cluster.objects[at];
+                let held = self.parts.unpack(&cluster.objects[at]);
                 let text = |id: u32| self.symbols.text(id);
                 match held
                     .seq
@@ -790,7 +906,7 @@ impl Fleet {
     fn raw_pairs<'a>(
         &'a self,
         cluster: &'a ClusterRec,
-    ) -> Vec<(u32, Option<&'a DesiredRec>, Option<&'a ObjectRec>)> {
+    ) -> Vec<(u32, Option<&'a DesiredRec>, Option<Object>)> {
         if cluster.info.is_none() {
             return Vec::new();
         }
@@ -798,8 +914,9 @@ impl Fleet {
             .render_group
             .and_then(|g| self.desired.get(&g))
             .map_or(&[], Vec::as_slice);
-        let mut observed: Vec<&ObjectRec> = Vec::new();
+        let mut observed: Vec<Object> = Vec::new();
         for object in cluster.objects.iter() {
+            let object = self.parts.unpack(object);
             if object.deleted
                 || !object.kind.is_app_object()
                 || self.symbols.text(object.app).is_empty()
@@ -852,7 +969,7 @@ impl Fleet {
                 app,
                 desired,
                 observed,
-                state: self.classify(cluster, desired, observed, now, policy),
+                state: self.classify(cluster, desired, observed.as_ref(), now, policy),
             })
             .collect();
         pairs.sort_by(|a, b| self.symbols.text(a.app).cmp(self.symbols.text(b.app)));
@@ -882,7 +999,7 @@ impl Fleet {
         &'a self,
         cluster: &'a ClusterRec,
         app: u32,
-    ) -> Option<(Option<&'a DesiredRec>, Option<&'a ObjectRec>)> {
+    ) -> Option<(Option<&'a DesiredRec>, Option<Object>)> {
         cluster.info.as_ref()?;
         let desired = cluster
             .render_group
@@ -895,7 +1012,12 @@ impl Fleet {
         let observed = cluster
             .objects
             .iter()
-            .filter(|o| o.app == app && !o.deleted && o.kind.is_app_object())
+            .filter(|o| {
+                let key = self.parts.key(o);
+                key.app == app && key.kind.is_app_object()
+            })
+            .map(|o| self.parts.unpack(o))
+            .filter(|o| !o.deleted)
             .max_by_key(|o| o.seq);
         if desired.is_none() && observed.is_none() {
             return None;
@@ -916,7 +1038,7 @@ impl Fleet {
             app,
             desired,
             observed,
-            state: self.classify(cluster, desired, observed, now, policy),
+            state: self.classify(cluster, desired, observed.as_ref(), now, policy),
         })
     }
 
@@ -935,7 +1057,7 @@ impl Fleet {
         &'a self,
         cluster: &ClusterRec,
         desired: Option<&DesiredRec>,
-        observed: Option<&ObjectRec>,
+        observed: Option<&Object>,
         now: Timestamp,
     ) -> DriftInput<'a> {
         DriftInput {
@@ -961,7 +1083,7 @@ impl Fleet {
         &self,
         cluster: &ClusterRec,
         desired: Option<&DesiredRec>,
-        observed: Option<&ObjectRec>,
+        observed: Option<&Object>,
         now: Timestamp,
         policy: &DriftPolicy,
     ) -> DriftState {
@@ -986,7 +1108,7 @@ impl Fleet {
         });
         let mut pairs = Vec::new();
         for (app, desired, observed) in self.raw_pairs(cluster) {
-            let input = self.drift_input(cluster, desired, observed, now);
+            let input = self.drift_input(cluster, desired, observed.as_ref(), now);
             if let Some(t) = next_change(&input, policy) {
                 deadline = Some(deadline.map_or(t, |d| d.min(t)));
             }
@@ -2153,7 +2275,7 @@ mod refresh_tests {
                 let expected = fleet.is_newer(r);
                 assert_eq!(fleet.apply_observed(r), expected);
             }
-            let object = fleet.clusters["c1"].objects[0];
+            let object = fleet.parts.unpack(&fleet.clusters["c1"].objects[0]);
             fleet.symbols.text(object.version).to_owned()
         };
         // Same number and arrival second: the content decides ("healthy" > "degraded").

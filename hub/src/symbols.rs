@@ -10,13 +10,39 @@ use std::sync::{Arc, Mutex, OnceLock};
 const FIRST_BITS: u32 = 6;
 const BUCKETS: usize = (32 - FIRST_BITS) as usize + 1;
 
-type Bucket = Box<[OnceLock<Arc<str>>]>;
+type Bucket<T> = Box<[OnceLock<T>]>;
 
-/// The shared, append-only table. [`Symbols`] is the handle the fleet holds.
+/// An append-only table of values by number, shared by every handle cloned from it: a value
+/// once given a number keeps it, and reading one takes no lock. [`Symbols`] is the one for
+/// strings; the hub keeps others for values made of symbols that repeat across the fleet.
 #[derive(Debug)]
-struct Table {
-    ids: Mutex<HashMap<Arc<str>, u32>>,
-    buckets: [OnceLock<Bucket>; BUCKETS],
+pub struct Interner<T> {
+    table: Arc<Table<T>>,
+}
+
+#[derive(Debug)]
+struct Table<T> {
+    ids: Mutex<HashMap<T, u32>>,
+    buckets: [OnceLock<Bucket<T>>; BUCKETS],
+}
+
+impl<T> Clone for Interner<T> {
+    fn clone(&self) -> Self {
+        Interner {
+            table: self.table.clone(),
+        }
+    }
+}
+
+impl<T> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            table: Arc::new(Table {
+                ids: Mutex::new(HashMap::new()),
+                buckets: std::array::from_fn(|_| OnceLock::new()),
+            }),
+        }
+    }
 }
 
 /// Where number `id` lives: bucket `b` holds the numbers from `(1 << (b + FIRST_BITS)) -
@@ -28,54 +54,47 @@ fn place(id: u32) -> (usize, usize) {
     (bucket as usize, offset as usize)
 }
 
-/// A handle on the shared table; cloning it is cheap and every clone sees the same strings.
-#[derive(Debug, Clone)]
-pub struct Symbols {
-    table: Arc<Table>,
-}
-
-impl Default for Symbols {
-    fn default() -> Self {
-        Symbols {
-            table: Arc::new(Table {
-                ids: Mutex::new(HashMap::new()),
-                buckets: std::array::from_fn(|_| OnceLock::new()),
-            }),
-        }
-    }
-}
-
-impl Symbols {
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, u32>> {
+impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<T, u32>> {
         self.table
             .ids
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The number of `text`, given now if it has none yet.
-    pub fn intern(&self, text: &str) -> u32 {
+    /// The number of `value`, given now if it has none yet.
+    pub fn intern(&self, value: T) -> u32 {
+        self.intern_with(&value.clone(), || value)
+    }
+
+    /// The number of the value `key` borrows as, given now (to the value `make` builds) if it
+    /// has none yet: a borrowed string is copied only when it is new.
+    pub fn intern_with<Q>(&self, key: &Q, make: impl FnOnce() -> T) -> u32
+    where
+        T: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
         let mut ids = self.ids();
-        if let Some(id) = ids.get(text) {
+        if let Some(id) = ids.get(key) {
             return *id;
         }
-        let id = u32::try_from(ids.len()).expect("fewer than 4 billion distinct strings");
-        let shared: Arc<str> = Arc::from(text);
+        let id = u32::try_from(ids.len()).expect("fewer than 4 billion distinct values");
+        let owned = make();
         let (bucket, offset) = place(id);
         let slots = self.table.buckets[bucket].get_or_init(|| {
             (0..1usize << (bucket as u32 + FIRST_BITS))
                 .map(|_| OnceLock::new())
                 .collect()
         });
-        slots[offset]
-            .set(shared.clone())
-            .expect("a number is given once");
-        ids.insert(shared, id);
+        if slots[offset].set(owned.clone()).is_err() {
+            unreachable!("a number is given once");
+        }
+        ids.insert(owned, id);
         id
     }
 
-    /// The text of a number this table gave.
-    pub fn text(&self, id: u32) -> &str {
+    /// The value of a number this table gave.
+    pub fn get(&self, id: u32) -> &T {
         let (bucket, offset) = place(id);
         self.table.buckets[bucket]
             .get()
@@ -83,8 +102,13 @@ impl Symbols {
             .expect("a number this table gave")
     }
 
-    pub fn find(&self, text: &str) -> Option<u32> {
-        self.ids().get(text).copied()
+    /// The number of `value`, if it has one.
+    pub fn find<Q>(&self, value: &Q) -> Option<u32>
+    where
+        T: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        self.ids().get(value).copied()
     }
 
     pub fn len(&self) -> usize {
@@ -93,6 +117,36 @@ impl Symbols {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The strings of the fleet; cloning the handle is cheap and every clone sees the same strings.
+#[derive(Debug, Clone, Default)]
+pub struct Symbols {
+    table: Interner<Arc<str>>,
+}
+
+impl Symbols {
+    /// The number of `text`, given now if it has none yet.
+    pub fn intern(&self, text: &str) -> u32 {
+        self.table.intern_with(text, || Arc::from(text))
+    }
+
+    /// The text of a number this table gave.
+    pub fn text(&self, id: u32) -> &str {
+        self.table.get(id)
+    }
+
+    pub fn find(&self, text: &str) -> Option<u32> {
+        self.table.find(text)
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
     }
 }
 

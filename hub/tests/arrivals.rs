@@ -51,9 +51,11 @@ async fn refresh_until_seen(index: &Index, cluster: &str, name: &str) -> Vec<u64
         let refreshed = index.refresh().await.unwrap();
         read.push(refreshed.observed_rows_read);
         let seen = index.read(|f| {
-            f.clusters
-                .get(cluster)
-                .is_some_and(|c| c.objects.iter().any(|o| f.symbols.text(o.name) == name))
+            f.clusters.get(cluster).is_some_and(|c| {
+                c.objects
+                    .iter()
+                    .any(|o| f.symbols.text(f.parts.key(o).name) == name)
+            })
         });
         if seen {
             return read;

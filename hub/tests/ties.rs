@@ -33,7 +33,7 @@ fn hub_choice(rows: &[ObservedRow]) -> String {
     for r in rows {
         fleet.apply_observed(r);
     }
-    let object = fleet.clusters["c1"].objects[0];
+    let object = fleet.parts.unpack(&fleet.clusters["c1"].objects[0]);
     fleet.symbols.text(object.version).to_owned()
 }
 
