@@ -137,7 +137,7 @@ pub struct ObjectRec {
 }
 
 // The figure the docs give, and what the fleet's memory is planned on.
-const _: () = assert!(std::mem::size_of::<ObjectRec>() == 32);
+const _: () = assert!(size_of::<ObjectRec>() == 32);
 
 /// The tables of [`ObjectKey`]s and [`ObjectStatus`]es that records refer to; shared, like
 /// [`Symbols`], by every snapshot.
