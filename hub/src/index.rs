@@ -79,7 +79,7 @@ fn supersedes(symbols: &Symbols, new: &Object, held: &Object) -> bool {
 }
 
 /// The latest report of one app object (Flux Kustomization/HelmRelease, Argo CD Application),
-/// as the API and the drift rules read it: [`Fleet::object`] unpacks it from an [`ObjectRec`].
+/// as the API and the drift rules read it: [`ObjectParts::unpack`] makes it from an [`ObjectRec`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Object {
     pub kind: ObjectKind,
@@ -774,16 +774,17 @@ impl Fleet {
             .rec(slot)
             .objects
             .binary_search_by(|o| parts.order(o).cmp(&key));
-        let rec = parts.pack(&new);
         match found {
             Ok(at) => {
                 let held = parts.unpack(&self.clusters.rec(slot).objects[at]);
                 if !supersedes(&self.symbols, &new, &held) {
                     return false;
                 }
+                let rec = parts.pack(&new);
                 Arc::make_mut(&mut self.clusters.rec_mut(slot).objects)[at] = rec;
             }
             Err(at) => {
+                let rec = parts.pack(&new);
                 Arc::make_mut(&mut self.clusters.rec_mut(slot).objects).insert(at, rec);
                 self.objects += 1;
             }
@@ -1672,13 +1673,12 @@ pub struct ArrivalCursor {
 
 /// What to read next from `observed_arrivals` (or `heartbeats`), given the writers' horizons
 /// now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArrivalRead {
     /// Rows stamped in `[from, until)`; afterwards every live writer's rows before `until` are
     /// read.
     Between { from: u32, until: u32 },
     /// No writer publishes horizons: read back `OVERLAP_SECONDS` from the newest row seen.
-    #[default]
     Overlap,
 }
 
@@ -1746,21 +1746,9 @@ impl ArrivalCursor {
 /// that none of what came since can have been trimmed, otherwise (first read, or a hub that could
 /// not reach the store for hours) the whole of `observed_latest`.
 pub fn observed_source(last_read_started: Option<Instant>, now: Instant) -> ObservedSource {
-    arrivals_source(
-        last_read_started,
-        now,
-        fleetscope_store::retention::ARRIVALS_KEEP_HOURS,
-    )
-}
-
-/// `Arrivals` while a table that keeps `keep_hours` of arrivals still holds everything that
-/// arrived since the last read started, else `Latest`.
-fn arrivals_source(
-    last_read_started: Option<Instant>,
-    now: Instant,
-    keep_hours: i64,
-) -> ObservedSource {
-    let window = Duration::from_secs(u64::try_from(keep_hours - 1).unwrap_or(0) * 3_600);
+    let window = Duration::from_secs(
+        u64::try_from(fleetscope_store::retention::ARRIVALS_KEEP_HOURS - 1).unwrap_or(0) * 3_600,
+    );
     match last_read_started {
         Some(started) if now.saturating_duration_since(started) < window => {
             ObservedSource::Arrivals
@@ -1770,7 +1758,7 @@ fn arrivals_source(
 }
 
 /// What one refresh read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refreshed {
     pub tables_reloaded: bool,
     /// Observed rows that changed the fleet (rows of the overlap already applied not counted).
@@ -1822,8 +1810,8 @@ impl RefreshPhases {
 }
 
 /// Every writer's arrival horizon, the observed-row writers' and the heartbeat writers' apart;
-/// none when they cannot be read (a store not yet migrated to
-/// them, or ClickHouse failing: the reads fall back to the overlap), and none in cluster mode:
+/// none when they cannot be read (a store not yet migrated to them, or ClickHouse failing: the
+/// reads fall back to the overlap), and none in cluster mode:
 /// there a replica may show a horizon before it shows the rows behind it (replication is
 /// asynchronous), so the hub reads with the overlap, which outlasts the replica delay the
 /// store accepts.

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use fleetscope_hub::index::{ArrivalRead, Index};
+use fleetscope_hub::index::{ArrivalRead, Fleet, Index, Refreshed};
 use fleetscope_store::queries::HEARTBEAT_WRITER_PREFIX;
 use fleetscope_store::{
     ArrivalWriterRow, BatchWriter, BatchWriterConfig, HeartbeatRow, ObservedRow,
@@ -42,30 +42,46 @@ fn row(cluster: &str, name: &str, seq: u64, received_at: u32) -> ObservedRow {
     }
 }
 
-/// Refreshes until `cluster` holds an object named `name`, or fails after 10 s; returns the
-/// rows each refresh read.
-async fn refresh_until_seen(index: &Index, cluster: &str, name: &str) -> Vec<u64> {
+/// Refreshes until `seen` holds of the hub's fleet, or fails after 10 s naming `what`; returns
+/// what `count` says each refresh read.
+async fn refresh_until(
+    index: &Index,
+    what: &str,
+    count: impl Fn(&Refreshed) -> u64,
+    seen: impl Fn(&Fleet) -> bool,
+) -> Vec<u64> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut read = Vec::new();
     loop {
         let refreshed = index.refresh().await.unwrap();
-        read.push(refreshed.observed_rows_read);
-        let seen = index.read(|f| {
+        read.push(count(&refreshed));
+        if index.read(&seen) {
+            return read;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never reached the hub; rows read per refresh: {read:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Refreshes until `cluster` holds an object named `name`; returns the observed rows each
+/// refresh read.
+async fn refresh_until_seen(index: &Index, cluster: &str, name: &str) -> Vec<u64> {
+    refresh_until(
+        index,
+        &format!("{cluster}/{name}"),
+        |r| r.observed_rows_read,
+        |f| {
             f.clusters.get(cluster).is_some_and(|c| {
                 c.objects
                     .iter()
                     .any(|o| f.symbols.text(f.parts.key(o).name) == name)
             })
-        });
-        if seen {
-            return read;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{cluster}/{name} never reached the hub; rows read per refresh: {read:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -162,29 +178,21 @@ fn heartbeat(cluster: &str, seen_at: u32) -> HeartbeatRow {
     }
 }
 
-/// Refreshes until `cluster` was last seen at or after `at`, or fails after 10 s; returns the
-/// heartbeat rows each refresh read.
-async fn refresh_until_heartbeat(index: &Index, cluster: &str, at: u32) -> Vec<usize> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut read = Vec::new();
-    loop {
-        let refreshed = index.refresh().await.unwrap();
-        read.push(refreshed.heartbeat_rows);
-        let seen = index.read(|f| {
+/// Refreshes until `cluster` was last seen at or after `at`; returns the heartbeats each
+/// refresh read.
+async fn refresh_until_heartbeat(index: &Index, cluster: &str, at: u32) -> Vec<u64> {
+    refresh_until(
+        index,
+        &format!("{cluster}'s heartbeat of {at}"),
+        |r| u64::try_from(r.heartbeat_rows).unwrap(),
+        |f| {
             f.clusters
                 .get(cluster)
                 .and_then(|c| c.last_seen)
                 .is_some_and(|seen| seen >= at)
-        });
-        if seen {
-            return read;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{cluster}'s heartbeat of {at} never reached the hub; rows read per refresh: {read:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        },
+    )
+    .await
 }
 
 /// Heartbeats go the same way as observed rows: stamped by the collector's heartbeat writer,
@@ -208,7 +216,7 @@ async fn each_heartbeat_is_read_once_and_a_late_batch_is_not_missed() {
     let before = now_seconds();
     writer.write(vec![heartbeat("c1", 0)]).await.unwrap();
     let read = refresh_until_heartbeat(&index, "c1", before).await;
-    assert_eq!(read.iter().sum::<usize>(), 1, "read once: {read:?}");
+    assert_eq!(read.iter().sum::<u64>(), 1, "read once: {read:?}");
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(600)).await;
         let refreshed = index.refresh().await.unwrap();
