@@ -11,6 +11,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use fleetscope_model::{DriftState, GroupPath, Timestamp};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::auth::Principal;
@@ -25,15 +26,48 @@ type Pairs = Query<Vec<(String, String)>>;
 pub enum Answer {
     Json(Value),
     Csv(String),
+    /// Serialized before, and kept in the answer cache.
+    Rendered(Arc<Rendered>),
 }
+
+/// An answer's body, serialized once: what the cache keeps for answers that are asked for
+/// again and again, so that a hit costs no building and no serializing.
+#[derive(Debug)]
+pub struct Rendered {
+    content_type: &'static str,
+    body: axum::body::Bytes,
+}
+
+impl Rendered {
+    fn json(value: &impl Serialize) -> Rendered {
+        Rendered {
+            content_type: "application/json",
+            body: serde_json::to_vec(value)
+                .expect("answers serialize: string keys, no failing impls")
+                .into(),
+        }
+    }
+
+    fn csv(text: String) -> Rendered {
+        Rendered {
+            content_type: CSV,
+            body: text.into(),
+        }
+    }
+}
+
+const CSV: &str = "text/csv; charset=utf-8";
 
 impl IntoResponse for Answer {
     fn into_response(self) -> Response {
         match self {
             Answer::Json(value) => Json(value).into_response(),
-            Answer::Csv(text) => {
-                ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], text).into_response()
-            }
+            Answer::Csv(text) => ([(header::CONTENT_TYPE, CSV)], text).into_response(),
+            Answer::Rendered(rendered) => (
+                [(header::CONTENT_TYPE, rendered.content_type)],
+                rendered.body.clone(),
+            )
+                .into_response(),
         }
     }
 }
@@ -61,12 +95,17 @@ fn scoped_filter(principal: &Principal, params: &Params) -> Result<Filter, ApiEr
 }
 
 fn time_text(seconds: u32) -> Value {
+    time_string(seconds).map_or(Value::Null, Value::String)
+}
+
+/// RFC 3339 text of a time in seconds; `None` for 0 (never).
+fn time_string(seconds: u32) -> Option<String> {
     if seconds == 0 {
-        return Value::Null;
+        return None;
     }
     jiff::Timestamp::from_second(i64::from(seconds))
-        .map(|t| Value::String(t.to_string()))
-        .unwrap_or(Value::Null)
+        .ok()
+        .map(|t| t.to_string())
 }
 
 /// Runs CPU-heavy work on the fleet off the async workers.
@@ -83,21 +122,11 @@ async fn on_fleet<T: Send + 'static>(
     .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))
 }
 
-fn counts_json(counts: &Counts) -> Value {
-    let pairs: serde_json::Map<String, Value> = DriftState::ALL
-        .iter()
-        .map(|s| (s.as_str().to_owned(), json!(counts.state(*s))))
-        .collect();
-    json!({
-        "clusters": counts.clusters,
-        "reporting_clusters": counts.clusters - counts.stale_clusters,
-        "stale_clusters": counts.stale_clusters,
-        "app_instances": counts.pairs.iter().sum::<u64>(),
-        "app_instances_by_state": pairs,
-    })
-}
-
 /// `GET /api/v1/summary`: the fleet and every group at every level (down to `depth`).
+///
+/// The answer is serialized once per snapshot generation and question (the caller's scope is
+/// part of the filter) and the bytes are kept: under many readers the same answer is asked for
+/// far more often than the data changes.
 pub async fn summary(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
@@ -111,64 +140,135 @@ pub async fn summary(
     let filter = scoped_filter(&principal, &params)?;
     let depth = params.integer("depth", 0, 16, 16)? as usize;
     let csv_wanted = params.csv()?;
-    let key = format!("summary|{filter:?}|{depth}");
-    // Rows are the caller's scope and the asked group and what lies below them; an ancestor
-    // would hold only the selected part of its clusters under its own name.
-    let within = filter.groups.clone();
-    let rollup = state
-        .cached(key, move |fleet, _, _| fleet.summary(&filter))
+    let key = format!("summary|{filter:?}|{depth}|{csv_wanted}");
+    let scope = principal.scope.clone();
+    let rendered = state
+        .cached(key, move |fleet, now, policy| {
+            let rollup = fleet.summary(&filter);
+            // Rows are the caller's scope and the asked group and what lies below them; an
+            // ancestor would hold only the selected part of its clusters under its own name.
+            let visible = |group: &str| {
+                GroupPath::parse(group).is_ok_and(|g| filter.groups.iter().all(|w| g.is_within(w)))
+            };
+            let total = rollup.get("").copied().unwrap_or_default();
+            let rows: Vec<(&str, &Counts)> = rollup
+                .iter()
+                .filter(|(g, _)| !g.is_empty() && visible(g) && group_depth(g) <= depth)
+                .map(|(g, c)| (g.as_str(), c))
+                .collect();
+            if csv_wanted {
+                return Rendered::csv(summary_csv(&total, &rows));
+            }
+            Rendered::json(&SummaryAnswer {
+                generated_at: time_string(fleetscope_store::to_datetime(now)),
+                scope: scope.as_ref().map(GroupPath::as_str),
+                policy: PolicyAnswer {
+                    stale_after_seconds: policy.stale_after_seconds,
+                    progress_grace_seconds: policy.progress_grace_seconds,
+                },
+                total: GroupCounts::of(None, &total),
+                groups: rows
+                    .iter()
+                    .map(|(g, c)| GroupCounts::of(Some(g), c))
+                    .collect(),
+            })
+        })
         .await?;
-    let visible =
-        |group: &str| GroupPath::parse(group).is_ok_and(|g| within.iter().all(|w| g.is_within(w)));
-    let total = rollup.get("").copied().unwrap_or_default();
-    let rows: Vec<(&String, &Counts)> = rollup
-        .iter()
-        .filter(|(g, _)| !g.is_empty() && visible(g) && g.split('/').count() <= depth)
-        .collect();
-    if csv_wanted {
-        let mut header = vec![
-            "group",
-            "depth",
-            "clusters",
-            "reporting_clusters",
-            "stale_clusters",
-        ];
-        header.extend(DriftState::ALL.iter().map(|s| s.as_str()));
-        let body = csv(
-            &header,
-            std::iter::once((&String::new(), &total))
-                .chain(rows.iter().copied())
-                .map(|(g, c)| {
-                    let mut row = vec![
-                        g.clone(),
-                        if g.is_empty() {
-                            0
-                        } else {
-                            g.split('/').count()
-                        }
-                        .to_string(),
-                        c.clusters.to_string(),
-                        (c.clusters - c.stale_clusters).to_string(),
-                        c.stale_clusters.to_string(),
-                    ];
-                    row.extend(DriftState::ALL.iter().map(|s| c.state(*s).to_string()));
-                    row
-                }),
-        );
-        return Ok(Answer::Csv(body));
+    Ok(Answer::Rendered(rendered))
+}
+
+/// A group's depth: `""` (the fleet) is 0, `emea` 1, `emea/de` 2 …
+fn group_depth(group: &str) -> usize {
+    if group.is_empty() {
+        0
+    } else {
+        group.split('/').count()
     }
-    Ok(Answer::Json(json!({
-        "generated_at": time_text(fleetscope_store::to_datetime(state.now())),
-        "scope": principal.scope.as_ref().map(GroupPath::as_str),
-        "policy": { "stale_after_seconds": state.policy.stale_after_seconds, "progress_grace_seconds": state.policy.progress_grace_seconds },
-        "total": counts_json(&total),
-        "groups": rows.iter().map(|(g, c)| {
-            let mut v = counts_json(c);
-            v["group"] = json!(g);
-            v["depth"] = json!(g.split('/').count());
-            v
-        }).collect::<Vec<_>>(),
-    })))
+}
+
+fn summary_csv(total: &Counts, rows: &[(&str, &Counts)]) -> String {
+    let mut header = vec![
+        "group",
+        "depth",
+        "clusters",
+        "reporting_clusters",
+        "stale_clusters",
+    ];
+    header.extend(DriftState::ALL.iter().map(|s| s.as_str()));
+    csv(
+        &header,
+        std::iter::once(("", total))
+            .chain(rows.iter().copied())
+            .map(|(g, c)| {
+                let mut row = vec![
+                    g.to_owned(),
+                    group_depth(g).to_string(),
+                    c.clusters.to_string(),
+                    (c.clusters - c.stale_clusters).to_string(),
+                    c.stale_clusters.to_string(),
+                ];
+                row.extend(DriftState::ALL.iter().map(|s| c.state(*s).to_string()));
+                row
+            }),
+    )
+}
+
+#[derive(Serialize)]
+struct SummaryAnswer<'a> {
+    generated_at: Option<String>,
+    scope: Option<&'a str>,
+    policy: PolicyAnswer,
+    total: GroupCounts<'a>,
+    groups: Vec<GroupCounts<'a>>,
+}
+
+#[derive(Serialize)]
+struct PolicyAnswer {
+    stale_after_seconds: i64,
+    progress_grace_seconds: i64,
+}
+
+/// One row of the summary: the counters of a group (or, without `group`, of the selection).
+#[derive(Serialize)]
+struct GroupCounts<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    depth: Option<usize>,
+    clusters: u64,
+    reporting_clusters: u64,
+    stale_clusters: u64,
+    app_instances: u64,
+    app_instances_by_state: ByState,
+}
+
+impl<'a> GroupCounts<'a> {
+    fn of(group: Option<&'a str>, counts: &Counts) -> GroupCounts<'a> {
+        GroupCounts {
+            group,
+            depth: group.map(group_depth),
+            clusters: counts.clusters,
+            reporting_clusters: counts.clusters - counts.stale_clusters,
+            stale_clusters: counts.stale_clusters,
+            app_instances: counts.pairs.iter().sum(),
+            app_instances_by_state: ByState(counts.pairs),
+        }
+    }
+}
+
+/// App instances per drift state, as an object keyed by state name.
+struct ByState([u64; 8]);
+
+impl Serialize for ByState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(DriftState::ALL.len()))?;
+        // `Counts::pairs` is in `DriftState::ALL` order.
+        for (state, count) in DriftState::ALL.iter().zip(self.0) {
+            map.serialize_entry(state.as_str(), &count)?;
+        }
+        map.end()
+    }
 }
 
 fn pair_json(fleet: &Fleet, cluster_id: &str, cluster: &ClusterRec, pair: &Pair<'_>) -> Value {
