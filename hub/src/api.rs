@@ -625,9 +625,8 @@ pub async fn stale(
     let csv_wanted = params.csv()?;
     let (items, total, next) = on_fleet(&state, move |fleet, now| {
         let mut stale: Vec<(u32, &str, &ClusterRec)> = fleet
-            .clusters
-            .iter()
-            .filter(|(_, c)| fleet.cluster_matches(c, &filter) && c.is_stale_now())
+            .stale_clusters()
+            .filter(|(_, c)| fleet.cluster_matches(c, &filter))
             .map(|(id, c)| (c.last_seen.unwrap_or(0), id, c))
             .collect();
         stale.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));

@@ -494,6 +494,9 @@ pub struct Fleet {
     pub valid_until: i64,
     /// Counters per (group prefix, environment).
     cells: Arc<Cells>,
+    /// The slots of the clusters counted stale at `as_of`, kept with their counted states so
+    /// that listing them passes over these only.
+    stale: Arc<BTreeSet<u32>>,
     upkeep: Upkeep,
 }
 
@@ -516,6 +519,7 @@ impl Fleet {
             as_of: self.as_of,
             valid_until: self.upkeep.timers.first().map_or(i64::MAX, |(t, _)| *t),
             cells: self.cells.clone(),
+            stale: self.stale.clone(),
             upkeep: Upkeep::default(),
         }
     }
@@ -523,6 +527,13 @@ impl Fleet {
     /// Whether the maintained states are right at `now` under `policy`.
     pub fn valid_at(&self, now: Timestamp, policy: &DriftPolicy) -> bool {
         self.policy == *policy && now >= self.as_of && now.seconds() < self.valid_until
+    }
+
+    /// The clusters counted stale at `as_of`, in no particular order.
+    pub fn stale_clusters(&self) -> impl Iterator<Item = (&str, &ClusterRec)> + '_ {
+        self.stale
+            .iter()
+            .map(|slot| (&**self.clusters.id(*slot), self.clusters.rec(*slot)))
     }
 
     /// The counters of one (group prefix, environment) cell; `None` when it counts nothing.
@@ -1156,6 +1167,16 @@ impl Fleet {
                 cluster.counted.as_deref(),
                 counted.as_ref(),
             );
+            let was_stale = cluster.counted.as_ref().is_some_and(|c| c.stale);
+            let is_stale = counted.as_ref().is_some_and(|c| c.stale);
+            if was_stale != is_stale {
+                let stale = Arc::make_mut(&mut self.stale);
+                if is_stale {
+                    stale.insert(slot);
+                } else {
+                    stale.remove(&slot);
+                }
+            }
             self.generation += 1;
         }
         if changed || cluster.deadline != deadline {
@@ -1536,6 +1557,20 @@ impl Fleet {
                 "counters: {} cells maintained, {} from scratch, or their contents differ",
                 self.cells.len(),
                 expected.len()
+            ));
+        }
+        let mut listed: Vec<&str> = self.stale_clusters().map(|(id, _)| id).collect();
+        listed.sort_unstable();
+        let mut counted_stale: Vec<&str> = self
+            .clusters
+            .iter()
+            .filter(|(_, c)| c.is_stale_now())
+            .map(|(id, _)| id)
+            .collect();
+        counted_stale.sort_unstable();
+        if listed != counted_stale {
+            differences.push(format!(
+                "stale set: maintained {listed:?}, counted stale {counted_stale:?}"
             ));
         }
         differences
