@@ -433,6 +433,15 @@ pub async fn cluster(
     fleetscope_model::ClusterId::parse(&id).map_err(|err| ApiError::bad("id", err.to_string()))?;
     let scope = principal.scope.clone();
     let lookup = id.clone();
+    let now = state.now();
+    let from = now.plus_seconds(-((hours * 3_600.0) as i64));
+    // The history is read from ClickHouse while the page is built from the fleet; it is shown
+    // only when the cluster exists within the caller's scope.
+    let store = state.index.store();
+    let history = state.store_call(
+        "observed history",
+        store.observed_history(&id, from, now.plus_seconds(1)),
+    );
     let page = on_fleet(&state, move |fleet, _| {
         let cluster = fleet.clusters.get(&lookup)?;
         let info = cluster.info.as_ref()?;
@@ -457,21 +466,10 @@ pub async fn cluster(
             "agent_version": cluster.agent_version.map(|a| s.text(a)),
             "apps": apps,
         }))
-    })
-    .await?
-    .ok_or_else(|| ApiError::not_found(format!("no cluster {id:?}")))?;
-    let now = state.now();
-    let from = now.plus_seconds(-((hours * 3_600.0) as i64));
-    let history = state
-        .store_call(
-            "observed history",
-            state
-                .index
-                .store()
-                .observed_history(&id, from, now.plus_seconds(1)),
-        )
-        .await?;
-    let mut page = page;
+    });
+    let (page, history) = tokio::join!(page, history);
+    let mut page = page?.ok_or_else(|| ApiError::not_found(format!("no cluster {id:?}")))?;
+    let history = history?;
     page["history"] = history
         .iter()
         .rev()
