@@ -86,7 +86,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         path: "/api/v1/clusters/{id}",
         summary: "One cluster: every app desired and actual, last seen, and recent history.",
-        params: &[("id", "path", true, "string", "The cluster id."), ("history_hours", "query", false, "number", "How far back the history reaches, up to 744 hours (default 24).")],
+        params: &[("id", "path", true, "string", "The cluster id."), ("history_hours", "query", false, "number", "How far back the history reaches, up to 744 hours (default 24); 0 for none (then ClickHouse is not read).")],
         csv: false,
         answer: None,
         description: "",

@@ -225,6 +225,27 @@ async fn every_route_answers_errors_are_clear_and_numbers_agree() {
     assert_eq!(page["cluster"], first.as_str());
     assert!(!page["apps"].as_array().unwrap().is_empty());
     assert!(page["history"].is_array());
+    // With no history asked for, the same apps and no ClickHouse read: the page is answered
+    // from the fleet alone (the history reads counted in /metrics do not move).
+    let history_reads = |metrics: &str| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("fleetscope_hub_store_queries_total{query=\"observed history\"")
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+    };
+    let before = history_reads(&hub.get(Some(ADMIN), "/metrics").await.2);
+    assert!(before.is_some(), "the default page reads its history");
+    let bare = hub
+        .json(ADMIN, &format!("/api/v1/clusters/{first}?history_hours=0"))
+        .await;
+    assert_eq!(bare["apps"], page["apps"]);
+    assert_eq!(bare["history"], serde_json::json!([]));
+    assert_eq!(
+        history_reads(&hub.get(Some(ADMIN), "/metrics").await.2),
+        before
+    );
     let explain = hub
         .json(ADMIN, &format!("/api/v1/explain?cluster={first}"))
         .await;
