@@ -124,8 +124,8 @@ async fn on_fleet<T: Send + 'static>(
 
 /// `GET /api/v1/summary`: the fleet and every group at every level (down to `depth`).
 ///
-/// The answer is serialized once per snapshot generation and question (the caller's scope is
-/// part of the filter) and the bytes are kept: under many readers the same answer is asked for
+/// The answer is serialized once per snapshot generation, caller's scope and question, and the
+/// bytes are kept: under many readers the same answer is asked for
 /// far more often than the data changes.
 pub async fn summary(
     State(state): State<Arc<AppState>>,
@@ -140,8 +140,10 @@ pub async fn summary(
     let filter = scoped_filter(&principal, &params)?;
     let depth = params.integer("depth", 0, 16, 16)? as usize;
     let csv_wanted = params.csv()?;
-    let key = format!("summary|{filter:?}|{depth}|{csv_wanted}");
     let scope = principal.scope.clone();
+    // The scope is in the key on its own: the answer names it, and a scoped caller and an
+    // unscoped one asking for the scope's group select the same clusters.
+    let key = format!("summary|{scope:?}|{filter:?}|{depth}|{csv_wanted}");
     let rendered = state
         .cached(key, move |fleet, now, policy| {
             let rollup = fleet.summary(&filter);
