@@ -440,7 +440,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
                 // The same selection asked by two callers: each answer names its own scope
                 // (the answer cache must not hand one caller's answer to the other).
                 assert_eq!(mine["scope"], SCOPE);
-                assert_eq!(admin["scope"], serde_json::Value::Null);
+                assert_eq!(admin["scope"], Value::Null);
                 // The asked group's rows start at that group: no ancestor under its own name
                 // holding only the selected part of its clusters.
                 let groups: Vec<&str> = admin["groups"]
