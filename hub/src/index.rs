@@ -1690,7 +1690,13 @@ pub struct Index {
     arrivals: std::sync::Mutex<ArrivalCursor>,
     /// Where the reads of `heartbeats` stand between the heartbeat writers' horizons.
     heartbeat_cursor: std::sync::Mutex<ArrivalCursor>,
+    /// The most observed arrivals one refresh reads ([`ARRIVAL_READ_ROWS`] unless set).
+    arrival_read_rows: std::sync::atomic::AtomicU64,
 }
+
+/// A read of arrivals spanning more seconds than this is first counted per second, and bounded
+/// to [`Index::set_arrival_read_rows`] rows; a refresh every second spans one or two.
+const BOUNDED_READ_AFTER_SECONDS: u32 = 3;
 
 /// A writer that has published no horizon for longer than this (by ClickHouse's clock) is not
 /// waited for; when it publishes again, what it stamped since its last horizon is read.
@@ -1761,11 +1767,18 @@ impl ArrivalCursor {
 
     /// Records that the read [`ArrivalCursor::next_read`] chose for `horizons` is done.
     pub fn advance(&mut self, horizons: &[ArrivalHorizon]) {
+        self.advance_to(horizons, u32::MAX);
+    }
+
+    /// Records that the read [`ArrivalCursor::next_read`] chose for `horizons` is done up to
+    /// `stop` only (a read bounded in rows stops before the horizon): every live writer's rows
+    /// before the earlier of the two have been read.
+    pub fn advance_to(&mut self, horizons: &[ArrivalHorizon], stop: u32) {
         let read = self.next_read(horizons);
         for h in horizons {
             let before = self.read_before(h);
             let now_read = match read {
-                ArrivalRead::Between { until, .. } if is_live(h) => before.max(until),
+                ArrivalRead::Between { until, .. } if is_live(h) => before.max(until.min(stop)),
                 _ => before,
             };
             self.writers
@@ -1775,6 +1788,30 @@ impl ArrivalCursor {
             self.started = true;
         }
     }
+}
+
+/// The most observed arrivals one refresh reads by default: a fleet connecting (or a hub that
+/// fell behind) is caught up over several refreshes, each of them short enough to finish within
+/// the store's query timeout however much is waiting.
+pub const ARRIVAL_READ_ROWS: u64 = 250_000;
+
+/// Where a read of arrivals that may take at most `limit` rows stops, given how many rows each
+/// second from `from` on holds (sorted by second, all before `until`): after the last second
+/// that keeps the total within `limit`, or after the first second when that one alone holds
+/// more (a second is never split, and every read makes progress); `until` when everything fits.
+pub fn bounded_until(per_second: &[(u32, u64)], from: u32, until: u32, limit: u64) -> u32 {
+    let mut total = 0u64;
+    for (i, (second, rows)) in per_second.iter().enumerate() {
+        total = total.saturating_add(*rows);
+        if total > limit {
+            return if i == 0 {
+                second.saturating_add(1).clamp(from, until)
+            } else {
+                (*second).clamp(from, until)
+            };
+        }
+    }
+    until
 }
 
 /// Where a refresh reads observed rows: from the arrivals when the last read is recent enough
@@ -1905,7 +1942,14 @@ impl Index {
             heartbeat_cursor: std::sync::Mutex::new(ArrivalCursor::after_complete_read(
                 &heartbeat_horizons,
             )),
+            arrival_read_rows: std::sync::atomic::AtomicU64::new(ARRIVAL_READ_ROWS),
         })
+    }
+
+    /// Sets the most observed arrivals one refresh reads (at least 1).
+    pub fn set_arrival_read_rows(&self, rows: u64) {
+        self.arrival_read_rows
+            .store(rows.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn store(&self) -> &Store {
@@ -2022,10 +2066,33 @@ impl Index {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let read = match source {
+        let mut read = match source {
             ObservedSource::Latest => None,
             ObservedSource::Arrivals => Some(cursor.next_read(&horizons)),
         };
+        // A read spanning more than a few seconds (a fleet connecting, a hub that fell behind)
+        // is bounded in rows: one that outlasted the store's query timeout would fail every
+        // time, and each retry would cover more.
+        if let Some(ArrivalRead::Between { from, until }) = &mut read {
+            if until.saturating_sub(*from) > BOUNDED_READ_AFTER_SECONDS {
+                let per_second = self
+                    .store
+                    .observed_arrivals_per_second(
+                        Timestamp(i64::from(*from)),
+                        Timestamp(i64::from(*until)),
+                    )
+                    .await?;
+                let per_second: Vec<(u32, u64)> =
+                    per_second.iter().map(|r| (r.second, r.rows)).collect();
+                *until = bounded_until(
+                    &per_second,
+                    *from,
+                    *until,
+                    self.arrival_read_rows
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                );
+            }
+        }
         let mut keep = |row: ObservedRow| {
             newest_received = newest_received.max(row.received_at);
             let mut fleet = self.writer_guard();
@@ -2063,7 +2130,8 @@ impl Index {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match read {
                 None => *cursor = ArrivalCursor::after_complete_read(&horizons),
-                Some(_) => cursor.advance(&horizons),
+                Some(ArrivalRead::Between { until, .. }) => cursor.advance_to(&horizons, until),
+                Some(ArrivalRead::Overlap) => cursor.advance(&horizons),
             }
         }
         phases.read_observed = started.elapsed();
@@ -2194,6 +2262,54 @@ mod refresh_tests {
             ),
             [between(100, 103), between(103, 103), between(103, 104)]
         );
+    }
+
+    #[test]
+    fn a_read_bounded_in_rows_stops_between_seconds_and_always_progresses() {
+        let per_second = [(100, 4), (101, 3), (103, 5), (107, 1)];
+        // Everything fits: up to the horizon.
+        assert_eq!(bounded_until(&per_second, 100, 110, 13), 110);
+        // After the last whole second within the limit, before the one that would pass it.
+        assert_eq!(bounded_until(&per_second, 100, 110, 12), 107);
+        assert_eq!(bounded_until(&per_second, 100, 110, 7), 103);
+        assert_eq!(bounded_until(&per_second, 100, 110, 6), 101);
+        // A first second larger than the limit is read whole: the read still moves on.
+        assert_eq!(bounded_until(&per_second, 100, 110, 2), 101);
+        assert_eq!(bounded_until(&per_second[2..], 102, 110, 2), 104);
+        // Nothing stamped: the horizon.
+        assert_eq!(bounded_until(&[], 100, 110, 1), 110);
+    }
+
+    #[test]
+    fn a_bounded_read_moves_the_writers_to_where_it_stopped() {
+        let mut cursor = ArrivalCursor::after_complete_read(&[
+            horizon("a", 10, 100, 0),
+            horizon("b", 10, 120, 0),
+        ]);
+        let now = [horizon("a", 10, 200, 0), horizon("b", 10, 200, 0)];
+        assert_eq!(
+            cursor.next_read(&now),
+            ArrivalRead::Between {
+                from: 100,
+                until: 200
+            }
+        );
+        cursor.advance_to(&now, 110);
+        // a is read up to the stop; b was further already and stays where it was.
+        assert_eq!(cursor.writers["a"], (110, true));
+        assert_eq!(cursor.writers["b"], (120, true));
+        assert_eq!(
+            cursor.next_read(&now),
+            ArrivalRead::Between {
+                from: 110,
+                until: 200
+            }
+        );
+        cursor.advance_to(&now, 150);
+        assert_eq!(cursor.writers["b"], (150, true));
+        cursor.advance(&now);
+        assert_eq!(cursor.writers["a"], (200, true));
+        assert_eq!(cursor.writers["b"], (200, true));
     }
 
     #[test]

@@ -276,3 +276,72 @@ async fn each_heartbeat_is_read_once_and_a_late_batch_is_not_missed() {
         "nothing new, nothing read: {idle:?}"
     );
 }
+
+/// A backlog of arrivals (a fleet connecting, a hub that fell behind) is read over several
+/// refreshes, each bounded in rows, so that no read outlasts the store's query timeout; every
+/// row is still read once, and a second holding more rows than the bound is read whole.
+#[tokio::test]
+async fn a_backlog_is_read_in_bounded_refreshes_each_row_once() {
+    let test = TestStore::start().await;
+    let store = test.store.clone();
+    let index = Index::load(store.clone()).await.unwrap();
+    index.set_arrival_read_rows(7);
+
+    let t0 = now_seconds() - 30;
+    let says = |visible_before| ArrivalWriterRow {
+        writer: "writer-c".into(),
+        first_stamp: t0,
+        visible_before,
+    };
+    store.insert_rows(&[says(t0)]).await.unwrap();
+    // Ten seconds of three rows each, then one second of ten rows.
+    let mut rows = Vec::new();
+    for second in 0..10u32 {
+        for n in 0..3u32 {
+            rows.push(row(
+                &format!("c{second}"),
+                &format!("app{n}"),
+                1,
+                t0 + second,
+            ));
+        }
+    }
+    for n in 0..10u32 {
+        rows.push(row("busy", &format!("app{n}"), 1, t0 + 12));
+    }
+    store.insert_rows(&rows).await.unwrap();
+    store.insert_rows(&[says(t0 + 20)]).await.unwrap();
+
+    let mut read = Vec::new();
+    let mut stops = Vec::new();
+    for _ in 0..20 {
+        let refreshed = index.refresh().await.unwrap();
+        read.push(refreshed.observed_rows_read);
+        if let Some(ArrivalRead::Between { until, .. }) = refreshed.arrival_read {
+            stops.push(until);
+        }
+        if stops.last() == Some(&(t0 + 20)) {
+            break;
+        }
+    }
+    assert_eq!(read.iter().sum::<u64>(), 40, "each row read once: {read:?}");
+    // Two seconds (six rows) fit the bound of seven: five refreshes for the first ten seconds
+    // (the fifth stops before the ten-row second, the empty ones between taken along), then
+    // the ten-row second alone, then the rest up to the horizon.
+    assert_eq!(read, [6, 6, 6, 6, 6, 10, 0], "rows per refresh");
+    assert_eq!(
+        stops,
+        [t0 + 2, t0 + 4, t0 + 6, t0 + 8, t0 + 12, t0 + 13, t0 + 20],
+        "where each read stopped"
+    );
+    assert!(index.read(|f| {
+        (0..10).all(|s| {
+            f.clusters
+                .get(&format!("c{s}"))
+                .is_some_and(|c| c.objects.len() == 3)
+        }) && f
+            .clusters
+            .get("busy")
+            .is_some_and(|c| c.objects.len() == 10)
+    }));
+}

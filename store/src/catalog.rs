@@ -188,6 +188,14 @@ pub fn read_queries_for(
                 now.plus_seconds(1),
             ),
         ),
+        render::<queries::ArrivalSecondRow>(
+            "observed arrivals per second",
+            queries::observed_arrivals_per_second_query(
+                store,
+                now.plus_seconds(-3_600),
+                now.plus_seconds(1),
+            ),
+        ),
         render::<queries::ArrivalHorizon>(
             "arrival horizons",
             queries::arrival_horizons_query(store),

@@ -769,6 +769,31 @@ WHERE received_at >= toDateTime(?) AND received_at < toDateTime(?)",
         .bind(to_datetime(until))
 }
 
+/// Observed arrivals stamped in one second: how many, to size a bounded read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ArrivalSecondRow {
+    pub second: u32,
+    pub rows: u64,
+}
+
+/// How many app-object rows were stamped in each second of `[from, until)` that has any, in
+/// order (reads `received_at` only).
+pub fn observed_arrivals_per_second_query(
+    store: &Store,
+    from: Timestamp,
+    until: Timestamp,
+) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT toUInt32(received_at) AS second, count() AS rows FROM observed_arrivals \
+WHERE received_at >= toDateTime(?) AND received_at < toDateTime(?) \
+GROUP BY second ORDER BY second",
+        )
+        .bind(to_datetime(from))
+        .bind(to_datetime(until))
+}
+
 /// One writer's latest arrival horizon, and for how many seconds (by the server's clock) it has
 /// published none.
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
@@ -911,6 +936,18 @@ impl Store {
             each(row);
         }
         Ok(rows)
+    }
+
+    /// How many app-object rows were stamped in each second of `[from, until)` that has any.
+    pub async fn observed_arrivals_per_second(
+        &self,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<ArrivalSecondRow>> {
+        observed_arrivals_per_second_query(self, from, until)
+            .fetch_all()
+            .await
+            .context(|| "counting observed arrivals per second".to_owned())
     }
 
     pub async fn arrival_horizons(&self) -> Result<Vec<ArrivalHorizon>> {
