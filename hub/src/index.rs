@@ -17,7 +17,7 @@
 //!
 //! Strings that repeat across the fleet are stored once ([`Symbols`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -273,7 +273,8 @@ pub struct ClusterInfo {
     pub prefixes: Vec<u32>,
     pub environment: u32,
     pub reconciler: u32,
-    pub labels: BTreeMap<String, String>,
+    /// Shared by every cluster with the same labels (a fleet has few distinct sets).
+    pub labels: Arc<BTreeMap<String, String>>,
 }
 
 /// A (cluster, app) pair, classified.
@@ -463,6 +464,8 @@ impl std::ops::Index<&str> for Clusters {
 struct Upkeep {
     dirty: BTreeSet<u32>,
     timers: BTreeSet<(i64, u32)>,
+    /// The distinct label sets of the inventory, each held once.
+    label_sets: HashSet<Arc<BTreeMap<String, String>>>,
 }
 
 /// Everything the hub knows, at one moment. The writer's copy changes; what readers get is a
@@ -569,6 +572,8 @@ impl Fleet {
     /// Replaces the inventory with `rows` (the current row per cluster).
     pub fn set_inventory(&mut self, rows: Vec<ClusterRow>) {
         let mut wanted: HashMap<String, ClusterInfo> = HashMap::with_capacity(rows.len());
+        // The label sets this inventory uses, the ones already held taken over.
+        let mut label_sets: HashSet<Arc<BTreeMap<String, String>>> = HashSet::new();
         for row in rows {
             if row.removed != 0 {
                 continue;
@@ -584,7 +589,16 @@ impl Fleet {
                 .collect();
             let environment = self.symbols.intern(&row.environment);
             let reconciler = self.symbols.intern(&row.reconciler);
-            let labels = row.label_keys.into_iter().zip(row.label_values).collect();
+            let labels: BTreeMap<String, String> =
+                row.label_keys.into_iter().zip(row.label_values).collect();
+            let labels = match label_sets
+                .get(&labels)
+                .or_else(|| self.upkeep.label_sets.get(&labels))
+            {
+                Some(held) => held.clone(),
+                None => Arc::new(labels),
+            };
+            label_sets.insert(labels.clone());
             wanted.insert(
                 row.cluster_id,
                 ClusterInfo {
@@ -609,6 +623,7 @@ impl Fleet {
             self.clusters.rec_mut(slot).info = Some(Arc::new(info));
             self.touch(slot);
         }
+        self.upkeep.label_sets = label_sets;
         self.generation += 1;
     }
 
@@ -714,7 +729,7 @@ impl Fleet {
         for apps in desired.values_mut() {
             apps.sort_by_key(|d| d.app);
         }
-        let changed: std::collections::HashSet<u32> = desired
+        let changed: HashSet<u32> = desired
             .iter()
             .filter(|(g, apps)| self.desired.get(g) != Some(apps))
             .map(|(g, _)| *g)
@@ -1370,9 +1385,7 @@ impl Fleet {
         let counts_of = |cell: &crate::rollups::Cell| {
             let mut counts = cell.counts;
             if let Some(app) = app {
-                counts.pairs = app
-                    .and_then(|a| cell.apps.get(&a))
-                    .map_or([0; 8], |a| a.pairs());
+                counts.pairs = app.and_then(|a| cell.app(a)).map_or([0; 8], |a| a.pairs());
             }
             counts
         };
@@ -1433,7 +1446,7 @@ impl Fleet {
         // their parent to leave the clusters of the parent group itself.
         let mut rows: BTreeMap<(String, bool, u32), i64> = BTreeMap::new();
         let mut add_cell = |group: &str, cell: &crate::rollups::Cell, sign: i64| {
-            if let Some(a) = cell.apps.get(&app) {
+            if let Some(a) = cell.app(app) {
                 for (side, which) in [(true, Side::Desired), (false, Side::Running)] {
                     for (v, n) in a.versions(which) {
                         *rows.entry((group.to_owned(), side, v)).or_default() +=
@@ -1512,8 +1525,8 @@ impl Fleet {
             {
                 continue;
             }
-            for (a, counts) in &cell.apps {
-                if app.is_some_and(|want| want != Some(*a)) {
+            for (a, counts) in cell.apps() {
+                if app.is_some_and(|want| want != Some(a)) {
                     continue;
                 }
                 let text = |versions: &mut dyn Iterator<Item = (u32, u64)>| {
@@ -1522,7 +1535,7 @@ impl Fleet {
                         .collect::<BTreeMap<String, u64>>()
                 };
                 table
-                    .entry(self.symbols.text(*a).to_owned())
+                    .entry(self.symbols.text(a).to_owned())
                     .or_default()
                     .insert(
                         self.symbols.text(*env).to_owned(),
@@ -2206,6 +2219,47 @@ impl Index {
 #[cfg(test)]
 mod refresh_tests {
     use super::*;
+
+    fn inventory_row(id: &str, env: &str, labels: &[(&str, &str)]) -> ClusterRow {
+        ClusterRow {
+            cluster_id: id.into(),
+            group_path: "emea/de".into(),
+            group_prefixes: vec!["emea".into(), "emea/de".into()],
+            environment: env.into(),
+            reconciler: "flux".into(),
+            label_keys: labels.iter().map(|(k, _)| (*k).into()).collect(),
+            label_values: labels.iter().map(|(_, v)| (*v).into()).collect(),
+            updated_at: 0,
+            version: 1,
+            removed: 0,
+        }
+    }
+
+    #[test]
+    fn clusters_with_the_same_labels_share_one_copy_across_inventory_reads() {
+        let mut fleet = Fleet::default();
+        let rows = || {
+            vec![
+                inventory_row("a", "prod", &[("tier", "standard")]),
+                inventory_row("b", "stage", &[("tier", "standard")]),
+                inventory_row("c", "prod", &[("tier", "flagship")]),
+            ]
+        };
+        fleet.set_inventory(rows());
+        let labels =
+            |fleet: &Fleet, id: &str| fleet.clusters[id].info.as_ref().unwrap().labels.clone();
+        assert!(Arc::ptr_eq(&labels(&fleet, "a"), &labels(&fleet, "b")));
+        assert!(!Arc::ptr_eq(&labels(&fleet, "a"), &labels(&fleet, "c")));
+        assert_eq!(labels(&fleet, "c")["tier"], "flagship");
+        // Read again with a cluster changed: the unchanged ones and the new row share the
+        // copy already held; a set no cluster uses any more is let go.
+        let held = labels(&fleet, "a");
+        let mut again = rows();
+        again[2] = inventory_row("c", "prod", &[("tier", "standard")]);
+        fleet.set_inventory(again);
+        assert!(Arc::ptr_eq(&held, &labels(&fleet, "c")));
+        assert_eq!(fleet.upkeep.label_sets.len(), 1);
+    }
 
     #[test]
     fn refresh_reads_arrivals_only_after_a_recent_complete_read() {

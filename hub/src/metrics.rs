@@ -371,7 +371,7 @@ impl FleetSnapshot {
             .symbols
             .find("")
             .and_then(|_| fleet.cell("", None))
-            .map(|cell| cell.apps.iter().map(|(a, c)| (*a, c.pairs())).collect())
+            .map(|cell| cell.apps().map(|(a, c)| (a, c.pairs())).collect())
             .unwrap_or_default();
         // Keep the groups with the most clusters; fold the rest into `_other` (the fleet
         // row always stays).

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use fleetscope_model::DriftState;
+use smallvec::SmallVec;
 
 use crate::index::{state_index, Counts};
 
@@ -74,14 +75,16 @@ impl Counted {
 }
 
 /// Per app within a cell: 32-bit counters (a cell counts fewer than 4 billion clusters) and
-/// one list for both version counts, so that copying an entry is one allocation.
+/// one list for both version counts, held inline up to two versions (an app whose clusters
+/// desire and run one version, or are between two), so that most entries allocate nothing and
+/// copying a cell copies one block. 64 bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppCell {
     /// Pairs per drift state, in `DriftState::ALL` order.
     pairs: [u32; 8],
     /// Per version symbol, sorted by symbol: the clusters that desire it and those that run
     /// it. No entry has both at zero.
-    versions: Vec<VersionCount>,
+    versions: SmallVec<[VersionCount; 2]>,
 }
 
 /// Which clusters of a version a count is about.
@@ -123,17 +126,47 @@ impl AppCell {
     }
 }
 
-/// One (group prefix, environment) cell. Each app's entry sits behind its own `Arc`, so that
-/// copying a cell that a published snapshot shares copies pointers, and only the entries that
-/// change are copied whole.
+/// One (group prefix, environment) cell: its counts, and its apps' entries in one list sorted
+/// by app symbol. A cell a published snapshot shares is copied whole when it changes next (a
+/// hundred apps: one block of about 7 KB), which is cheaper in memory than an allocation per
+/// app and as cheap to copy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cell {
     pub counts: Counts,
-    pub apps: HashMap<u32, Arc<AppCell>>,
+    apps: Vec<(u32, AppCell)>,
+}
+
+impl Cell {
+    /// The entry of `app`, if any pair of it is counted here.
+    pub fn app(&self, app: u32) -> Option<&AppCell> {
+        self.apps
+            .binary_search_by_key(&app, |(a, _)| *a)
+            .ok()
+            .map(|at| &self.apps[at].1)
+    }
+
+    /// Every app with a counted pair, by symbol.
+    pub fn apps(&self) -> impl Iterator<Item = (u32, &AppCell)> + '_ {
+        self.apps.iter().map(|(a, c)| (*a, c))
+    }
+
+    /// The entry of `app`, added empty when there is none.
+    fn app_mut(&mut self, app: u32) -> (usize, &mut AppCell) {
+        let at = match self.apps.binary_search_by_key(&app, |(a, _)| *a) {
+            Ok(at) => at,
+            Err(at) => {
+                self.apps.insert(at, (app, AppCell::default()));
+                at
+            }
+        };
+        (at, &mut self.apps[at].1)
+    }
 }
 
 /// Every cell, keyed by (prefix symbol, environment symbol or [`ANY_ENVIRONMENT`]). A cell is
-/// there while it counts at least one cluster.
+/// there while it counts at least one cluster. Where every cluster of a prefix is in one
+/// environment, the cell of all environments is the same `Arc` as that environment's (see
+/// [`share_when_equal`]).
 pub type Cells = HashMap<(u32, u32), Arc<Cell>>;
 
 fn bump(n: &mut u64, add: bool) {
@@ -155,7 +188,7 @@ fn bump32(n: &mut u32, add: bool) {
 }
 
 /// Counts a cluster desiring or running `version` in or out.
-fn bump_version(versions: &mut Vec<VersionCount>, version: u32, side: Side, add: bool) {
+fn bump_version(versions: &mut SmallVec<[VersionCount; 2]>, version: u32, side: Side, add: bool) {
     let at = match versions.binary_search_by_key(&version, |v| v.version) {
         Ok(at) => at,
         Err(at) => {
@@ -188,8 +221,7 @@ fn bump_version(versions: &mut Vec<VersionCount>, version: u32, side: Side, add:
 fn count_pair(cell: &mut Cell, pair: &CountedPair, add: bool) {
     let i = state_index(pair.state);
     bump(&mut cell.counts.pairs[i], add);
-    let entry = cell.apps.entry(pair.app).or_default();
-    let app = Arc::make_mut(entry);
+    let (at, app) = cell.app_mut(pair.app);
     bump32(&mut app.pairs[i], add);
     if let Some(v) = pair.desired_version() {
         bump_version(&mut app.versions, v, Side::Desired, add);
@@ -198,16 +230,36 @@ fn count_pair(cell: &mut Cell, pair: &CountedPair, add: bool) {
         bump_version(&mut app.versions, v, Side::Running, add);
     }
     if app.is_empty() {
-        cell.apps.remove(&pair.app);
+        cell.apps.remove(at);
+    }
+}
+
+/// Makes the cell of all environments of `prefix` the same `Arc` as the cell of `environment`
+/// when both count the same clusters. The cell of all environments counts a superset of any
+/// one environment's clusters, so equal cluster counts mean equal cells: most small groups
+/// have a single environment, and this halves what their cells hold. A change to either copies
+/// it first (`Arc::make_mut`), so sharing never lets one change the other.
+fn share_when_equal(cells: &mut Cells, prefix: u32, environment: u32) {
+    if environment == ANY_ENVIRONMENT {
+        return;
+    }
+    let Some(one) = cells.get(&(prefix, environment)) else {
+        return;
+    };
+    let Some(all) = cells.get(&(prefix, ANY_ENVIRONMENT)) else {
+        return;
+    };
+    if !Arc::ptr_eq(one, all) && one.counts.clusters == all.counts.clusters {
+        debug_assert!(**one == **all, "equal cluster counts, equal cells");
+        let one = one.clone();
+        cells.insert((prefix, ANY_ENVIRONMENT), one);
     }
 }
 
 /// Adds (`add`) or takes out what `counted` contributes to every cell it belongs to.
 pub fn apply(cells: &mut Cells, counted: &Counted, add: bool) {
     for prefix in &counted.prefixes {
-        for environment in [counted.environment, ANY_ENVIRONMENT] {
-            let slot = cells.entry((*prefix, environment)).or_default();
-            let cell = Arc::make_mut(slot);
+        update(cells, *prefix, counted.environment, |cell| {
             bump(&mut cell.counts.clusters, add);
             if counted.stale {
                 bump(&mut cell.counts.stale_clusters, add);
@@ -215,12 +267,40 @@ pub fn apply(cells: &mut Cells, counted: &Counted, add: bool) {
             for pair in &counted.pairs {
                 count_pair(cell, pair, add);
             }
-            if cell.counts.clusters == 0 {
-                debug_assert!(cell.apps.is_empty() && cell.counts == Counts::default());
-                cells.remove(&(*prefix, environment));
+        });
+    }
+}
+
+/// Applies `f` to the cell of `prefix` in `environment` and to its cell of all environments,
+/// each made first when missing and removed when it counts no cluster after. Where the two
+/// are one shared `Arc`, `f` runs once and both keys get the result; afterwards they are
+/// shared again if they count the same clusters (see [`share_when_equal`]).
+fn update(cells: &mut Cells, prefix: u32, environment: u32, mut f: impl FnMut(&mut Cell)) {
+    let one = (prefix, environment);
+    let all = (prefix, ANY_ENVIRONMENT);
+    let shared = match (cells.get(&one), cells.get(&all)) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    };
+    if shared {
+        // Dropped first, so that the cell is changed in place when no snapshot holds it.
+        cells.remove(&all);
+    }
+    for key in [one, all] {
+        if shared && key == all {
+            if let Some(cell) = cells.get(&one).cloned() {
+                cells.insert(all, cell);
             }
+            continue;
+        }
+        let cell = Arc::make_mut(cells.entry(key).or_default());
+        f(cell);
+        if cell.counts.clusters == 0 {
+            debug_assert!(cell.apps.is_empty() && cell.counts == Counts::default());
+            cells.remove(&key);
         }
     }
+    share_when_equal(cells, prefix, environment);
 }
 
 /// Replaces what a cluster counted as (`old`) by what it counts as now (`new`). A cluster that
@@ -248,11 +328,12 @@ pub fn replace(cells: &mut Cells, old: Option<&Counted>, new: Option<&Counted>) 
         return;
     }
     for prefix in &new.prefixes {
-        for environment in [new.environment, ANY_ENVIRONMENT] {
-            let slot = cells
-                .get_mut(&(*prefix, environment))
-                .expect("a counted cluster's cells are there");
-            let cell = Arc::make_mut(slot);
+        debug_assert!(
+            cells.contains_key(&(*prefix, new.environment))
+                && cells.contains_key(&(*prefix, ANY_ENVIRONMENT)),
+            "a counted cluster's cells are there"
+        );
+        update(cells, *prefix, new.environment, |cell| {
             if old.stale != new.stale {
                 bump(&mut cell.counts.stale_clusters, new.stale);
             }
@@ -267,7 +348,7 @@ pub fn replace(cells: &mut Cells, old: Option<&Counted>, new: Option<&Counted>) 
                     count_pair(cell, pair, true);
                 }
             }
-        }
+        });
     }
 }
 
@@ -342,6 +423,7 @@ mod tests {
     #[test]
     fn a_counted_pair_takes_16_bytes() {
         assert_eq!(size_of::<CountedPair>(), 16);
+        assert_eq!(size_of::<AppCell>(), 64);
         let pair = CountedPair::new(1, DriftState::Missing, Some(7), None);
         assert_eq!(
             (pair.desired_version(), pair.observed_version()),
@@ -364,8 +446,11 @@ mod tests {
         let fleet = &cells[&(0, ANY_ENVIRONMENT)];
         assert_eq!(fleet.counts.clusters, 2);
         assert_eq!(fleet.counts.stale_clusters, 1);
-        assert_eq!(fleet.apps[&10].pairs()[state_index(DriftState::InSync)], 1);
-        let versions = |app: u32, side| fleet.apps[&app].versions(side).collect::<Vec<_>>();
+        assert_eq!(
+            fleet.app(10).unwrap().pairs()[state_index(DriftState::InSync)],
+            1
+        );
+        let versions = |app: u32, side| fleet.app(app).unwrap().versions(side).collect::<Vec<_>>();
         assert_eq!(versions(10, Side::Desired), vec![(110, 2)]);
         assert_eq!(versions(10, Side::Running), vec![(210, 2)]);
         assert_eq!(versions(11, Side::Desired), vec![(111, 1)]);
@@ -375,6 +460,40 @@ mod tests {
         apply(&mut cells, &a, false);
         assert_eq!(cells, from_scratch([&b]));
         apply(&mut cells, &b, false);
+        assert!(cells.is_empty());
+    }
+
+    #[test]
+    fn a_single_environment_shares_its_cell_with_all_environments_until_another_comes() {
+        use DriftState::*;
+        let a = counted(&[0, 1], 7, false, &[(10, InSync), (11, Missing)]);
+        let b = counted(&[0, 1], 7, false, &[(10, OutOfSync)]);
+        let mut cells = from_scratch([&a, &b]);
+        let shared = |cells: &Cells, prefix| {
+            Arc::ptr_eq(&cells[&(prefix, 7)], &cells[&(prefix, ANY_ENVIRONMENT)])
+        };
+        assert!(shared(&cells, 0) && shared(&cells, 1));
+        // A change counted once, seen under both keys, and still one cell.
+        let b2 = counted(&[0, 1], 7, true, &[(10, InSync), (12, Progressing)]);
+        replace(&mut cells, Some(&b), Some(&b2));
+        assert_eq!(cells, from_scratch([&a, &b2]));
+        assert!(shared(&cells, 1));
+        assert_eq!(cells[&(1, ANY_ENVIRONMENT)].counts.stale_clusters, 1);
+        // Another environment in group 1: its cells of all environments go their own way.
+        let c = counted(&[0, 1], 8, false, &[(10, Failed)]);
+        apply(&mut cells, &c, true);
+        assert_eq!(cells, from_scratch([&a, &b2, &c]));
+        assert!(!shared(&cells, 1));
+        assert_eq!(cells[&(1, ANY_ENVIRONMENT)].counts.clusters, 3);
+        assert_eq!(cells[&(1, 7)].counts.clusters, 2);
+        // Changing the single-environment cluster again changes only what it counts in.
+        let a2 = counted(&[0, 1], 7, false, &[(10, InSync), (11, InSync)]);
+        replace(&mut cells, Some(&a), Some(&a2));
+        assert_eq!(cells, from_scratch([&a2, &b2, &c]));
+        // Everything taken out leaves nothing, shared or not.
+        for cluster in [&a2, &b2, &c] {
+            apply(&mut cells, cluster, false);
+        }
         assert!(cells.is_empty());
     }
 
