@@ -470,7 +470,7 @@ pub async fn cluster(
             "group": info.group.as_str(),
             "environment": s.text(info.environment),
             "reconciler": s.text(info.reconciler),
-            "labels": *info.labels,
+            "labels": info.labels(s),
             "render_group": cluster.render_group.map(|g| s.text(g)),
             "last_seen": cluster.last_seen.map(time_text),
             "stale": cluster.is_stale_now(),

@@ -273,8 +273,53 @@ pub struct ClusterInfo {
     pub prefixes: Vec<u32>,
     pub environment: u32,
     pub reconciler: u32,
-    /// Shared by every cluster with the same labels (a fleet has few distinct sets).
-    pub labels: Arc<BTreeMap<String, String>>,
+    /// The cluster's id, shared with the inventory's list of ids.
+    id: Arc<str>,
+    /// The labels, less those of [`DERIVED_LABELS`] that say what the record holds already;
+    /// shared by every cluster with the same ones (a fleet has few distinct sets).
+    labels: Arc<BTreeMap<String, String>>,
+    /// Which of [`DERIVED_LABELS`] the cluster has (bit `i` for the `i`th), each with the
+    /// value the record gives.
+    derived: u8,
+}
+
+/// Labels the renderer gives every cluster whose values the record holds already: its id,
+/// environment and reconciler. Kept as a bit each rather than in a label set of their own
+/// per cluster (with the id in it, no two clusters' sets are alike).
+pub const DERIVED_LABELS: [&str; 3] = [
+    "fleetscope.io/cluster",
+    "fleetscope.io/environment",
+    "fleetscope.io/reconciler",
+];
+
+impl ClusterInfo {
+    /// The `i`th of [`DERIVED_LABELS`]'s value for this cluster.
+    fn derived_value<'a>(&'a self, i: usize, symbols: &'a Symbols) -> &'a str {
+        match i {
+            0 => &self.id,
+            1 => symbols.text(self.environment),
+            _ => symbols.text(self.reconciler),
+        }
+    }
+
+    /// The value of label `key`, if the cluster has it.
+    pub fn label<'a>(&'a self, key: &str, symbols: &'a Symbols) -> Option<&'a str> {
+        match DERIVED_LABELS.iter().position(|d| *d == key) {
+            Some(i) if self.derived & (1 << i) != 0 => Some(self.derived_value(i, symbols)),
+            _ => self.labels.get(key).map(String::as_str),
+        }
+    }
+
+    /// Every label of the cluster, by key.
+    pub fn labels(&self, symbols: &Symbols) -> BTreeMap<String, String> {
+        let mut labels = (*self.labels).clone();
+        for (i, key) in DERIVED_LABELS.iter().enumerate() {
+            if self.derived & (1 << i) != 0 {
+                labels.insert((*key).to_owned(), self.derived_value(i, symbols).to_owned());
+            }
+        }
+        labels
+    }
 }
 
 /// A (cluster, app) pair, classified.
@@ -574,6 +619,7 @@ impl Fleet {
         let mut wanted: HashMap<String, ClusterInfo> = HashMap::with_capacity(rows.len());
         // The label sets this inventory uses, the ones already held taken over.
         let mut label_sets: HashSet<Arc<BTreeMap<String, String>>> = HashSet::new();
+        let no_id: Arc<str> = Arc::from("");
         for row in rows {
             if row.removed != 0 {
                 continue;
@@ -589,8 +635,20 @@ impl Fleet {
                 .collect();
             let environment = self.symbols.intern(&row.environment);
             let reconciler = self.symbols.intern(&row.reconciler);
-            let labels: BTreeMap<String, String> =
+            let mut labels: BTreeMap<String, String> =
                 row.label_keys.into_iter().zip(row.label_values).collect();
+            let mut derived = 0u8;
+            for (i, key) in DERIVED_LABELS.iter().enumerate() {
+                let value = match i {
+                    0 => row.cluster_id.as_str(),
+                    1 => row.environment.as_str(),
+                    _ => row.reconciler.as_str(),
+                };
+                if labels.get(*key).is_some_and(|v| v == value) {
+                    labels.remove(*key);
+                    derived |= 1 << i;
+                }
+            }
             let labels = match label_sets
                 .get(&labels)
                 .or_else(|| self.upkeep.label_sets.get(&labels))
@@ -606,13 +664,16 @@ impl Fleet {
                     prefixes,
                     environment,
                     reconciler,
+                    // Set below, to the inventory's own copy of the id.
+                    id: no_id.clone(),
                     labels,
+                    derived,
                 },
             );
         }
         for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
             let id = self.clusters.id(slot).clone();
-            let info = wanted.remove(&*id);
+            let info = wanted.remove(&*id).map(|info| ClusterInfo { id, ..info });
             if self.clusters.rec(slot).info.as_deref() != info.as_ref() {
                 self.clusters.rec_mut(slot).info = info.map(Arc::new);
                 self.touch(slot);
@@ -620,7 +681,8 @@ impl Fleet {
         }
         for (id, info) in wanted {
             let slot = self.clusters.slot_or_add(&id);
-            self.clusters.rec_mut(slot).info = Some(Arc::new(info));
+            let id = self.clusters.id(slot).clone();
+            self.clusters.rec_mut(slot).info = Some(Arc::new(ClusterInfo { id, ..info }));
             self.touch(slot);
         }
         self.upkeep.label_sets = label_sets;
@@ -1251,7 +1313,7 @@ impl Fleet {
             && filter
                 .labels
                 .iter()
-                .all(|(k, v)| info.labels.get(k).is_some_and(|have| have == v))
+                .all(|(k, v)| info.label(k, &self.symbols) == Some(v.as_str()))
     }
 
     /// Counts per group at every level (`""` is the whole fleet) for the clusters and pairs
@@ -2238,26 +2300,58 @@ mod refresh_tests {
     #[test]
     fn clusters_with_the_same_labels_share_one_copy_across_inventory_reads() {
         let mut fleet = Fleet::default();
-        let rows = || {
-            vec![
-                inventory_row("a", "prod", &[("tier", "standard")]),
-                inventory_row("b", "stage", &[("tier", "standard")]),
-                inventory_row("c", "prod", &[("tier", "flagship")]),
-            ]
+        // As the renderer writes them: each cluster's id, environment and reconciler among
+        // its labels.
+        let row = |id: &str, env: &str, tier: &str| {
+            inventory_row(
+                id,
+                env,
+                &[
+                    ("fleetscope.io/cluster", id),
+                    ("fleetscope.io/environment", env),
+                    ("fleetscope.io/reconciler", "flux"),
+                    ("tier", tier),
+                ],
+            )
         };
+        let rows = || vec![row("a", "prod", "standard"), row("b", "stage", "standard")];
         fleet.set_inventory(rows());
-        let labels =
-            |fleet: &Fleet, id: &str| fleet.clusters[id].info.as_ref().unwrap().labels.clone();
-        assert!(Arc::ptr_eq(&labels(&fleet, "a"), &labels(&fleet, "b")));
-        assert!(!Arc::ptr_eq(&labels(&fleet, "a"), &labels(&fleet, "c")));
-        assert_eq!(labels(&fleet, "c")["tier"], "flagship");
-        // Read again with a cluster changed: the unchanged ones and the new row share the
-        // copy already held; a set no cluster uses any more is let go.
-        let held = labels(&fleet, "a");
-        let mut again = rows();
-        again[2] = inventory_row("c", "prod", &[("tier", "standard")]);
-        fleet.set_inventory(again);
-        assert!(Arc::ptr_eq(&held, &labels(&fleet, "c")));
+        let info = |fleet: &Fleet, id: &str| fleet.clusters[id].info.clone().unwrap();
+        assert!(Arc::ptr_eq(
+            &info(&fleet, "a").labels,
+            &info(&fleet, "b").labels
+        ));
+        // Every label reads back as given, the derived ones included.
+        let b = info(&fleet, "b");
+        assert_eq!(
+            b.labels(&fleet.symbols),
+            BTreeMap::from(
+                [
+                    ("fleetscope.io/cluster", "b"),
+                    ("fleetscope.io/environment", "stage"),
+                    ("fleetscope.io/reconciler", "flux"),
+                    ("tier", "standard"),
+                ]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            )
+        );
+        assert_eq!(b.label("fleetscope.io/cluster", &fleet.symbols), Some("b"));
+        assert_eq!(b.label("tier", &fleet.symbols), Some("standard"));
+        assert_eq!(b.label("zone", &fleet.symbols), None);
+        // A derived label saying something else than the record is kept as it is; one the
+        // cluster does not have is not made up.
+        let odd = inventory_row("c", "prod", &[("fleetscope.io/cluster", "other")]);
+        fleet.set_inventory(vec![row("a", "prod", "standard"), odd]);
+        let c = info(&fleet, "c");
+        assert_eq!(
+            c.label("fleetscope.io/cluster", &fleet.symbols),
+            Some("other")
+        );
+        assert_eq!(c.label("fleetscope.io/environment", &fleet.symbols), None);
+        // Read again: the set already held is taken over, and one no cluster uses is let go.
+        let held = info(&fleet, "a").labels.clone();
+        fleet.set_inventory(rows());
+        assert!(Arc::ptr_eq(&held, &info(&fleet, "b").labels));
         assert_eq!(fleet.upkeep.label_sets.len(), 1);
     }
 
