@@ -257,7 +257,7 @@ pub struct ClusterRec {
 impl ClusterRec {
     /// The maintained state of the pair of `app`, if the cluster has that pair.
     pub fn state_of(&self, app: u32) -> Option<DriftState> {
-        self.counted.as_ref()?.pair(app).map(|p| p.state)
+        self.counted.as_ref()?.pair(app).map(|p| p.state())
     }
 
     /// Whether the cluster counts as stale at the fleet's `as_of`.
@@ -1345,7 +1345,7 @@ impl Fleet {
                 cluster
                     .counted
                     .as_ref()
-                    .map(|c| c.pairs.iter().map(|p| (p.app, p.state)).collect())
+                    .map(|c| c.pairs.iter().map(|p| (p.app(), p.state())).collect())
                     .unwrap_or_default(),
             )
         })

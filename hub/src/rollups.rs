@@ -17,18 +17,21 @@ use crate::index::{state_index, Counts};
 /// The environment key of the cells that count every environment together.
 pub const ANY_ENVIRONMENT: u32 = u32::MAX;
 
-/// One pair as counted: its app, state and the versions desired and running (symbols). 16
-/// bytes: a fleet holds one per pair.
+/// One pair as counted: its app, state and the versions desired and running (symbols). 12
+/// bytes: a fleet holds one per pair. The state sits in the top three bits of the app's symbol
+/// (symbols stay far below 2^29: each is a string the hub holds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CountedPair {
-    pub app: u32,
+    app_state: u32,
     desired_version: u32,
     observed_version: u32,
-    pub state: DriftState,
 }
 
 /// The symbol number that stands for "no version" in a [`CountedPair`].
 const NO_VERSION: u32 = u32::MAX;
+
+/// Bits of [`CountedPair::app_state`] below the state's.
+const STATE_SHIFT: u32 = 29;
 
 impl CountedPair {
     pub fn new(
@@ -37,12 +40,21 @@ impl CountedPair {
         desired_version: Option<u32>,
         observed_version: Option<u32>,
     ) -> CountedPair {
+        assert!(app < 1 << STATE_SHIFT, "fewer than 2^29 symbols");
+        let state = u32::try_from(state_index(state)).expect("eight states");
         CountedPair {
-            app,
-            state,
+            app_state: app | (state << STATE_SHIFT),
             desired_version: desired_version.unwrap_or(NO_VERSION),
             observed_version: observed_version.unwrap_or(NO_VERSION),
         }
+    }
+
+    pub fn app(&self) -> u32 {
+        self.app_state & ((1 << STATE_SHIFT) - 1)
+    }
+
+    pub fn state(&self) -> DriftState {
+        DriftState::ALL[(self.app_state >> STATE_SHIFT) as usize]
     }
 
     pub fn desired_version(&self) -> Option<u32> {
@@ -68,7 +80,7 @@ impl Counted {
     /// The maintained pair of `app`, if the cluster has one.
     pub fn pair(&self, app: u32) -> Option<&CountedPair> {
         self.pairs
-            .binary_search_by_key(&app, |p| p.app)
+            .binary_search_by_key(&app, |p| p.app())
             .ok()
             .map(|at| &self.pairs[at])
     }
@@ -219,9 +231,9 @@ fn bump_version(versions: &mut SmallVec<[VersionCount; 2]>, version: u32, side: 
 
 /// Counts one pair in (`add`) or out of a cell.
 fn count_pair(cell: &mut Cell, pair: &CountedPair, add: bool) {
-    let i = state_index(pair.state);
+    let i = state_index(pair.state());
     bump(&mut cell.counts.pairs[i], add);
-    let (at, app) = cell.app_mut(pair.app);
+    let (at, app) = cell.app_mut(pair.app());
     bump32(&mut app.pairs[i], add);
     if let Some(v) = pair.desired_version() {
         bump_version(&mut app.versions, v, Side::Desired, add);
@@ -362,7 +374,7 @@ fn changed_pairs<'a>(
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
         match (old.get(i), new.get(j)) {
-            (Some(o), Some(n)) if o.app == n.app => {
+            (Some(o), Some(n)) if o.app() == n.app() => {
                 if o != n {
                     changes.push((o, false));
                     changes.push((n, true));
@@ -370,7 +382,7 @@ fn changed_pairs<'a>(
                 i += 1;
                 j += 1;
             }
-            (Some(o), Some(n)) if o.app < n.app => {
+            (Some(o), Some(n)) if o.app() < n.app() => {
                 changes.push((o, false));
                 i += 1;
             }
@@ -421,8 +433,13 @@ mod tests {
     }
 
     #[test]
-    fn a_counted_pair_takes_16_bytes() {
-        assert_eq!(size_of::<CountedPair>(), 16);
+    fn a_counted_pair_takes_12_bytes_and_keeps_its_app_and_state() {
+        assert_eq!(size_of::<CountedPair>(), 12);
+        for (i, state) in DriftState::ALL.iter().enumerate() {
+            let app = [0, 1, 12_345, (1 << STATE_SHIFT) - 1][i % 4];
+            let pair = CountedPair::new(app, *state, None, Some(3));
+            assert_eq!((pair.app(), pair.state()), (app, *state));
+        }
         assert_eq!(size_of::<AppCell>(), 64);
         let pair = CountedPair::new(1, DriftState::Missing, Some(7), None);
         assert_eq!(
