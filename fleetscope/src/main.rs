@@ -14,15 +14,64 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let cli = args::Cli::parse();
-    args::init_tracing(&cli.log);
-    match args::dispatch(cli.command).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            std::process::ExitCode::FAILURE
-        }
+/// The environment variable jemalloc (as built here, with its symbols prefixed) reads its
+/// settings from when the process starts.
+const MALLOC_CONF: &str = "_RJEM_MALLOC_CONF";
+
+/// The hub's allocator settings: one arena instead of four per core. The hub's threads (the
+/// runtime's workers, and the threads a refresh moves to) free each other's copies of cells and
+/// records as snapshots are replaced; with an arena per thread, memory freed in one arena was
+/// not reused by the others: in the 30,000-cluster load test's steady phase the hub kept
+/// growing and ended at 343–355 MB; with one arena at 273–277 MB, with the same CPU
+/// (docs/benchmarks.md). The collector keeps the default: its many concurrent inserts are what
+/// several arenas are for.
+const HUB_MALLOC_CONF: &str = "narenas:1";
+
+/// jemalloc reads its settings only as the process starts, so the hub restarts itself once,
+/// the same process (its pid kept), with them set. Settings given by the caller win: with
+/// `_RJEM_MALLOC_CONF` set, nothing is changed.
+#[cfg(unix)]
+fn restart_with_hub_allocator_settings() {
+    use std::os::unix::process::CommandExt as _;
+    if std::env::var_os(MALLOC_CONF).is_some() {
+        return;
     }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let err = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(MALLOC_CONF, HUB_MALLOC_CONF)
+        .exec();
+    eprintln!("warning: the hub runs with the default allocator settings: restarting with {MALLOC_CONF}={HUB_MALLOC_CONF} failed: {err}");
+}
+
+#[cfg(not(unix))]
+fn restart_with_hub_allocator_settings() {}
+
+fn main() -> std::process::ExitCode {
+    let cli = args::Cli::parse();
+    if matches!(cli.command, args::Command::Hub { .. }) {
+        restart_with_hub_allocator_settings();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: starting the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        args::init_tracing(&cli.log);
+        match args::dispatch(cli.command).await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                std::process::ExitCode::FAILURE
+            }
+        }
+    })
 }

@@ -722,3 +722,48 @@ fn render_publishes_into_a_clickhouse_cluster_with_clickhouse_cluster() {
         assert_eq!(rows, "12", "desired rows on {}", server.url());
     }
 }
+
+/// The hub restarts itself once, keeping its pid, with jemalloc set to one arena (its memory
+/// under steady ingest depends on it; see docs/benchmarks.md); settings the caller gives win.
+#[test]
+fn the_hub_runs_with_one_allocator_arena_unless_told_otherwise() {
+    let _one_at_a_time = one_at_a_time();
+    let server = LocalClickHouse::start().expect("private clickhouse-server");
+    let (ok, out, err) = fleetscope(&["migrate", "--clickhouse-url", &server.url()]);
+    assert!(ok, "{out}{err}");
+    for (given, expected) in [(None, "narenas:1"), (Some("narenas:3"), "narenas:3")] {
+        let port = free_port();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fleetscope"));
+        command
+            .args(["hub", "--insecure", "--clickhouse-url", &server.url()])
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .env_remove("_RJEM_MALLOC_CONF")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(given) = given {
+            command.env("_RJEM_MALLOC_CONF", given);
+        }
+        let mut child = command.spawn().unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while http_get(&format!("127.0.0.1:{port}"), "/healthz").is_err() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the hub exited before it served"
+            );
+            assert!(std::time::Instant::now() < until, "the hub never served");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // The process serving is the one started (same pid), now with the setting.
+        let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+        let settings: Vec<String> = environ
+            .split(|b| *b == 0)
+            .filter_map(|v| std::str::from_utf8(v).ok())
+            .filter_map(|v| v.strip_prefix("_RJEM_MALLOC_CONF="))
+            .map(str::to_owned)
+            .collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(settings, [expected], "given {given:?}");
+    }
+}
