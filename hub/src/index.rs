@@ -273,52 +273,29 @@ pub struct ClusterInfo {
     pub prefixes: Vec<u32>,
     pub environment: u32,
     pub reconciler: u32,
-    /// The cluster's id, shared with the inventory's list of ids.
-    id: Arc<str>,
-    /// The labels, less those of [`DERIVED_LABELS`] that say what the record holds already;
-    /// shared by every cluster with the same ones (a fleet has few distinct sets).
-    labels: Arc<BTreeMap<String, String>>,
-    /// Which of [`DERIVED_LABELS`] the cluster has (bit `i` for the `i`th), each with the
-    /// value the record gives.
-    derived: u8,
+    /// The labels as (key, value) symbols sorted by key symbol: 8 bytes a label, each text
+    /// held once in the symbol table however many clusters carry it, and the list shared by
+    /// every cluster with the same labels. (Labels that differ per cluster, such as the id the
+    /// renderer adds to every cluster, made a map per cluster cost about 600 bytes.)
+    labels: Arc<[(u32, u32)]>,
 }
 
-/// Labels the renderer gives every cluster whose values the record holds already: its id,
-/// environment and reconciler. Kept as a bit each rather than in a label set of their own
-/// per cluster (with the id in it, no two clusters' sets are alike).
-pub const DERIVED_LABELS: [&str; 3] = [
-    "fleetscope.io/cluster",
-    "fleetscope.io/environment",
-    "fleetscope.io/reconciler",
-];
-
 impl ClusterInfo {
-    /// The `i`th of [`DERIVED_LABELS`]'s value for this cluster.
-    fn derived_value<'a>(&'a self, i: usize, symbols: &'a Symbols) -> &'a str {
-        match i {
-            0 => &self.id,
-            1 => symbols.text(self.environment),
-            _ => symbols.text(self.reconciler),
-        }
-    }
-
     /// The value of label `key`, if the cluster has it.
-    pub fn label<'a>(&'a self, key: &str, symbols: &'a Symbols) -> Option<&'a str> {
-        match DERIVED_LABELS.iter().position(|d| *d == key) {
-            Some(i) if self.derived & (1 << i) != 0 => Some(self.derived_value(i, symbols)),
-            _ => self.labels.get(key).map(String::as_str),
-        }
+    pub fn label<'a>(&self, key: &str, symbols: &'a Symbols) -> Option<&'a str> {
+        let key = symbols.find(key)?;
+        self.labels
+            .binary_search_by_key(&key, |(k, _)| *k)
+            .ok()
+            .map(|at| symbols.text(self.labels[at].1))
     }
 
     /// Every label of the cluster, by key.
     pub fn labels(&self, symbols: &Symbols) -> BTreeMap<String, String> {
-        let mut labels = (*self.labels).clone();
-        for (i, key) in DERIVED_LABELS.iter().enumerate() {
-            if self.derived & (1 << i) != 0 {
-                labels.insert((*key).to_owned(), self.derived_value(i, symbols).to_owned());
-            }
-        }
-        labels
+        self.labels
+            .iter()
+            .map(|(k, v)| (symbols.text(*k).to_owned(), symbols.text(*v).to_owned()))
+            .collect()
     }
 }
 
@@ -509,8 +486,8 @@ impl std::ops::Index<&str> for Clusters {
 struct Upkeep {
     dirty: BTreeSet<u32>,
     timers: BTreeSet<(i64, u32)>,
-    /// The distinct label sets of the inventory, each held once.
-    label_sets: HashSet<Arc<BTreeMap<String, String>>>,
+    /// The distinct label lists of the inventory, each held once.
+    label_sets: HashSet<Arc<[(u32, u32)]>>,
 }
 
 /// Everything the hub knows, at one moment. The writer's copy changes; what readers get is a
@@ -618,8 +595,7 @@ impl Fleet {
     pub fn set_inventory(&mut self, rows: Vec<ClusterRow>) {
         let mut wanted: HashMap<String, ClusterInfo> = HashMap::with_capacity(rows.len());
         // The label sets this inventory uses, the ones already held taken over.
-        let mut label_sets: HashSet<Arc<BTreeMap<String, String>>> = HashSet::new();
-        let no_id: Arc<str> = Arc::from("");
+        let mut label_sets: HashSet<Arc<[(u32, u32)]>> = HashSet::new();
         for row in rows {
             if row.removed != 0 {
                 continue;
@@ -635,26 +611,20 @@ impl Fleet {
                 .collect();
             let environment = self.symbols.intern(&row.environment);
             let reconciler = self.symbols.intern(&row.reconciler);
-            let mut labels: BTreeMap<String, String> =
-                row.label_keys.into_iter().zip(row.label_values).collect();
-            let mut derived = 0u8;
-            for (i, key) in DERIVED_LABELS.iter().enumerate() {
-                let value = match i {
-                    0 => row.cluster_id.as_str(),
-                    1 => row.environment.as_str(),
-                    _ => row.reconciler.as_str(),
-                };
-                if labels.get(*key).is_some_and(|v| v == value) {
-                    labels.remove(*key);
-                    derived |= 1 << i;
-                }
-            }
-            let labels = match label_sets
-                .get(&labels)
-                .or_else(|| self.upkeep.label_sets.get(&labels))
+            let mut labels: Vec<(u32, u32)> = row
+                .label_keys
+                .iter()
+                .zip(&row.label_values)
+                .map(|(k, v)| (self.symbols.intern(k), self.symbols.intern(v)))
+                .collect();
+            labels.sort_unstable();
+            labels.dedup_by_key(|(k, _)| *k);
+            let labels: Arc<[(u32, u32)]> = match label_sets
+                .get(&labels[..])
+                .or_else(|| self.upkeep.label_sets.get(&labels[..]))
             {
                 Some(held) => held.clone(),
-                None => Arc::new(labels),
+                None => labels.into(),
             };
             label_sets.insert(labels.clone());
             wanted.insert(
@@ -664,16 +634,13 @@ impl Fleet {
                     prefixes,
                     environment,
                     reconciler,
-                    // Set below, to the inventory's own copy of the id.
-                    id: no_id.clone(),
                     labels,
-                    derived,
                 },
             );
         }
         for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
             let id = self.clusters.id(slot).clone();
-            let info = wanted.remove(&*id).map(|info| ClusterInfo { id, ..info });
+            let info = wanted.remove(&*id);
             if self.clusters.rec(slot).info.as_deref() != info.as_ref() {
                 self.clusters.rec_mut(slot).info = info.map(Arc::new);
                 self.touch(slot);
@@ -681,8 +648,7 @@ impl Fleet {
         }
         for (id, info) in wanted {
             let slot = self.clusters.slot_or_add(&id);
-            let id = self.clusters.id(slot).clone();
-            self.clusters.rec_mut(slot).info = Some(Arc::new(ClusterInfo { id, ..info }));
+            self.clusters.rec_mut(slot).info = Some(Arc::new(info));
             self.touch(slot);
         }
         self.upkeep.label_sets = label_sets;
@@ -2300,58 +2266,58 @@ mod refresh_tests {
     #[test]
     fn clusters_with_the_same_labels_share_one_copy_across_inventory_reads() {
         let mut fleet = Fleet::default();
-        // As the renderer writes them: each cluster's id, environment and reconciler among
-        // its labels.
+        // As the renderer writes them: each cluster's own id among its labels.
         let row = |id: &str, env: &str, tier: &str| {
             inventory_row(
                 id,
                 env,
-                &[
-                    ("fleetscope.io/cluster", id),
-                    ("fleetscope.io/environment", env),
-                    ("fleetscope.io/reconciler", "flux"),
-                    ("tier", tier),
-                ],
+                &[("fleetscope.io/cluster", id), ("tier", tier), ("zone", "a")],
             )
         };
-        let rows = || vec![row("a", "prod", "standard"), row("b", "stage", "standard")];
-        fleet.set_inventory(rows());
+        fleet.set_inventory(vec![
+            row("a", "prod", "standard"),
+            row("b", "stage", "standard"),
+            inventory_row("c", "prod", &[("tier", "standard"), ("zone", "a")]),
+            inventory_row("d", "prod", &[("zone", "a"), ("tier", "standard")]),
+        ]);
         let info = |fleet: &Fleet, id: &str| fleet.clusters[id].info.clone().unwrap();
+        // The same labels, in any order, are one list.
         assert!(Arc::ptr_eq(
+            &info(&fleet, "c").labels,
+            &info(&fleet, "d").labels
+        ));
+        assert!(!Arc::ptr_eq(
             &info(&fleet, "a").labels,
             &info(&fleet, "b").labels
         ));
-        // Every label reads back as given, the derived ones included.
+        // Every label reads back as given.
         let b = info(&fleet, "b");
         assert_eq!(
             b.labels(&fleet.symbols),
             BTreeMap::from(
                 [
                     ("fleetscope.io/cluster", "b"),
-                    ("fleetscope.io/environment", "stage"),
-                    ("fleetscope.io/reconciler", "flux"),
                     ("tier", "standard"),
+                    ("zone", "a")
                 ]
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
             )
         );
         assert_eq!(b.label("fleetscope.io/cluster", &fleet.symbols), Some("b"));
         assert_eq!(b.label("tier", &fleet.symbols), Some("standard"));
-        assert_eq!(b.label("zone", &fleet.symbols), None);
-        // A derived label saying something else than the record is kept as it is; one the
-        // cluster does not have is not made up.
-        let odd = inventory_row("c", "prod", &[("fleetscope.io/cluster", "other")]);
-        fleet.set_inventory(vec![row("a", "prod", "standard"), odd]);
-        let c = info(&fleet, "c");
+        assert_eq!(b.label("region", &fleet.symbols), None);
         assert_eq!(
-            c.label("fleetscope.io/cluster", &fleet.symbols),
-            Some("other")
+            info(&fleet, "c").label("fleetscope.io/cluster", &fleet.symbols),
+            None
         );
-        assert_eq!(c.label("fleetscope.io/environment", &fleet.symbols), None);
-        // Read again: the set already held is taken over, and one no cluster uses is let go.
-        let held = info(&fleet, "a").labels.clone();
-        fleet.set_inventory(rows());
-        assert!(Arc::ptr_eq(&held, &info(&fleet, "b").labels));
+        // Read again: the list already held is taken over, and one no cluster uses is let go.
+        let held = info(&fleet, "c").labels.clone();
+        fleet.set_inventory(vec![inventory_row(
+            "e",
+            "prod",
+            &[("tier", "standard"), ("zone", "a")],
+        )]);
+        assert!(Arc::ptr_eq(&held, &info(&fleet, "e").labels));
         assert_eq!(fleet.upkeep.label_sets.len(), 1);
     }
 
@@ -2435,24 +2401,13 @@ mod refresh_tests {
             horizon("b", 10, 120, 0),
         ]);
         let now = [horizon("a", 10, 200, 0), horizon("b", 10, 200, 0)];
-        assert_eq!(
-            cursor.next_read(&now),
-            ArrivalRead::Between {
-                from: 100,
-                until: 200
-            }
-        );
+        let between = |from, until| ArrivalRead::Between { from, until };
+        assert_eq!(cursor.next_read(&now), between(100, 200));
         cursor.advance_to(&now, 110);
         // a is read up to the stop; b was further already and stays where it was.
         assert_eq!(cursor.writers["a"], (110, true));
         assert_eq!(cursor.writers["b"], (120, true));
-        assert_eq!(
-            cursor.next_read(&now),
-            ArrivalRead::Between {
-                from: 110,
-                until: 200
-            }
-        );
+        assert_eq!(cursor.next_read(&now), between(110, 200));
         cursor.advance_to(&now, 150);
         assert_eq!(cursor.writers["b"], (150, true));
         cursor.advance(&now);
