@@ -24,8 +24,7 @@ pub struct BatchWriterConfig {
     pub max_rows: usize,
     /// …or once its first rows have waited this long…
     pub max_delay: Duration,
-    /// …or once it has gathered this long and no insert is running (it is sent the moment the
-    /// running insert ends, when that is later).
+    /// …or once no new rows arrived for this long while no insert is running.
     pub linger: Duration,
     /// Attempts per batch before its producers are told it failed.
     pub max_attempts: u32,
@@ -261,30 +260,32 @@ async fn run_worker<T: Table>(
     while let Some(first) = rx.recv().await {
         let opened = tokio::time::Instant::now();
         let deadline = opened + config.max_delay;
-        let gathered = opened + config.linger;
         let mut row_count = first.rows.len();
         let mut batch = vec![first];
+        let mut last_arrival = opened;
         while row_count < config.max_rows {
-            // A batch gathers for `linger`, then goes as soon as no insert is running: while
-            // one runs it keeps growing, and the moment that insert ends it is sent, however
-            // steadily submissions keep arriving (waiting for a quiet gap in a steady stream
-            // held every batch until `max_delay`).
-            let wake = match in_flight {
-                Some(_) => deadline,
-                None => deadline.min(gathered),
+            // Flush when the batch is old enough, or when submissions stopped arriving for
+            // `linger` and no insert is running (nothing to gain by waiting longer).
+            let busy = in_flight.as_ref().is_some_and(|h| !h.is_finished());
+            let wake = if busy {
+                deadline
+            } else {
+                deadline.min(last_arrival + config.linger)
             };
             tokio::select! {
                 next = rx.recv() => match next {
                     Some(submission) => {
                         row_count += submission.rows.len();
                         batch.push(submission);
+                        last_arrival = tokio::time::Instant::now();
                     }
                     None => break,
                 },
-                _ = async { in_flight.as_mut().expect("guarded by the condition").await }, if in_flight.is_some() => {
-                    in_flight = None;
+                _ = tokio::time::sleep_until(wake) => {
+                    if wake >= deadline || in_flight.as_ref().is_none_or(|h| h.is_finished()) {
+                        break;
+                    }
                 }
-                _ = tokio::time::sleep_until(wake) => break,
             }
         }
         if let Some(previous) = in_flight.take() {

@@ -204,47 +204,6 @@ async fn a_quiet_writer_flushes_after_the_linger_time() {
     writer.close().await;
 }
 
-#[tokio::test]
-async fn a_steady_stream_does_not_hold_batches_until_the_deadline() {
-    let test = TestStore::start().await;
-    let cfg = BatchWriterConfig {
-        max_delay: Duration::from_secs(20),
-        linger: Duration::from_millis(20),
-        ..config()
-    };
-    let writer = BatchWriter::<ObservedRow>::spawn(test.store.clone(), cfg, None);
-    // One submission every 5 ms for two seconds: never a gap as long as `linger`, so only
-    // the rule that sends a batch once it has gathered and no insert runs lets it go before
-    // `max_delay`.
-    let mut waits = Vec::new();
-    let mut pending = Vec::new();
-    for i in 0..400 {
-        let submitted = std::time::Instant::now();
-        let p = writer.submit(vec![observed("edge-s", i, 1)]).await.unwrap();
-        pending.push(tokio::spawn(async move {
-            let receipt = p.accepted().await.unwrap();
-            (submitted.elapsed(), receipt.batch_id)
-        }));
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let mut batches = std::collections::BTreeSet::new();
-    for p in pending {
-        let (waited, batch) = p.await.unwrap();
-        waits.push(waited);
-        batches.insert(batch);
-    }
-    let longest = waits.iter().max().unwrap();
-    assert!(
-        *longest < Duration::from_secs(10),
-        "acknowledged within half of max_delay, the longest took {longest:?}"
-    );
-    assert!(
-        batches.len() > 1,
-        "a two-second stream is written in several batches, not held in one"
-    );
-    writer.close().await;
-}
-
 async fn futures_like_join(
     writer: &BatchWriter<ObservedRow>,
     n: usize,
