@@ -376,7 +376,7 @@ pub async fn drift(
             }
             // The maintained states say whether the cluster has anything to list at all.
             let listed = cluster.counted.as_ref().is_some_and(|c| {
-                c.pairs.iter().any(|p| {
+                c.pairs().any(|p| {
                     states.contains(&p.state()) && app_id.is_none_or(|a| a == Some(p.app()))
                 })
             });

@@ -1174,16 +1174,15 @@ impl Fleet {
                 observed.map(|o| o.version),
             ));
         }
-        // Kept for as long as the cluster's states hold: no spare capacity.
-        pairs.shrink_to_fit();
-        let counted = Counted {
-            prefixes: std::iter::once(fleet)
+        let counted = Counted::new(
+            std::iter::once(fleet)
                 .chain(info.prefixes.iter().copied())
                 .collect(),
-            environment: info.environment,
-            stale: Fleet::is_stale(cluster, now, policy),
+            info.environment,
+            Fleet::is_stale(cluster, now, policy),
             pairs,
-        };
+            cluster.counted.as_deref(),
+        );
         (
             Some(counted),
             deadline
@@ -1311,7 +1310,7 @@ impl Fleet {
                 cluster
                     .counted
                     .as_ref()
-                    .map(|c| c.pairs.iter().map(|p| (p.app(), p.state())).collect())
+                    .map(|c| c.pairs().map(|p| (p.app(), p.state())).collect())
                     .unwrap_or_default(),
             )
         })

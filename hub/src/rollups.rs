@@ -66,23 +66,72 @@ impl CountedPair {
     }
 }
 
+/// Pairs to a chunk of a [`Counted`] (the last chunk may hold fewer).
+const PAIR_CHUNK: usize = 32;
+
 /// What one inventory cluster adds to the counters: its group's prefixes (the fleet's symbol
 /// first), its environment, whether it is stale, and its pairs sorted by app symbol.
+///
+/// The pairs are kept in chunks of [`PAIR_CHUNK`], each its own `Arc`, and a cluster counted
+/// again shares every chunk (and its prefixes) that did not change with what it counted as
+/// before ([`Counted::new`]): a rollout recounts every cluster at once, and while the published
+/// snapshot holds the old records a whole copy of each cluster's pairs made the memory peak.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counted {
-    pub prefixes: Vec<u32>,
+    pub prefixes: Arc<[u32]>,
     pub environment: u32,
     pub stale: bool,
-    pub pairs: Vec<CountedPair>,
+    chunks: Box<[Arc<[CountedPair]>]>,
 }
 
 impl Counted {
+    /// What a cluster counts as, with `pairs` sorted by app symbol. Prefixes and chunks of
+    /// pairs equal to those of `before` (what the cluster counted as until now) are shared
+    /// with it rather than held twice.
+    pub fn new(
+        prefixes: Vec<u32>,
+        environment: u32,
+        stale: bool,
+        pairs: Vec<CountedPair>,
+        before: Option<&Counted>,
+    ) -> Counted {
+        debug_assert!(pairs.windows(2).all(|w| w[0].app() < w[1].app()));
+        let prefixes = match before {
+            Some(b) if *b.prefixes == *prefixes => b.prefixes.clone(),
+            _ => Arc::from(prefixes),
+        };
+        let chunks = pairs
+            .chunks(PAIR_CHUNK)
+            .enumerate()
+            .map(|(i, chunk)| match before.and_then(|b| b.chunks.get(i)) {
+                Some(held) if **held == *chunk => held.clone(),
+                _ => Arc::from(chunk),
+            })
+            .collect();
+        Counted {
+            prefixes,
+            environment,
+            stale,
+            chunks,
+        }
+    }
+
+    /// Its pairs, by app symbol.
+    pub fn pairs(&self) -> impl Iterator<Item = &CountedPair> + '_ {
+        self.chunks.iter().flat_map(|chunk| chunk.iter())
+    }
+
     /// The maintained pair of `app`, if the cluster has one.
     pub fn pair(&self, app: u32) -> Option<&CountedPair> {
-        self.pairs
+        let c = self
+            .chunks
+            .partition_point(|chunk| chunk[0].app() <= app)
+            .checked_sub(1)?;
+        let chunk = &self.chunks[c];
+        chunk
             .binary_search_by_key(&app, |p| p.app())
             .ok()
-            .map(|at| &self.pairs[at])
+            .map(|at| &chunk[at])
     }
 }
 
@@ -138,40 +187,82 @@ impl AppCell {
     }
 }
 
-/// One (group prefix, environment) cell: its counts, and its apps' entries in one list sorted
-/// by app symbol. A cell a published snapshot shares is copied whole when it changes next (a
-/// hundred apps: one block of about 7 KB), which is cheaper in memory than an allocation per
-/// app and as cheap to copy.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Most app entries a chunk of a [`Cell`] holds; one that grows past it is split in two.
+const CELL_CHUNK: usize = 16;
+
+/// One (group prefix, environment) cell: its counts, and its apps' entries sorted by app
+/// symbol, in chunks of at most [`CELL_CHUNK`] (none empty), each its own `Arc`. A cell that a
+/// published snapshot shares is copied when it changes next, but only its list of chunks and
+/// the chunk that holds the changed app: a rollout of one app changes every cell at once, and
+/// copying whole cells (a hundred apps: about 7 KB each, eleven thousand cells at 30,000
+/// clusters) made the hub's memory peak then.
+#[derive(Debug, Clone, Default)]
 pub struct Cell {
     pub counts: Counts,
-    apps: Vec<(u32, AppCell)>,
+    chunks: Vec<Arc<Vec<(u32, AppCell)>>>,
 }
 
+/// Cells are equal when they count the same, however their entries are chunked.
+impl PartialEq for Cell {
+    fn eq(&self, other: &Cell) -> bool {
+        self.counts == other.counts && self.apps().eq(other.apps())
+    }
+}
+
+impl Eq for Cell {}
+
 impl Cell {
+    /// The chunk that holds `app`, or would: the last whose first app is not after it.
+    fn chunk_of(&self, app: u32) -> usize {
+        self.chunks
+            .partition_point(|chunk| chunk[0].0 <= app)
+            .saturating_sub(1)
+    }
+
     /// The entry of `app`, if any pair of it is counted here.
     pub fn app(&self, app: u32) -> Option<&AppCell> {
-        self.apps
+        let chunk = self.chunks.get(self.chunk_of(app))?;
+        chunk
             .binary_search_by_key(&app, |(a, _)| *a)
             .ok()
-            .map(|at| &self.apps[at].1)
+            .map(|at| &chunk[at].1)
     }
 
     /// Every app with a counted pair, by symbol.
     pub fn apps(&self) -> impl Iterator<Item = (u32, &AppCell)> + '_ {
-        self.apps.iter().map(|(a, c)| (*a, c))
+        self.chunks
+            .iter()
+            .flat_map(|chunk| chunk.iter().map(|(a, c)| (*a, c)))
     }
 
-    /// The entry of `app`, added empty when there is none.
-    fn app_mut(&mut self, app: u32) -> (usize, &mut AppCell) {
-        let at = match self.apps.binary_search_by_key(&app, |(a, _)| *a) {
+    /// Changes the entry of `app` by `f` (made empty first when there is none); an entry left
+    /// empty is removed, and a chunk grown past [`CELL_CHUNK`] split in two.
+    fn change_app(&mut self, app: u32, f: impl FnOnce(&mut AppCell)) {
+        let c = if self.chunks.is_empty() {
+            self.chunks.push(Arc::default());
+            0
+        } else {
+            self.chunk_of(app)
+        };
+        let chunk = Arc::make_mut(&mut self.chunks[c]);
+        let at = match chunk.binary_search_by_key(&app, |(a, _)| *a) {
             Ok(at) => at,
             Err(at) => {
-                self.apps.insert(at, (app, AppCell::default()));
+                chunk.insert(at, (app, AppCell::default()));
                 at
             }
         };
-        (at, &mut self.apps[at].1)
+        f(&mut chunk[at].1);
+        if chunk[at].1.is_empty() {
+            chunk.remove(at);
+            if chunk.is_empty() {
+                self.chunks.remove(c);
+            }
+        } else if chunk.len() > CELL_CHUNK {
+            let upper = chunk.split_off(chunk.len() / 2);
+            chunk.shrink_to_fit();
+            self.chunks.insert(c + 1, Arc::new(upper));
+        }
     }
 }
 
@@ -231,19 +322,33 @@ fn bump_version(versions: &mut SmallVec<[VersionCount; 2]>, version: u32, side: 
 
 /// Counts one pair in (`add`) or out of a cell.
 fn count_pair(cell: &mut Cell, pair: &CountedPair, add: bool) {
-    let i = state_index(pair.state());
-    bump(&mut cell.counts.pairs[i], add);
-    let (at, app) = cell.app_mut(pair.app());
-    bump32(&mut app.pairs[i], add);
-    if let Some(v) = pair.desired_version() {
-        bump_version(&mut app.versions, v, Side::Desired, add);
+    count_pairs(cell, &[(pair, add)]);
+}
+
+/// Counts pairs of one app in (`true`) or out of a cell: all in one change of the app's
+/// entry, those taken out first, so that an entry whose pair changed is never emptied and made
+/// again in between (which could move it to the chunk before and copy two chunks).
+fn count_pairs(cell: &mut Cell, changes: &[(&CountedPair, bool)]) {
+    let Some((first, _)) = changes.first() else {
+        return;
+    };
+    debug_assert!(changes.iter().all(|(p, _)| p.app() == first.app()));
+    for (pair, add) in changes {
+        bump(&mut cell.counts.pairs[state_index(pair.state())], *add);
     }
-    if let Some(v) = pair.observed_version() {
-        bump_version(&mut app.versions, v, Side::Running, add);
-    }
-    if app.is_empty() {
-        cell.apps.remove(at);
-    }
+    cell.change_app(first.app(), |app| {
+        for add in [false, true] {
+            for (pair, _) in changes.iter().filter(|(_, a)| *a == add) {
+                bump32(&mut app.pairs[state_index(pair.state())], add);
+                if let Some(v) = pair.desired_version() {
+                    bump_version(&mut app.versions, v, Side::Desired, add);
+                }
+                if let Some(v) = pair.observed_version() {
+                    bump_version(&mut app.versions, v, Side::Running, add);
+                }
+            }
+        }
+    });
 }
 
 /// Makes the cell of all environments of `prefix` the same `Arc` as the cell of `environment`
@@ -270,13 +375,13 @@ fn share_when_equal(cells: &mut Cells, prefix: u32, environment: u32) {
 
 /// Adds (`add`) or takes out what `counted` contributes to every cell it belongs to.
 pub fn apply(cells: &mut Cells, counted: &Counted, add: bool) {
-    for prefix in &counted.prefixes {
+    for prefix in counted.prefixes.iter() {
         update(cells, *prefix, counted.environment, |cell| {
             bump(&mut cell.counts.clusters, add);
             if counted.stale {
                 bump(&mut cell.counts.stale_clusters, add);
             }
-            for pair in &counted.pairs {
+            for pair in counted.pairs() {
                 count_pair(cell, pair, add);
             }
         });
@@ -308,7 +413,7 @@ fn update(cells: &mut Cells, prefix: u32, environment: u32, mut f: impl FnMut(&m
         let cell = Arc::make_mut(cells.entry(key).or_default());
         f(cell);
         if cell.counts.clusters == 0 {
-            debug_assert!(cell.apps.is_empty() && cell.counts == Counts::default());
+            debug_assert!(cell.chunks.is_empty() && cell.counts == Counts::default());
             cells.remove(&key);
         }
     }
@@ -335,11 +440,11 @@ pub fn replace(cells: &mut Cells, old: Option<&Counted>, new: Option<&Counted>) 
             return;
         }
     };
-    let changes = changed_pairs(&old.pairs, &new.pairs);
+    let changes = changed_pairs(old, new);
     if changes.is_empty() && old.stale == new.stale {
         return;
     }
-    for prefix in &new.prefixes {
+    for prefix in new.prefixes.iter() {
         debug_assert!(
             cells.contains_key(&(*prefix, new.environment))
                 && cells.contains_key(&(*prefix, ANY_ENVIRONMENT)),
@@ -349,52 +454,51 @@ pub fn replace(cells: &mut Cells, old: Option<&Counted>, new: Option<&Counted>) 
             if old.stale != new.stale {
                 bump(&mut cell.counts.stale_clusters, new.stale);
             }
-            // Out first, then in: an app whose only pair changes keeps no empty entry between.
-            for (pair, add) in &changes {
-                if !add {
-                    count_pair(cell, pair, false);
-                }
-            }
-            for (pair, add) in &changes {
-                if *add {
-                    count_pair(cell, pair, true);
-                }
+            for app in changes.chunk_by(|a, b| a.0.app() == b.0.app()) {
+                count_pairs(cell, app);
             }
         });
     }
 }
 
-/// The pairs to take out (`false`) and to add (`true`) to go from `old` to `new`, both sorted
-/// by app; pairs equal in both are left alone.
-fn changed_pairs<'a>(
-    old: &'a [CountedPair],
-    new: &'a [CountedPair],
-) -> Vec<(&'a CountedPair, bool)> {
+/// The pairs to take out (`false`) and to add (`true`) to go from `old` to `new`; pairs equal
+/// in both are left alone, and so are chunks the two share.
+fn changed_pairs<'a>(old: &'a Counted, new: &'a Counted) -> Vec<(&'a CountedPair, bool)> {
+    if old.chunks.len() == new.chunks.len()
+        && old
+            .chunks
+            .iter()
+            .zip(new.chunks.iter())
+            .all(|(a, b)| Arc::ptr_eq(a, b))
+    {
+        return Vec::new();
+    }
     let mut changes = Vec::new();
-    let (mut i, mut j) = (0, 0);
-    while i < old.len() || j < new.len() {
-        match (old.get(i), new.get(j)) {
+    let mut old = old.pairs().peekable();
+    let mut new = new.pairs().peekable();
+    loop {
+        match (old.peek(), new.peek()) {
             (Some(o), Some(n)) if o.app() == n.app() => {
                 if o != n {
-                    changes.push((o, false));
-                    changes.push((n, true));
+                    changes.push((*o, false));
+                    changes.push((*n, true));
                 }
-                i += 1;
-                j += 1;
+                old.next();
+                new.next();
             }
             (Some(o), Some(n)) if o.app() < n.app() => {
-                changes.push((o, false));
-                i += 1;
+                changes.push((*o, false));
+                old.next();
             }
             (Some(o), None) => {
-                changes.push((o, false));
-                i += 1;
+                changes.push((*o, false));
+                old.next();
             }
             (_, Some(n)) => {
-                changes.push((n, true));
-                j += 1;
+                changes.push((*n, true));
+                new.next();
             }
-            (None, None) => unreachable!("the loop runs while one side has pairs"),
+            (None, None) => break,
         }
     }
     changes
@@ -414,11 +518,11 @@ mod tests {
     use super::*;
 
     fn counted(prefixes: &[u32], env: u32, stale: bool, pairs: &[(u32, DriftState)]) -> Counted {
-        Counted {
-            prefixes: prefixes.to_vec(),
-            environment: env,
+        Counted::new(
+            prefixes.to_vec(),
+            env,
             stale,
-            pairs: pairs
+            pairs
                 .iter()
                 .map(|(app, state)| {
                     CountedPair::new(
@@ -429,7 +533,8 @@ mod tests {
                     )
                 })
                 .collect(),
-        }
+            None,
+        )
     }
 
     #[test]
@@ -446,6 +551,99 @@ mod tests {
             (pair.desired_version(), pair.observed_version()),
             (Some(7), None)
         );
+    }
+
+    /// A cluster of group `prefixes` with a pair of every app in `apps`, each in sync.
+    fn with_apps(prefixes: &[u32], apps: impl Iterator<Item = u32>) -> Counted {
+        let pairs: Vec<(u32, DriftState)> = apps.map(|a| (a, DriftState::InSync)).collect();
+        counted(prefixes, 7, false, &pairs)
+    }
+
+    fn check_chunks(cell: &Cell) {
+        let apps: Vec<u32> = cell.apps().map(|(a, _)| a).collect();
+        assert!(apps.windows(2).all(|w| w[0] < w[1]), "sorted: {apps:?}");
+        assert!(cell
+            .chunks
+            .iter()
+            .all(|c| !c.is_empty() && c.len() <= CELL_CHUNK));
+    }
+
+    #[test]
+    fn a_cell_chunks_its_apps_and_reads_back_what_it_counted() {
+        // Apps counted in and out in a scrambled order: the chunked cell always equals one
+        // counted from scratch, keeps its chunks sorted, none empty or over-full.
+        let order: Vec<u32> = (0..120u32).map(|i| (i * 37) % 120).collect();
+        let mut cells = Cells::new();
+        let mut present: Vec<Counted> = Vec::new();
+        for app in &order {
+            let c = with_apps(&[0], std::iter::once(*app));
+            apply(&mut cells, &c, true);
+            present.push(c);
+            check_chunks(&cells[&(0, 7)]);
+        }
+        assert_eq!(cells, from_scratch(&present));
+        assert!(cells[&(0, 7)].chunks.len() >= 120 / CELL_CHUNK);
+        for app in [5u32, 0, 119, 64, 65, 66, 67] {
+            assert!(cells[&(0, 7)].app(app).is_some());
+        }
+        assert!(cells[&(0, 7)].app(500).is_none());
+        for (k, app) in order.iter().enumerate().rev().step_by(3) {
+            let at = present.iter().position(|c| c.pair(*app).is_some()).unwrap();
+            apply(&mut cells, &present.remove(at), false);
+            check_chunks(&cells[&(0, 7)]);
+            assert!(cells[&(0, 7)].app(*app).is_none(), "step {k}");
+        }
+        assert_eq!(cells, from_scratch(&present));
+    }
+
+    #[test]
+    fn one_changed_pair_copies_one_chunk_of_a_shared_cell() {
+        let before = with_apps(&[0, 1], 0..100);
+        let mut cells = from_scratch([&before]);
+        let published = cells.clone();
+        let mut pairs: Vec<CountedPair> = before.pairs().copied().collect();
+        pairs[40] = CountedPair::new(40, DriftState::OutOfSync, Some(999), Some(240));
+        let after = Counted::new(vec![0, 1], 7, false, pairs, Some(&before));
+        // The cluster's new record shares all but one of its chunks of pairs.
+        let shared = |a: &Counted, b: &Counted| {
+            a.chunks
+                .iter()
+                .zip(b.chunks.iter())
+                .filter(|(x, y)| Arc::ptr_eq(x, y))
+                .count()
+        };
+        assert!(Arc::ptr_eq(&after.prefixes, &before.prefixes));
+        assert_eq!(shared(&before, &after), before.chunks.len() - 1);
+        replace(&mut cells, Some(&before), Some(&after));
+        assert_eq!(cells, from_scratch([&after]));
+        for key in [(0, 7), (1, 7)] {
+            let (old, new) = (&published[&key], &cells[&key]);
+            let kept = old
+                .chunks
+                .iter()
+                .zip(new.chunks.iter())
+                .filter(|(x, y)| Arc::ptr_eq(x, y))
+                .count();
+            assert_eq!(kept, old.chunks.len() - 1, "cell {key:?}");
+            assert_eq!(
+                new.app(40).unwrap().versions(Side::Desired).next(),
+                Some((999, 1))
+            );
+            assert_eq!(
+                old.app(40).unwrap().versions(Side::Desired).next(),
+                Some((140, 1))
+            );
+        }
+        // Counted again unchanged, the record is the same chunks.
+        let again = Counted::new(
+            vec![0, 1],
+            7,
+            false,
+            after.pairs().copied().collect(),
+            Some(&after),
+        );
+        assert_eq!(shared(&after, &again), after.chunks.len());
+        assert!(changed_pairs(&after, &again).is_empty());
     }
 
     #[test]

@@ -24,7 +24,15 @@ const GROUPS: &[&str] = &[
     "amer",
 ];
 const ENVIRONMENTS: &[&str] = &["prod", "staging"];
-const APPS: &[&str] = &["checkout", "payments", "search"];
+// Forty apps, so that a cluster's counted pairs (kept in chunks of 32) and a cell's app
+// entries (in chunks of at most 16) span several chunks, split and shrink.
+const APPS: &[&str] = &[
+    "checkout", "payments", "search", "app-03", "app-04", "app-05", "app-06", "app-07", "app-08",
+    "app-09", "app-10", "app-11", "app-12", "app-13", "app-14", "app-15", "app-16", "app-17",
+    "app-18", "app-19", "app-20", "app-21", "app-22", "app-23", "app-24", "app-25", "app-26",
+    "app-27", "app-28", "app-29", "app-30", "app-31", "app-32", "app-33", "app-34", "app-35",
+    "app-36", "app-37", "app-38", "app-39",
+];
 const VERSIONS: &[&str] = &["1.0.0", "1.1.0"];
 const HASHES: &[&str] = &["sha256:aa", "sha256:bb", ""];
 const RENDER_GROUPS: &[&str] = &["rg-a", "rg-b"];
