@@ -66,8 +66,9 @@ impl CountedPair {
     }
 }
 
-/// Pairs to a chunk of a [`Counted`] (the last chunk may hold fewer).
-const PAIR_CHUNK: usize = 32;
+/// Pairs to a chunk of a [`Counted`] (the last chunk may hold fewer). A full chunk and the
+/// `Arc`'s counts take 16 + 36 × 12 = 448 bytes, one of the allocator's size classes.
+const PAIR_CHUNK: usize = 36;
 
 /// What one inventory cluster adds to the counters: its group's prefixes (the fleet's symbol
 /// first), its environment, whether it is stale, and its pairs sorted by app symbol.
@@ -187,8 +188,12 @@ impl AppCell {
     }
 }
 
-/// Most app entries a chunk of a [`Cell`] holds; one that grows past it is split in two.
-const CELL_CHUNK: usize = 16;
+/// Most app entries a chunk of a [`Cell`] holds; one that grows past it is split in two. A
+/// full chunk and the `Arc`'s counts take 16 + 14 × 72 = 1,024 bytes, one of the allocator's
+/// size classes.
+const CELL_CHUNK: usize = 14;
+
+const _: () = assert!(size_of::<(u32, AppCell)>() == 72);
 
 /// One (group prefix, environment) cell: its counts, and its apps' entries sorted by app
 /// symbol, in chunks of at most [`CELL_CHUNK`] (none empty), each its own `Arc`. A cell that a
@@ -199,7 +204,7 @@ const CELL_CHUNK: usize = 16;
 #[derive(Debug, Clone, Default)]
 pub struct Cell {
     pub counts: Counts,
-    chunks: Vec<Arc<Vec<(u32, AppCell)>>>,
+    chunks: Vec<Arc<[(u32, AppCell)]>>,
 }
 
 /// Cells are equal when they count the same, however their entries are chunked.
@@ -236,32 +241,51 @@ impl Cell {
     }
 
     /// Changes the entry of `app` by `f` (made empty first when there is none); an entry left
-    /// empty is removed, and a chunk grown past [`CELL_CHUNK`] split in two.
+    /// empty is removed, and a chunk grown past [`CELL_CHUNK`] split in two. A chunk is an
+    /// exact-size slice: a change to an entry copies it only when a snapshot shares it, and
+    /// adding or removing an entry (an app coming into or leaving the cell, which is rare)
+    /// makes it anew.
     fn change_app(&mut self, app: u32, f: impl FnOnce(&mut AppCell)) {
         let c = if self.chunks.is_empty() {
-            self.chunks.push(Arc::default());
+            self.chunks.push(Arc::from([]));
             0
         } else {
             self.chunk_of(app)
         };
-        let chunk = Arc::make_mut(&mut self.chunks[c]);
-        let at = match chunk.binary_search_by_key(&app, |(a, _)| *a) {
-            Ok(at) => at,
+        match self.chunks[c].binary_search_by_key(&app, |(a, _)| *a) {
+            Ok(at) => {
+                let chunk = Arc::make_mut(&mut self.chunks[c]);
+                f(&mut chunk[at].1);
+                if chunk[at].1.is_empty() {
+                    if chunk.len() == 1 {
+                        self.chunks.remove(c);
+                    } else {
+                        let mut entries = chunk.to_vec();
+                        entries.remove(at);
+                        self.chunks[c] = Arc::from(entries);
+                    }
+                }
+            }
             Err(at) => {
-                chunk.insert(at, (app, AppCell::default()));
-                at
+                let held = &self.chunks[c];
+                let mut entries = Vec::with_capacity(held.len() + 1);
+                entries.extend_from_slice(&held[..at]);
+                entries.push((app, AppCell::default()));
+                entries.extend_from_slice(&held[at..]);
+                f(&mut entries[at].1);
+                debug_assert!(!entries[at].1.is_empty(), "an entry is made by adding");
+                if entries.len() <= CELL_CHUNK {
+                    self.chunks[c] = Arc::from(entries);
+                    return;
+                }
+                // Apps mostly arrive in symbol order (interned as first seen): one added
+                // after the last leaves the full chunk as it is and starts the next, so that
+                // chunks stay full; elsewhere a chunk is cut in halves.
+                let last = c + 1 == self.chunks.len() && at + 1 == entries.len();
+                let cut = if last { CELL_CHUNK } else { entries.len() / 2 };
+                self.chunks[c] = Arc::from(&entries[..cut]);
+                self.chunks.insert(c + 1, Arc::from(&entries[cut..]));
             }
-        };
-        f(&mut chunk[at].1);
-        if chunk[at].1.is_empty() {
-            chunk.remove(at);
-            if chunk.is_empty() {
-                self.chunks.remove(c);
-            }
-        } else if chunk.len() > CELL_CHUNK {
-            let upper = chunk.split_off(chunk.len() / 2);
-            chunk.shrink_to_fit();
-            self.chunks.insert(c + 1, Arc::new(upper));
         }
     }
 }
@@ -600,6 +624,12 @@ mod tests {
     fn one_changed_pair_copies_one_chunk_of_a_shared_cell() {
         let before = with_apps(&[0, 1], 0..100);
         let mut cells = from_scratch([&before]);
+        // Apps counted in symbol order fill their chunks: all but the last are full.
+        let chunks = &cells[&(0, 7)].chunks;
+        assert_eq!(chunks.len(), 100usize.div_ceil(CELL_CHUNK));
+        assert!(chunks[..chunks.len() - 1]
+            .iter()
+            .all(|c| c.len() == CELL_CHUNK));
         let published = cells.clone();
         let mut pairs: Vec<CountedPair> = before.pairs().copied().collect();
         pairs[40] = CountedPair::new(40, DriftState::OutOfSync, Some(999), Some(240));

@@ -24,8 +24,8 @@ const GROUPS: &[&str] = &[
     "amer",
 ];
 const ENVIRONMENTS: &[&str] = &["prod", "staging"];
-// Forty apps, so that a cluster's counted pairs (kept in chunks of 32) and a cell's app
-// entries (in chunks of at most 16) span several chunks, split and shrink.
+// Forty apps, so that a cluster's counted pairs (kept in chunks of 36) and a cell's app
+// entries (in chunks of at most 14) span several chunks, split and shrink.
 const APPS: &[&str] = &[
     "checkout", "payments", "search", "app-03", "app-04", "app-05", "app-06", "app-07", "app-08",
     "app-09", "app-10", "app-11", "app-12", "app-13", "app-14", "app-15", "app-16", "app-17",
