@@ -124,16 +124,22 @@ impl Counted {
 
     /// The maintained pair of `app`, if the cluster has one.
     pub fn pair(&self, app: u32) -> Option<&CountedPair> {
-        let c = self
+        let chunk = self
             .chunks
-            .partition_point(|chunk| chunk[0].app() <= app)
-            .checked_sub(1)?;
-        let chunk = &self.chunks[c];
+            .get(chunk_holding(&self.chunks, app, |p| p.app()))?;
         chunk
             .binary_search_by_key(&app, |p| p.app())
             .ok()
             .map(|at| &chunk[at])
     }
+}
+
+/// Which of `chunks` (sorted by `key`, none empty) holds `key`, or would: the last whose
+/// first entry is not after it, or the first.
+fn chunk_holding<T>(chunks: &[Arc<[T]>], key: u32, key_of: impl Fn(&T) -> u32) -> usize {
+    chunks
+        .partition_point(|chunk| key_of(&chunk[0]) <= key)
+        .saturating_sub(1)
 }
 
 /// Per app within a cell: 32-bit counters (a cell counts fewer than 4 billion clusters) and
@@ -217,16 +223,9 @@ impl PartialEq for Cell {
 impl Eq for Cell {}
 
 impl Cell {
-    /// The chunk that holds `app`, or would: the last whose first app is not after it.
-    fn chunk_of(&self, app: u32) -> usize {
-        self.chunks
-            .partition_point(|chunk| chunk[0].0 <= app)
-            .saturating_sub(1)
-    }
-
     /// The entry of `app`, if any pair of it is counted here.
     pub fn app(&self, app: u32) -> Option<&AppCell> {
-        let chunk = self.chunks.get(self.chunk_of(app))?;
+        let chunk = self.chunks.get(chunk_holding(&self.chunks, app, |e| e.0))?;
         chunk
             .binary_search_by_key(&app, |(a, _)| *a)
             .ok()
@@ -246,13 +245,9 @@ impl Cell {
     /// adding or removing an entry (an app coming into or leaving the cell, which is rare)
     /// makes it anew.
     fn change_app(&mut self, app: u32, f: impl FnOnce(&mut AppCell)) {
-        let c = if self.chunks.is_empty() {
-            self.chunks.push(Arc::from([]));
-            0
-        } else {
-            self.chunk_of(app)
-        };
-        match self.chunks[c].binary_search_by_key(&app, |(a, _)| *a) {
+        let c = chunk_holding(&self.chunks, app, |e| e.0);
+        let held: &[(u32, AppCell)] = self.chunks.get(c).map_or(&[], |chunk| chunk);
+        match held.binary_search_by_key(&app, |(a, _)| *a) {
             Ok(at) => {
                 let chunk = Arc::make_mut(&mut self.chunks[c]);
                 f(&mut chunk[at].1);
@@ -267,24 +262,28 @@ impl Cell {
                 }
             }
             Err(at) => {
-                let held = &self.chunks[c];
-                let mut entries = Vec::with_capacity(held.len() + 1);
-                entries.extend_from_slice(&held[..at]);
-                entries.push((app, AppCell::default()));
-                entries.extend_from_slice(&held[at..]);
-                f(&mut entries[at].1);
-                debug_assert!(!entries[at].1.is_empty(), "an entry is made by adding");
-                if entries.len() <= CELL_CHUNK {
-                    self.chunks[c] = Arc::from(entries);
+                let mut entry = AppCell::default();
+                f(&mut entry);
+                if entry.is_empty() {
                     return;
                 }
-                // Apps mostly arrive in symbol order (interned as first seen): one added
-                // after the last leaves the full chunk as it is and starts the next, so that
-                // chunks stay full; elsewhere a chunk is cut in halves.
-                let last = c + 1 == self.chunks.len() && at + 1 == entries.len();
-                let cut = if last { CELL_CHUNK } else { entries.len() / 2 };
-                self.chunks[c] = Arc::from(&entries[..cut]);
-                self.chunks.insert(c + 1, Arc::from(&entries[cut..]));
+                let mut entries = Vec::with_capacity(held.len() + 1);
+                entries.extend_from_slice(&held[..at]);
+                entries.push((app, entry));
+                entries.extend_from_slice(&held[at..]);
+                if self.chunks.is_empty() {
+                    self.chunks.push(Arc::from(entries));
+                } else if entries.len() <= CELL_CHUNK {
+                    self.chunks[c] = Arc::from(entries);
+                } else {
+                    // Apps mostly arrive in symbol order (interned as first seen): one added
+                    // after the last leaves the full chunk as it is and starts the next, so
+                    // that chunks stay full; elsewhere a chunk is cut in halves.
+                    let last = c + 1 == self.chunks.len() && at + 1 == entries.len();
+                    let cut = if last { CELL_CHUNK } else { entries.len() / 2 };
+                    self.chunks[c] = Arc::from(&entries[..cut]);
+                    self.chunks.insert(c + 1, Arc::from(&entries[cut..]));
+                }
             }
         }
     }
@@ -486,17 +485,8 @@ pub fn replace(cells: &mut Cells, old: Option<&Counted>, new: Option<&Counted>) 
 }
 
 /// The pairs to take out (`false`) and to add (`true`) to go from `old` to `new`; pairs equal
-/// in both are left alone, and so are chunks the two share.
+/// in both are left alone.
 fn changed_pairs<'a>(old: &'a Counted, new: &'a Counted) -> Vec<(&'a CountedPair, bool)> {
-    if old.chunks.len() == new.chunks.len()
-        && old
-            .chunks
-            .iter()
-            .zip(new.chunks.iter())
-            .all(|(a, b)| Arc::ptr_eq(a, b))
-    {
-        return Vec::new();
-    }
     let mut changes = Vec::new();
     let mut old = old.pairs().peekable();
     let mut new = new.pairs().peekable();
