@@ -205,8 +205,7 @@ const _: () = assert!(size_of::<(u32, AppCell)>() == 72);
 /// symbol, in chunks of at most [`CELL_CHUNK`] (none empty), each its own `Arc`. A cell that a
 /// published snapshot shares is copied when it changes next, but only its list of chunks and
 /// the chunk that holds the changed app: a rollout of one app changes every cell at once, and
-/// copying whole cells (a hundred apps: about 7 KB each, eleven thousand cells at 30,000
-/// clusters) made the hub's memory peak then.
+/// copying whole cells (a hundred apps: about 7 KB each) made the hub's memory peak then.
 #[derive(Debug, Clone, Default)]
 pub struct Cell {
     pub counts: Counts,
