@@ -91,7 +91,13 @@ fn small_fleet_through_every_scenario_matches_the_ground_truth() {
     let steady = report.steady.as_ref().unwrap();
     assert!(steady.heartbeats_per_second > 0.0 && steady.deltas_per_second > 0.0);
     assert!(steady.idle_wire_bytes_per_cluster_per_minute > 0.0);
-    for route in ["summary", "cluster page", "app versions", "drift page"] {
+    for route in [
+        "summary",
+        "cluster page",
+        "cluster apps",
+        "app versions",
+        "drift page",
+    ] {
         let l = report
             .hub_latency
             .iter()

@@ -421,6 +421,9 @@ fn last_key(items: &[Value]) -> String {
     )
 }
 
+/// The most transitions a cluster page shows (the newest).
+const PAGE_HISTORY: u64 = 200;
+
 /// `GET /api/v1/clusters/{id}`: one cluster, every app desired and actual, last seen, and
 /// its recent history.
 pub async fn cluster(
@@ -449,7 +452,7 @@ pub async fn cluster(
         state
             .store_call(
                 "observed history",
-                store.observed_history(&id, from, now.plus_seconds(1)),
+                store.recent_history(&id, None, from, now.plus_seconds(1), PAGE_HISTORY),
             )
             .await
     };
@@ -483,8 +486,6 @@ pub async fn cluster(
     let history = history?;
     page["history"] = history
         .iter()
-        .rev()
-        .take(200)
         .map(|r| {
             json!({
                 "at": time_text(r.observed_at),
@@ -976,7 +977,7 @@ pub async fn history(
     let observed = state
         .store_call(
             "observed history",
-            store.observed_history(&cluster_id, from, to),
+            store.recent_history(&cluster_id, app.as_deref(), from, to, limit as u64 + 1),
         )
         .await?;
     let desired = match &render_group {
@@ -992,7 +993,6 @@ pub async fn history(
     };
     let mut events: Vec<(u32, Value)> = observed
         .iter()
-        .filter(|r| app.as_deref().is_none_or(|a| r.app == a))
         .map(|r| {
             (
                 r.observed_at,

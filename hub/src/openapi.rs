@@ -86,7 +86,7 @@ pub const ROUTES: &[RouteDoc] = &[
     RouteDoc {
         path: "/api/v1/clusters/{id}",
         summary: "One cluster: every app desired and actual, last seen, and recent history.",
-        params: &[("id", "path", true, "string", "The cluster id."), ("history_hours", "query", false, "number", "How far back the history reaches, up to 744 hours (default 24); 0 for none (then ClickHouse is not read).")],
+        params: &[("id", "path", true, "string", "The cluster id."), ("history_hours", "query", false, "number", "How far back the history reaches, up to 744 hours (default 24); 0 for none (then ClickHouse is not read). The page's `history` holds the newest 200 transitions of the cluster's objects within that time, newest first; `/api/v1/history?cluster=` reaches further back, with the render group's desired-state changes beside them.")],
         csv: false,
         answer: None,
         description: "",

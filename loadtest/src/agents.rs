@@ -36,6 +36,10 @@ pub struct Ack {
     pub bytes: u32,
     /// From the first attempt to the acknowledgement.
     pub latency_us: u32,
+    /// How long the request waited for one of the simulator's workers: a report from when its
+    /// cluster was queued, a heartbeat from when it fell due. A real agent does not wait for
+    /// other clusters, so this is the simulator's own delay, counted apart.
+    pub wait_us: u32,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +57,8 @@ struct Schedule {
     /// Clusters with something in their outbox, not in flight, not dark.
     ready: VecDeque<usize>,
     queued: Vec<bool>,
+    /// When each queued cluster entered `ready`.
+    queued_at: Vec<Option<Instant>>,
     in_flight: Vec<bool>,
     /// (due, cluster): heartbeats; an entry is valid when `due` equals the cluster's.
     heartbeats: BinaryHeap<Reverse<(Instant, usize)>>,
@@ -78,6 +84,13 @@ enum Job {
     Heartbeat(usize, Vec<u8>),
 }
 
+/// A job and how long it waited for a worker.
+#[derive(Debug)]
+struct Taken {
+    job: Job,
+    waited: Duration,
+}
+
 impl Agents {
     pub fn new(
         fleet: SimFleet,
@@ -101,6 +114,7 @@ impl Agents {
             schedule: Mutex::new(Schedule {
                 ready: VecDeque::new(),
                 queued: vec![false; n],
+                queued_at: vec![None; n],
                 in_flight: vec![false; n],
                 heartbeats: BinaryHeap::new(),
                 heartbeat_due: vec![None; n],
@@ -131,6 +145,7 @@ impl Agents {
                 && !schedule.in_flight[c]
             {
                 schedule.queued[c] = true;
+                schedule.queued_at[c] = Some(Instant::now());
                 schedule.ready.push_back(c);
             }
         }
@@ -194,7 +209,7 @@ impl Agents {
         Ok(())
     }
 
-    fn next_job(&self) -> Option<Job> {
+    fn next_job(&self) -> Option<Taken> {
         let mut fleet = self.fleet.lock().expect("fleet lock");
         let mut schedule = self.schedule.lock().expect("schedule lock");
         // Due heartbeats first: each is one small request, and a real agent's heartbeat does
@@ -219,10 +234,14 @@ impl Agents {
             schedule.in_flight[c] = true;
             schedule.heartbeat_due[c] = None;
             let body = fleet.heartbeat(c, wall_clock()).encode();
-            return Some(Job::Heartbeat(c, body));
+            return Some(Taken {
+                job: Job::Heartbeat(c, body),
+                waited: now.saturating_duration_since(due),
+            });
         }
         while let Some(c) = schedule.ready.pop_front() {
             schedule.queued[c] = false;
+            let queued_at = schedule.queued_at[c].take();
             let sim = &mut fleet.clusters[c];
             if sim.dark || schedule.in_flight[c] {
                 continue;
@@ -231,7 +250,10 @@ impl Agents {
                 continue;
             };
             schedule.in_flight[c] = true;
-            return Some(Job::Report(c, Box::new(report.clone())));
+            return Some(Taken {
+                job: Job::Report(c, Box::new(report.clone())),
+                waited: queued_at.map_or(Duration::ZERO, |at| now.saturating_duration_since(at)),
+            });
         }
         None
     }
@@ -272,6 +294,7 @@ impl Agents {
         match retry_in {
             None if more => {
                 schedule.queued[c] = true;
+                schedule.queued_at[c] = Some(Instant::now());
                 schedule.ready.push_back(c);
             }
             None => {}
@@ -304,7 +327,7 @@ impl Agents {
 
     async fn work(self: Arc<Self>) {
         while !self.stopping.load(Ordering::Relaxed) {
-            let Some(job) = self.next_job() else {
+            let Some(Taken { job, waited }) = self.next_job() else {
                 let wait = self.next_wait();
                 tokio::select! {
                     _ = self.wake.notified() => {}
@@ -333,6 +356,7 @@ impl Agents {
                         rows,
                         bytes: bytes as u32,
                         latency_us: first.elapsed().as_micros() as u32,
+                        wait_us: waited.as_micros().min(u128::from(u32::MAX)) as u32,
                     });
                     None
                 }

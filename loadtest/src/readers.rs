@@ -17,6 +17,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("summary of a region", "/api/v1/summary?group={region}"),
     ("drift page", "/api/v1/drift?limit=100"),
     ("cluster page", "/api/v1/clusters/{cluster}"),
+    // The same page without its history: one cluster's apps, answered from the hub's memory.
+    ("cluster apps", "/api/v1/clusters/{cluster}?history_hours=0"),
     ("app versions", "/api/v1/apps/{app}/versions"),
     ("stale clusters", "/api/v1/stale?limit=100"),
     ("environments", "/api/v1/environments"),

@@ -36,8 +36,9 @@ pub struct LoadtestArgs {
     /// Scenarios after the initial connection, in order (repeat or comma-separate).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Steady, Scenario::Rollout, Scenario::Flap, Scenario::Dark, Scenario::Storm])]
     pub scenarios: Vec<Scenario>,
-    /// Simulated agents' requests in flight at once.
-    #[arg(long, default_value_t = 64)]
+    /// Simulated agents' requests in flight at once. Real agents never wait for each other;
+    /// too few workers turn any slowdown of the collector into a queue in the simulator.
+    #[arg(long, default_value_t = 256)]
     pub concurrency: usize,
     /// Concurrent readers of the hub's API while the scenarios run.
     #[arg(long, default_value_t = 4)]

@@ -151,6 +151,17 @@ pub fn read_queries_for(
             "observed history of one cluster",
             queries::observed_history_query(store, cluster_id, week_ago, now.plus_seconds(1)),
         ),
+        render::<ObservedRow>(
+            "recent history of one cluster",
+            queries::recent_history_query(
+                store,
+                cluster_id,
+                Some(SAMPLE_APP),
+                week_ago,
+                now.plus_seconds(1),
+                200,
+            ),
+        ),
         render::<DesiredRow>(
             "desired state of one cluster",
             queries::desired_for_cluster_query(store, cluster_id),

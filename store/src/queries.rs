@@ -306,6 +306,33 @@ LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq",
         .bind(to_datetime(to))
 }
 
+/// The newest `limit` observed transitions of one cluster in a time range (of one app only when
+/// `app` is given), newest first: however busy the cluster was, a page reads this many rows.
+pub fn recent_history_query(
+    store: &Store,
+    cluster_id: &str,
+    app: Option<&str>,
+    from: Timestamp,
+    to: Timestamp,
+    limit: u64,
+) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM observed_transitions \
+WHERE cluster_id = ? AND observed_at >= toDateTime(?) AND observed_at < toDateTime(?) \
+AND (? = '' OR app = ?) \
+ORDER BY observed_at DESC, seq DESC, object_kind DESC, object_namespace DESC, object_name DESC \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq LIMIT ?",
+        )
+        .bind(cluster_id)
+        .bind(to_datetime(from))
+        .bind(to_datetime(to))
+        .bind(app.unwrap_or_default())
+        .bind(app.unwrap_or_default())
+        .bind(limit)
+}
+
 pub fn desired_for_cluster_query(store: &Store, cluster_id: &str) -> Query {
     store
         .client()
@@ -471,6 +498,22 @@ impl Store {
             .fetch_all()
             .await
             .context(|| format!("reading observed history of cluster {cluster_id}"))
+    }
+
+    /// The newest `limit` observed transitions of one cluster (of one app, if given) in a time
+    /// range, newest first.
+    pub async fn recent_history(
+        &self,
+        cluster_id: &str,
+        app: Option<&str>,
+        from: Timestamp,
+        to: Timestamp,
+        limit: u64,
+    ) -> Result<Vec<ObservedRow>> {
+        recent_history_query(self, cluster_id, app, from, to, limit)
+            .fetch_all()
+            .await
+            .context(|| format!("reading recent history of cluster {cluster_id}"))
     }
 
     /// What one cluster should run: the current desired rows of its render group.

@@ -206,6 +206,69 @@ fn observed_at(cluster: &str, seq: u64, at: Timestamp) -> ObservedRow {
     }
 }
 
+/// A cluster page reads only the newest transitions it shows: newest first, at most `limit`,
+/// redelivered rows once, other clusters and (when asked) other apps left out.
+#[tokio::test]
+async fn recent_history_is_the_newest_rows_newest_first() {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let mut rows: Vec<ObservedRow> = (1..=6)
+        .map(|seq| observed_at("store-1", seq, NOW.plus_seconds(-600 + seq as i64 * 60)))
+        .collect();
+    // Seq 6 delivered twice, another app in between, another cluster at the same times.
+    rows.push(rows[5].clone());
+    rows.push(ObservedRow {
+        app: "web".into(),
+        object_name: "web".into(),
+        ..observed_at("store-1", 7, NOW.plus_seconds(-270))
+    });
+    rows.extend((1..=6).map(|seq| observed_at("store-2", seq, NOW.plus_seconds(-60))));
+    store.insert_rows(&rows).await.unwrap();
+    let seqs = |rows: Vec<ObservedRow>| rows.iter().map(|r| r.seq).collect::<Vec<_>>();
+    let from = NOW.plus_seconds(-3_600);
+    let to = NOW.plus_seconds(1);
+    assert_eq!(
+        seqs(
+            store
+                .recent_history("store-1", None, from, to, 100)
+                .await
+                .unwrap()
+        ),
+        vec![6, 7, 5, 4, 3, 2, 1],
+        "every row of the cluster once, newest first"
+    );
+    assert_eq!(
+        seqs(
+            store
+                .recent_history("store-1", None, from, to, 3)
+                .await
+                .unwrap()
+        ),
+        vec![6, 7, 5],
+        "the newest `limit`"
+    );
+    assert_eq!(
+        seqs(
+            store
+                .recent_history("store-1", Some("api"), from, to, 3)
+                .await
+                .unwrap()
+        ),
+        vec![6, 5, 4],
+        "the app filter applies before the limit"
+    );
+    assert_eq!(
+        seqs(
+            store
+                .recent_history("store-1", None, NOW.plus_seconds(-300), to, 100)
+                .await
+                .unwrap()
+        ),
+        vec![6, 7, 5],
+        "the range starts at `from`"
+    );
+}
+
 #[tokio::test]
 async fn history_ranges_and_retention_by_day() {
     let test = TestStore::start().await;
