@@ -652,29 +652,23 @@ pub fn targets(r: &LoadtestReport) -> Vec<Target> {
             Some(s.p99_ms <= 1_000.0),
         );
     }
-    if let Some(s) = route(r, "cluster apps") {
-        add(
-            "one cluster's apps, under load",
-            "p99 ≤ 50 ms",
-            format!("p50 {:.0} ms, p99 {:.0} ms", s.p50_ms, s.p99_ms),
-            Some(s.p99_ms <= 50.0),
-        );
-    }
-    if let Some(s) = route(r, "cluster page") {
-        add(
+    for (name, what, limit_ms) in [
+        ("cluster apps", "one cluster's apps, under load", 50.0),
+        (
+            "cluster page",
             "one cluster's page with its last 24 hours of history (read from ClickHouse), under load",
-            "p99 ≤ 50 ms",
-            format!("p50 {:.0} ms, p99 {:.0} ms", s.p50_ms, s.p99_ms),
-            Some(s.p99_ms <= 50.0),
-        );
-    }
-    if let Some(s) = route(r, "app versions") {
-        add(
-            "one app's version inventory, under load",
-            "p99 ≤ 200 ms",
-            format!("p50 {:.0} ms, p99 {:.0} ms", s.p50_ms, s.p99_ms),
-            Some(s.p99_ms <= 200.0),
-        );
+            50.0,
+        ),
+        ("app versions", "one app's version inventory, under load", 200.0),
+    ] {
+        if let Some(s) = route(r, name) {
+            add(
+                what,
+                &format!("p99 ≤ {limit_ms:.0} ms"),
+                format!("p50 {:.0} ms, p99 {:.0} ms", s.p50_ms, s.p99_ms),
+                Some(s.p99_ms <= limit_ms),
+            );
+        }
     }
     for name in ["hub", "collector"] {
         if let Some(p) = process(r, name) {
