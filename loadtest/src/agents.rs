@@ -56,8 +56,7 @@ pub struct Tally {
 struct Schedule {
     /// Clusters with something in their outbox, not in flight, not dark.
     ready: VecDeque<usize>,
-    queued: Vec<bool>,
-    /// When each queued cluster entered `ready`.
+    /// When each cluster in `ready` entered it; `None` when it is not there.
     queued_at: Vec<Option<Instant>>,
     in_flight: Vec<bool>,
     /// (due, cluster): heartbeats; an entry is valid when `due` equals the cluster's.
@@ -113,7 +112,6 @@ impl Agents {
             fleet: Mutex::new(fleet),
             schedule: Mutex::new(Schedule {
                 ready: VecDeque::new(),
-                queued: vec![false; n],
                 queued_at: vec![None; n],
                 in_flight: vec![false; n],
                 heartbeats: BinaryHeap::new(),
@@ -141,10 +139,9 @@ impl Agents {
             if !sim.dark
                 && !sim.never_seen
                 && !sim.outbox.is_empty()
-                && !schedule.queued[c]
+                && schedule.queued_at[c].is_none()
                 && !schedule.in_flight[c]
             {
-                schedule.queued[c] = true;
                 schedule.queued_at[c] = Some(Instant::now());
                 schedule.ready.push_back(c);
             }
@@ -240,7 +237,6 @@ impl Agents {
             });
         }
         while let Some(c) = schedule.ready.pop_front() {
-            schedule.queued[c] = false;
             let queued_at = schedule.queued_at[c].take();
             let sim = &mut fleet.clusters[c];
             if sim.dark || schedule.in_flight[c] {
@@ -293,7 +289,6 @@ impl Agents {
         drop(fleet);
         match retry_in {
             None if more => {
-                schedule.queued[c] = true;
                 schedule.queued_at[c] = Some(Instant::now());
                 schedule.ready.push_back(c);
             }
