@@ -118,26 +118,39 @@ pub struct ObjectStatus {
     pub content_hash: u32,
     pub revision: u32,
     pub reason: u32,
+    /// The reconciler's message says the same as the rest on the clusters of one release and
+    /// state ("Applied revision: …"), so it is numbered with them.
+    pub message: u32,
     pub health: Health,
     pub sync: SyncStatus,
     pub deleted: bool,
 }
 
-/// One object's latest report as the fleet holds it: 32 bytes, of which the fleet holds one
-/// per app object (three million at 30,000 clusters of 100 apps).
+/// One object's latest report as the fleet holds it: 28 bytes, of which the fleet holds one
+/// per app object (three million at 30,000 clusters of 100 apps). The change number is kept as
+/// two halves so that the record aligns to 4 bytes: a cluster's 100 records then take 2,800
+/// bytes, a 3,072-byte allocation, where 32-byte records took 3,200 in a 3,584-byte one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ObjectRec {
     key: u32,
     status: u32,
-    message: u32,
     transitioned_at: u32,
     observed_at: u32,
     received_at: u32,
-    seq: u64,
+    seq: [u32; 2],
 }
 
 // The figure the docs give, and what the fleet's memory is planned on.
-const _: () = assert!(size_of::<ObjectRec>() == 32);
+const _: () = assert!(size_of::<ObjectRec>() == 28);
+
+/// `seq` as an [`ObjectRec`] holds it: high half first.
+fn split_seq(seq: u64) -> [u32; 2] {
+    [(seq >> 32) as u32, seq as u32]
+}
+
+fn join_seq([high, low]: [u32; 2]) -> u64 {
+    (u64::from(high) << 32) | u64::from(low)
+}
 
 /// The tables of [`ObjectKey`]s and [`ObjectStatus`]es that records refer to; shared, like
 /// [`Symbols`], by every snapshot.
@@ -161,15 +174,15 @@ impl ObjectParts {
                 content_hash: o.content_hash,
                 revision: o.revision,
                 reason: o.reason,
+                message: o.message,
                 health: o.health,
                 sync: o.sync,
                 deleted: o.deleted,
             }),
-            message: o.message,
             transitioned_at: o.transitioned_at,
             observed_at: o.observed_at,
             received_at: o.received_at,
-            seq: o.seq,
+            seq: split_seq(o.seq),
         }
     }
 
@@ -193,11 +206,11 @@ impl ObjectParts {
             health: status.health,
             sync: status.sync,
             reason: status.reason,
-            message: rec.message,
+            message: status.message,
             transitioned_at: rec.transitioned_at,
             observed_at: rec.observed_at,
             received_at: rec.received_at,
-            seq: rec.seq,
+            seq: join_seq(rec.seq),
             deleted: status.deleted,
         }
     }
@@ -2529,6 +2542,36 @@ mod refresh_tests {
         };
         assert_eq!(held(&[&a, &later]), "1.0.0");
         assert_eq!(held(&[&later, &a]), "1.0.0");
+    }
+
+    #[test]
+    fn a_record_gives_back_every_change_number_and_message_it_was_given() {
+        let numbers = [
+            0,
+            1,
+            u64::from(u32::MAX),
+            1 << 32,
+            (1 << 32) + 1,
+            u64::MAX - 1,
+        ];
+        let mut fleet = Fleet::default();
+        for (i, seq) in numbers.into_iter().enumerate() {
+            let message = format!("message {i}");
+            let r = ObservedRow {
+                message: message.clone(),
+                ..row("c1", "checkout", seq)
+            };
+            assert!(
+                fleet.apply_observed(&r),
+                "{seq} is newer than the one before"
+            );
+            let object = fleet.parts.unpack(&fleet.clusters["c1"].objects[0]);
+            assert_eq!(object.seq, seq);
+            assert_eq!(fleet.symbols.text(object.message), message);
+        }
+        // Numbers that differ only in their high half compare as numbers.
+        assert!(!fleet.is_newer(&row("c1", "checkout", 1 << 32)));
+        assert!(fleet.is_newer(&row("c1", "checkout", u64::MAX)));
     }
 
     #[test]

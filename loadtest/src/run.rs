@@ -136,6 +136,11 @@ async fn save_hub_metrics(
     hub: &crate::hubcheck::HubClient,
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
+    std::fs::write(path, hub_metrics(hub).await?)?;
+    Ok(())
+}
+
+async fn hub_metrics(hub: &crate::hubcheck::HubClient) -> anyhow::Result<String> {
     let response = hub
         .http
         .get(format!("{}/metrics", hub.url))
@@ -145,8 +150,22 @@ async fn save_hub_metrics(
     let status = response.status();
     let text = response.text().await?;
     anyhow::ensure!(status.is_success(), "GET /metrics: {status}: {text}");
-    std::fs::write(path, text)?;
-    Ok(())
+    Ok(text)
+}
+
+/// The hub's refresh-duration histogram as it stands; `None` (said once per phase) when
+/// `/metrics` cannot be read.
+async fn refresh_buckets(hub: &crate::hubcheck::HubClient) -> Option<crate::scenario::Buckets> {
+    match hub_metrics(hub).await {
+        Ok(text) => Some(crate::scenario::parse_buckets(
+            &text,
+            "fleetscope_hub_refresh_seconds",
+        )),
+        Err(err) => {
+            println!("  the hub's refresh durations could not be read: {err:#}");
+            None
+        }
+    }
 }
 
 /// Runs the load test and writes the report into `args.out`. Fails (after writing the
@@ -359,20 +378,18 @@ async fn drive(
     let mut phases: Vec<PhaseReport> = Vec::new();
 
     // Connect: every delivering cluster sends its first snapshot, all at once.
+    let mut refreshes_before = refresh_buckets(&ctx.hub).await;
     let phase_start = Instant::now();
     let mut notes = Vec::new();
     let (reports, rows, connect_seconds) = ctx.storm(&mut notes).await?;
     println!("  connect: {}", notes.last().cloned().unwrap_or_default());
     let readers_stop = Arc::new(AtomicBool::new(false));
     let check = ctx.check().await;
-    phases.push(phase_report(
-        "connect",
-        started,
-        phase_start,
-        reports,
-        notes,
-        &check,
-    ));
+    let mut connect_phase = phase_report("connect", started, phase_start, reports, notes, &check);
+    let refreshes_now = refresh_buckets(&ctx.hub).await;
+    connect_phase.refreshes = phase_refreshes(&refreshes_before, &refreshes_now);
+    refreshes_before = refreshes_now;
+    phases.push(connect_phase);
     print_check(&check);
     let connect = (reports, rows, connect_seconds);
 
@@ -416,14 +433,18 @@ async fn drive(
             println!("  {}: {note}", scenario.name());
         }
         print_check(&outcome);
-        phases.push(phase_report(
+        let mut phase = phase_report(
             scenario.name(),
             started,
             phase_start,
             changes,
             notes,
             &outcome,
-        ));
+        );
+        let refreshes_now = refresh_buckets(&ctx.hub).await;
+        phase.refreshes = phase_refreshes(&refreshes_before, &refreshes_now);
+        refreshes_before = refreshes_now;
+        phases.push(phase);
     }
 
     // Let the freshness probes finish (or time out).
@@ -486,6 +507,18 @@ fn print_check(check: &crate::hubcheck::CheckOutcome) {
     }
 }
 
+fn phase_refreshes(
+    before: &Option<crate::scenario::Buckets>,
+    after: &Option<crate::scenario::Buckets>,
+) -> Option<crate::scenario::PhaseRefreshes> {
+    match (before, after) {
+        (Some(before), Some(after)) if !after.is_empty() => {
+            Some(crate::scenario::PhaseRefreshes::between(before, after))
+        }
+        _ => None,
+    }
+}
+
 fn phase_report(
     name: &str,
     run_started: Instant,
@@ -503,5 +536,6 @@ fn phase_report(
         check_passed: check.passed,
         check_seconds: check.seconds,
         check_mismatch: check.mismatch.clone(),
+        refreshes: None,
     }
 }

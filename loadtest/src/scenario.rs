@@ -253,6 +253,83 @@ pub struct PhaseReport {
     pub check_passed: bool,
     pub check_seconds: f64,
     pub check_mismatch: Option<String>,
+    /// The hub's refreshes that ended during this phase (its check included), from its own
+    /// `fleetscope_hub_refresh_seconds` histogram read before and after; `None` when the
+    /// hub's `/metrics` could not be read (and in reports from before it was measured).
+    #[serde(default)]
+    pub refreshes: Option<PhaseRefreshes>,
+}
+
+/// How long the hub's refreshes took in one phase, in its histogram's buckets.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PhaseRefreshes {
+    pub count: u64,
+    /// Refreshes that took at most 0.512 s (the bucket bound next to the 0.5 s target).
+    pub within_512ms: u64,
+    /// The bound of the bucket the 99th percentile falls in; `None` when it is above the
+    /// largest bound, or the phase had no refresh.
+    pub p99_at_most_s: Option<f64>,
+}
+
+/// A histogram's cumulative buckets as Prometheus's text format gives them: (upper bound,
+/// count), ascending, the last bound infinite.
+pub type Buckets = Vec<(f64, u64)>;
+
+/// The buckets of histogram `name` in a `/metrics` text; empty when it is not there.
+pub fn parse_buckets(text: &str, name: &str) -> Buckets {
+    let prefix = format!("{name}_bucket{{");
+    let mut buckets: Buckets = text
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            let le = labels
+                .split(',')
+                .find_map(|l| l.trim().strip_prefix("le=\"")?.strip_suffix('"'))?;
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((bound, value.trim().parse::<f64>().ok()? as u64))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    buckets
+}
+
+impl PhaseRefreshes {
+    /// The refreshes between two reads of the same cumulative histogram.
+    pub fn between(before: &Buckets, after: &Buckets) -> PhaseRefreshes {
+        let earlier = |bound: f64| {
+            before
+                .iter()
+                .find(|(b, _)| *b == bound)
+                .map_or(0, |(_, n)| *n)
+        };
+        let diff: Vec<(f64, u64)> = after
+            .iter()
+            .map(|&(bound, n)| (bound, n.saturating_sub(earlier(bound))))
+            .collect();
+        let count = diff.last().map_or(0, |&(_, n)| n);
+        let within_512ms = diff
+            .iter()
+            .find(|(b, _)| (*b - 0.512).abs() < 1e-9)
+            .map_or(0, |&(_, n)| n);
+        let p99_at_most_s = if count == 0 {
+            None
+        } else {
+            diff.iter()
+                .find(|&&(_, n)| n * 100 >= count * 99)
+                .map(|&(b, _)| b)
+                .filter(|b| b.is_finite())
+        };
+        PhaseRefreshes {
+            count,
+            within_512ms,
+            p99_at_most_s,
+        }
+    }
 }
 
 /// Everything the scenarios share.
@@ -1002,6 +1079,58 @@ pub fn acks_between(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn metrics(counts: [u64; 4]) -> String {
+        let [a, b, c, all] = counts;
+        format!(
+            "# TYPE fleetscope_hub_refresh_seconds histogram\n\
+             fleetscope_hub_refresh_seconds_sum 1.5\n\
+             fleetscope_hub_refresh_seconds_count {all}\n\
+             fleetscope_hub_refresh_seconds_bucket{{le=\"+Inf\"}} {all}\n\
+             fleetscope_hub_refresh_seconds_bucket{{le=\"0.256\"}} {a}\n\
+             fleetscope_hub_refresh_seconds_bucket{{le=\"0.512\"}} {b}\n\
+             fleetscope_hub_refresh_seconds_bucket{{le=\"1.024\"}} {c}\n\
+             fleetscope_hub_request_seconds_bucket{{route=\"/x\",le=\"0.512\"}} 999\n"
+        )
+    }
+
+    #[test]
+    fn a_phase_counts_the_refreshes_between_two_reads_of_the_histogram() {
+        let name = "fleetscope_hub_refresh_seconds";
+        let before = parse_buckets(&metrics([90, 100, 100, 100]), name);
+        assert_eq!(
+            before,
+            vec![
+                (0.256, 90),
+                (0.512, 100),
+                (1.024, 100),
+                (f64::INFINITY, 100)
+            ],
+            "sorted by bound, other histograms left out"
+        );
+        // 200 more refreshes: 150 within 0.256 s, 197 within 0.512 s, 199 within 1.024 s.
+        let after = parse_buckets(&metrics([240, 297, 299, 300]), name);
+        let phase = PhaseRefreshes::between(&before, &after);
+        assert_eq!(phase.count, 200);
+        assert_eq!(phase.within_512ms, 197);
+        assert_eq!(
+            phase.p99_at_most_s,
+            Some(1.024),
+            "198 of 200 needs the 1.024 bucket"
+        );
+        // 1 of 100 above 0.512 s: the 99th of the 100 is within 0.256 s.
+        let after = parse_buckets(&metrics([189, 199, 200, 200]), name);
+        assert_eq!(
+            PhaseRefreshes::between(&before, &after).p99_at_most_s,
+            Some(0.256)
+        );
+        // Past the largest bound, and no refresh at all.
+        let after = parse_buckets(&metrics([90, 100, 100, 110]), name);
+        assert_eq!(PhaseRefreshes::between(&before, &after).p99_at_most_s, None);
+        let same = PhaseRefreshes::between(&before, &before);
+        assert_eq!((same.count, same.p99_at_most_s), (0, None));
+        assert!(parse_buckets("", name).is_empty());
+    }
 
     #[test]
     fn bump_raises_the_minor_version_of_that_app_only() {
