@@ -22,10 +22,12 @@ const MALLOC_CONF: &str = "_RJEM_MALLOC_CONF";
 /// runtime's workers, and the threads a refresh moves to) free each other's copies of cells and
 /// records as snapshots are replaced; with an arena per thread, memory freed in one arena was
 /// not reused by the others: in the 30,000-cluster load test's steady phase the hub kept
-/// growing and ended at 343–355 MB; with one arena at 273–277 MB, with the same CPU
-/// (docs/benchmarks.md). The collector keeps the default: its many concurrent inserts are what
-/// several arenas are for.
-const HUB_MALLOC_CONF: &str = "narenas:1";
+/// growing and ended at 343–355 MB; with one arena at 273–277 MB, with the same CPU.
+/// And pages left free are given back after about a second instead of ten: a refresh that
+/// recounts the fleet frees a snapshot's worth of copies at once; in full load tests the hub
+/// ended 3–10 MB lower with the same CPU (docs/benchmarks.md). The collector keeps the
+/// defaults: its many concurrent inserts are what several arenas are for.
+const HUB_MALLOC_CONF: &str = "narenas:1,dirty_decay_ms:1000";
 
 /// jemalloc reads its settings only as the process starts, so the hub restarts itself once,
 /// the same process (its pid kept), with them set. Settings given by the caller win: with

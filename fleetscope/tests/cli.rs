@@ -723,15 +723,19 @@ fn render_publishes_into_a_clickhouse_cluster_with_clickhouse_cluster() {
     }
 }
 
-/// The hub restarts itself once, keeping its pid, with jemalloc set to one arena (its memory
-/// under steady ingest depends on it; see docs/benchmarks.md); settings the caller gives win.
+/// The hub restarts itself once, keeping its pid, with jemalloc set to one arena that gives
+/// freed pages back after a second (its memory under steady ingest depends on it; see
+/// docs/benchmarks.md); settings the caller gives win.
 #[test]
 fn the_hub_runs_with_one_allocator_arena_unless_told_otherwise() {
     let _one_at_a_time = one_at_a_time();
     let server = LocalClickHouse::start().expect("private clickhouse-server");
     let (ok, out, err) = fleetscope(&["migrate", "--clickhouse-url", &server.url()]);
     assert!(ok, "{out}{err}");
-    for (given, expected) in [(None, "narenas:1"), (Some("narenas:3"), "narenas:3")] {
+    for (given, expected) in [
+        (None, "narenas:1,dirty_decay_ms:1000"),
+        (Some("narenas:3"), "narenas:3"),
+    ] {
         let port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_fleetscope"));
         command

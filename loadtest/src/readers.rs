@@ -77,84 +77,135 @@ impl Timings {
 }
 
 /// Starts `readers` loops over the routes until `stop` is set; answers are timed from
-/// `run_started`.
+/// `run_started`. The readers run on a thread and an async runtime of their own, with their
+/// own HTTP client: on the load test's runtime an answer that had arrived waited for a turn
+/// behind the simulated agents' tasks, and that wait was counted as the hub's latency. The
+/// thread ends once `stop` is set and each reader's request in flight is answered.
 #[allow(clippy::too_many_arguments)]
 pub fn spawn(
     run_started: Instant,
     readers: usize,
-    hub: HubClient,
+    hub: &HubClient,
+    timeout: Duration,
     clusters: Arc<Vec<String>>,
     apps: Arc<Vec<String>>,
     regions: Arc<Vec<String>>,
     seed: u64,
     stop: Arc<AtomicBool>,
-) -> (Arc<Mutex<Timings>>, Vec<tokio::task::JoinHandle<()>>) {
+) -> anyhow::Result<(Arc<Mutex<Timings>>, std::thread::JoinHandle<()>)> {
     let timings = Arc::new(Mutex::new(Timings::default()));
-    let tasks = (0..readers)
-        .map(|reader| {
-            let (hub, clusters, apps, regions, stop, timings) = (
-                hub.clone(),
-                clusters.clone(),
-                apps.clone(),
-                regions.clone(),
-                stop.clone(),
-                timings.clone(),
-            );
-            tokio::spawn(async move {
-                let mut rng = SplitMix64::for_item(seed ^ 0x7265_6164, reader as u64);
-                let mut next = reader;
-                while !stop.load(Ordering::Relaxed) {
-                    let (name, template) = ROUTES[next % ROUTES.len()];
-                    next += 1;
-                    let pick = |list: &[String], rng: &mut SplitMix64| {
-                        list.get(rng.below(list.len().max(1) as u64) as usize)
-                            .cloned()
-                            .unwrap_or_default()
-                    };
-                    let path = template
-                        .replace("{cluster}", &pick(&clusters, &mut rng))
-                        .replace("{app}", &pick(&apps, &mut rng))
-                        .replace("{region}", &pick(&regions, &mut rng));
-                    let started = Instant::now();
-                    let result = hub
-                        .http
-                        .get(format!("{}{path}", hub.url))
-                        .bearer_auth(&hub.token)
-                        .send()
-                        .await;
-                    let ok = match result {
-                        Ok(response) => {
-                            let status = response.status();
-                            let body = response.bytes().await;
-                            if status.is_success() && body.is_ok() {
-                                Ok(())
-                            } else {
-                                Err(format!("{path}: {status}"))
-                            }
-                        }
-                        Err(err) => Err(format!("{path}: {err}")),
-                    };
-                    let ms = started.elapsed().as_secs_f64() * 1_000.0;
-                    {
-                        let mut t = timings.lock().expect("timings lock");
-                        let entry = t.by_route.entry(name).or_default();
-                        match ok {
-                            Ok(()) => entry
-                                .0
-                                .push((started.duration_since(run_started).as_secs_f64(), ms)),
-                            Err(err) => {
-                                entry.1 += 1;
-                                if t.first_errors.len() < 10 {
-                                    t.first_errors.push(err);
-                                }
-                            }
-                        }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (url, token) = (hub.url.clone(), hub.token.clone());
+    let all_timings = timings.clone();
+    let thread = std::thread::Builder::new()
+        .name("hub-readers".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let http = match reqwest::Client::builder().timeout(timeout).build() {
+                    Ok(http) => http,
+                    Err(err) => {
+                        let mut t = all_timings.lock().expect("timings lock");
+                        t.first_errors
+                            .push(format!("the readers' HTTP client: {err}"));
+                        return;
                     }
-                    // A reader looks at the answer before asking again.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                let hub = HubClient { url, token, http };
+                let tasks: Vec<_> = (0..readers)
+                    .map(|reader| {
+                        let task = reader_loop(
+                            reader,
+                            run_started,
+                            hub.clone(),
+                            Choices {
+                                clusters: clusters.clone(),
+                                apps: apps.clone(),
+                                regions: regions.clone(),
+                            },
+                            seed,
+                            stop.clone(),
+                            all_timings.clone(),
+                        );
+                        tokio::spawn(task)
+                    })
+                    .collect();
+                for task in tasks {
+                    let _ = task.await;
                 }
-            })
-        })
-        .collect();
-    (timings, tasks)
+            });
+        })?;
+    Ok((timings, thread))
+}
+
+/// What the readers fill the routes' holes with.
+struct Choices {
+    clusters: Arc<Vec<String>>,
+    apps: Arc<Vec<String>>,
+    regions: Arc<Vec<String>>,
+}
+
+/// One reader: the routes in turn, each with a random cluster, app or region.
+async fn reader_loop(
+    reader: usize,
+    run_started: Instant,
+    hub: HubClient,
+    choices: Choices,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    timings: Arc<Mutex<Timings>>,
+) {
+    let mut rng = SplitMix64::for_item(seed ^ 0x7265_6164, reader as u64);
+    let mut next = reader;
+    while !stop.load(Ordering::Relaxed) {
+        let (name, template) = ROUTES[next % ROUTES.len()];
+        next += 1;
+        let pick = |list: &[String], rng: &mut SplitMix64| {
+            list.get(rng.below(list.len().max(1) as u64) as usize)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let path = template
+            .replace("{cluster}", &pick(&choices.clusters, &mut rng))
+            .replace("{app}", &pick(&choices.apps, &mut rng))
+            .replace("{region}", &pick(&choices.regions, &mut rng));
+        let started = Instant::now();
+        let result = hub
+            .http
+            .get(format!("{}{path}", hub.url))
+            .bearer_auth(&hub.token)
+            .send()
+            .await;
+        let ok = match result {
+            Ok(response) => {
+                let status = response.status();
+                let body = response.bytes().await;
+                if status.is_success() && body.is_ok() {
+                    Ok(())
+                } else {
+                    Err(format!("{path}: {status}"))
+                }
+            }
+            Err(err) => Err(format!("{path}: {err}")),
+        };
+        let ms = started.elapsed().as_secs_f64() * 1_000.0;
+        {
+            let mut t = timings.lock().expect("timings lock");
+            let entry = t.by_route.entry(name).or_default();
+            match ok {
+                Ok(()) => entry
+                    .0
+                    .push((started.duration_since(run_started).as_secs_f64(), ms)),
+                Err(err) => {
+                    entry.1 += 1;
+                    if t.first_errors.len() < 10 {
+                        t.first_errors.push(err);
+                    }
+                }
+            }
+        }
+        // A reader looks at the answer before asking again.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

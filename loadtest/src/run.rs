@@ -132,6 +132,9 @@ impl LoadtestArgs {
 const READ_TOKEN: &str = "loadtest-reader-token-0001";
 
 /// Writes the hub's `/metrics` text into `path`.
+/// How long the load test waits for one answer of the hub.
+const HUB_TIMEOUT: Duration = Duration::from_secs(60);
+
 async fn save_hub_metrics(
     hub: &crate::hubcheck::HubClient,
     path: &std::path::Path,
@@ -339,7 +342,7 @@ async fn drive(
             stale_after: args.stale_after,
             heartbeat: Duration::from_secs(args.heartbeat_seconds),
             concurrency: args.concurrency,
-            hub_timeout: Duration::from_secs(60),
+            hub_timeout: HUB_TIMEOUT,
             readers: vec![HubReader {
                 name: "loadtest-readers",
                 token: READ_TOKEN,
@@ -394,16 +397,17 @@ async fn drive(
     let connect = (reports, rows, connect_seconds);
 
     // Readers from here on: every later phase runs under concurrent readers.
-    let (timings, reader_tasks) = crate::readers::spawn(
+    let (timings, readers_thread) = crate::readers::spawn(
         started,
         args.readers,
-        hub_client.clone(),
+        &hub_client,
+        HUB_TIMEOUT,
         cluster_ids,
         app_names,
         Arc::new(regions),
         seed,
         readers_stop.clone(),
-    );
+    )?;
 
     let mut storm_numbers = None;
     for scenario in &args.scenarios {
@@ -453,9 +457,7 @@ async fn drive(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     readers_stop.store(true, Ordering::Relaxed);
-    for task in reader_tasks {
-        let _ = task.await;
-    }
+    let _ = tokio::task::spawn_blocking(move || readers_thread.join()).await;
     // The hub's own metrics at the end (its refresh durations among them), kept with the report.
     match save_hub_metrics(&pipeline.ctx.hub, &args.out.join("hub-metrics.txt")).await {
         Ok(()) => {}
