@@ -10,6 +10,30 @@ use serde_json::Value;
 
 use crate::sim::{AppTruth, GroupTruth, StateCounts};
 
+/// A histogram's cumulative buckets as Prometheus's text format gives them: (upper bound,
+/// count), ascending, the last bound infinite.
+pub type Buckets = Vec<(f64, u64)>;
+
+/// The buckets of the histogram `name`, one without labels of its own, in a `/metrics` text;
+/// empty when it is not there.
+pub fn parse_buckets(text: &str, name: &str) -> Buckets {
+    let prefix = format!("{name}_bucket{{le=\"");
+    let mut buckets: Buckets = text
+        .lines()
+        .filter_map(|line| {
+            let (le, value) = line.strip_prefix(&prefix)?.split_once("\"} ")?;
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((bound, value.trim().parse::<f64>().ok()? as u64))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    buckets
+}
+
 /// A client of the hub's API with a read token.
 #[derive(Debug, Clone)]
 pub struct HubClient {
@@ -31,6 +55,21 @@ impl HubClient {
         let text = response.text().await?;
         anyhow::ensure!(status.is_success(), "GET {path}: {status}: {text}");
         serde_json::from_str(&text).with_context(|| format!("GET {path}: not JSON"))
+    }
+
+    /// The hub's `/metrics` text.
+    pub async fn metrics(&self) -> anyhow::Result<String> {
+        let response = self
+            .http
+            .get(format!("{}/metrics", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .context("GET /metrics")?;
+        let status = response.status();
+        let text = response.text().await?;
+        anyhow::ensure!(status.is_success(), "GET /metrics: {status}: {text}");
+        Ok(text)
     }
 
     /// Group path ("" for the fleet) → numbers, from `/api/v1/summary`.

@@ -76,20 +76,25 @@ impl Timings {
     }
 }
 
+/// What the readers fill the routes' holes with.
+#[derive(Debug, Clone)]
+pub struct Choices {
+    pub clusters: Arc<Vec<String>>,
+    pub apps: Arc<Vec<String>>,
+    pub regions: Arc<Vec<String>>,
+}
+
 /// Starts `readers` loops over the routes until `stop` is set; answers are timed from
 /// `run_started`. The readers run on a thread and an async runtime of their own, with their
 /// own HTTP client: on the load test's runtime an answer that had arrived waited for a turn
 /// behind the simulated agents' tasks, and that wait was counted as the hub's latency. The
 /// thread ends once `stop` is set and each reader's request in flight is answered.
-#[allow(clippy::too_many_arguments)]
 pub fn spawn(
     run_started: Instant,
     readers: usize,
     hub: &HubClient,
     timeout: Duration,
-    clusters: Arc<Vec<String>>,
-    apps: Arc<Vec<String>>,
-    regions: Arc<Vec<String>>,
+    choices: Choices,
     seed: u64,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<(Arc<Mutex<Timings>>, std::thread::JoinHandle<()>)> {
@@ -97,38 +102,27 @@ pub fn spawn(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (url, token) = (hub.url.clone(), hub.token.clone());
+    // Built here, its connections are made (and driven) on the runtime its requests run on.
+    let hub = HubClient {
+        http: reqwest::Client::builder().timeout(timeout).build()?,
+        ..hub.clone()
+    };
     let all_timings = timings.clone();
     let thread = std::thread::Builder::new()
         .name("hub-readers".into())
         .spawn(move || {
             runtime.block_on(async move {
-                let http = match reqwest::Client::builder().timeout(timeout).build() {
-                    Ok(http) => http,
-                    Err(err) => {
-                        let mut t = all_timings.lock().expect("timings lock");
-                        t.first_errors
-                            .push(format!("the readers' HTTP client: {err}"));
-                        return;
-                    }
-                };
-                let hub = HubClient { url, token, http };
                 let tasks: Vec<_> = (0..readers)
                     .map(|reader| {
-                        let task = reader_loop(
+                        tokio::spawn(reader_loop(
                             reader,
                             run_started,
                             hub.clone(),
-                            Choices {
-                                clusters: clusters.clone(),
-                                apps: apps.clone(),
-                                regions: regions.clone(),
-                            },
+                            choices.clone(),
                             seed,
                             stop.clone(),
                             all_timings.clone(),
-                        );
-                        tokio::spawn(task)
+                        ))
                     })
                     .collect();
                 for task in tasks {
@@ -137,13 +131,6 @@ pub fn spawn(
             });
         })?;
     Ok((timings, thread))
-}
-
-/// What the readers fill the routes' holes with.
-struct Choices {
-    clusters: Arc<Vec<String>>,
-    apps: Arc<Vec<String>>,
-    regions: Arc<Vec<String>>,
 }
 
 /// One reader: the routes in turn, each with a random cluster, app or region.

@@ -131,36 +131,23 @@ impl LoadtestArgs {
 
 const READ_TOKEN: &str = "loadtest-reader-token-0001";
 
-/// Writes the hub's `/metrics` text into `path`.
 /// How long the load test waits for one answer of the hub.
 const HUB_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Writes the hub's `/metrics` text into `path`.
 async fn save_hub_metrics(
     hub: &crate::hubcheck::HubClient,
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
-    std::fs::write(path, hub_metrics(hub).await?)?;
+    std::fs::write(path, hub.metrics().await?)?;
     Ok(())
-}
-
-async fn hub_metrics(hub: &crate::hubcheck::HubClient) -> anyhow::Result<String> {
-    let response = hub
-        .http
-        .get(format!("{}/metrics", hub.url))
-        .bearer_auth(&hub.token)
-        .send()
-        .await?;
-    let status = response.status();
-    let text = response.text().await?;
-    anyhow::ensure!(status.is_success(), "GET /metrics: {status}: {text}");
-    Ok(text)
 }
 
 /// The hub's refresh-duration histogram as it stands; `None` (said once per phase) when
 /// `/metrics` cannot be read.
-async fn refresh_buckets(hub: &crate::hubcheck::HubClient) -> Option<crate::scenario::Buckets> {
-    match hub_metrics(hub).await {
-        Ok(text) => Some(crate::scenario::parse_buckets(
+async fn refresh_buckets(hub: &crate::hubcheck::HubClient) -> Option<crate::hubcheck::Buckets> {
+    match hub.metrics().await {
+        Ok(text) => Some(crate::hubcheck::parse_buckets(
             &text,
             "fleetscope_hub_refresh_seconds",
         )),
@@ -402,9 +389,11 @@ async fn drive(
         args.readers,
         &hub_client,
         HUB_TIMEOUT,
-        cluster_ids,
-        app_names,
-        Arc::new(regions),
+        crate::readers::Choices {
+            clusters: cluster_ids,
+            apps: app_names,
+            regions: Arc::new(regions),
+        },
         seed,
         readers_stop.clone(),
     )?;
@@ -510,8 +499,8 @@ fn print_check(check: &crate::hubcheck::CheckOutcome) {
 }
 
 fn phase_refreshes(
-    before: &Option<crate::scenario::Buckets>,
-    after: &Option<crate::scenario::Buckets>,
+    before: &Option<crate::hubcheck::Buckets>,
+    after: &Option<crate::hubcheck::Buckets>,
 ) -> Option<crate::scenario::PhaseRefreshes> {
     match (before, after) {
         (Some(before), Some(after)) if !after.is_empty() => {

@@ -271,36 +271,12 @@ pub struct PhaseRefreshes {
     pub p99_at_most_s: Option<f64>,
 }
 
-/// A histogram's cumulative buckets as Prometheus's text format gives them: (upper bound,
-/// count), ascending, the last bound infinite.
-pub type Buckets = Vec<(f64, u64)>;
-
-/// The buckets of histogram `name` in a `/metrics` text; empty when it is not there.
-pub fn parse_buckets(text: &str, name: &str) -> Buckets {
-    let prefix = format!("{name}_bucket{{");
-    let mut buckets: Buckets = text
-        .lines()
-        .filter_map(|line| {
-            let rest = line.strip_prefix(&prefix)?;
-            let (labels, value) = rest.rsplit_once("} ")?;
-            let le = labels
-                .split(',')
-                .find_map(|l| l.trim().strip_prefix("le=\"")?.strip_suffix('"'))?;
-            let bound = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().ok()?
-            };
-            Some((bound, value.trim().parse::<f64>().ok()? as u64))
-        })
-        .collect();
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    buckets
-}
-
 impl PhaseRefreshes {
     /// The refreshes between two reads of the same cumulative histogram.
-    pub fn between(before: &Buckets, after: &Buckets) -> PhaseRefreshes {
+    pub fn between(
+        before: &crate::hubcheck::Buckets,
+        after: &crate::hubcheck::Buckets,
+    ) -> PhaseRefreshes {
         let earlier = |bound: f64| {
             before
                 .iter()
@@ -1079,6 +1055,7 @@ pub fn acks_between(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hubcheck::parse_buckets;
 
     fn metrics(counts: [u64; 4]) -> String {
         let [a, b, c, all] = counts;
@@ -1090,7 +1067,8 @@ mod tests {
              fleetscope_hub_refresh_seconds_bucket{{le=\"0.256\"}} {a}\n\
              fleetscope_hub_refresh_seconds_bucket{{le=\"0.512\"}} {b}\n\
              fleetscope_hub_refresh_seconds_bucket{{le=\"1.024\"}} {c}\n\
-             fleetscope_hub_request_seconds_bucket{{route=\"/x\",le=\"0.512\"}} 999\n"
+             fleetscope_hub_request_seconds_bucket{{route=\"/x\",le=\"0.512\"}} 999\n\
+             fleetscope_hub_refresh_seconds_bucket{{phase=\"x\",le=\"0.512\"}} 999\n"
         )
     }
 
@@ -1106,7 +1084,7 @@ mod tests {
                 (1.024, 100),
                 (f64::INFINITY, 100)
             ],
-            "sorted by bound, other histograms left out"
+            "sorted by bound; other histograms, and labelled series of this one, left out"
         );
         // 200 more refreshes: 150 within 0.256 s, 197 within 0.512 s, 199 within 1.024 s.
         let after = parse_buckets(&metrics([240, 297, 299, 300]), name);
