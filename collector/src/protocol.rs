@@ -53,6 +53,17 @@ pub enum ReportKind {
     Heartbeat,
 }
 
+impl ReportKind {
+    /// The name used on the wire and in metrics' labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportKind::Delta => "delta",
+            ReportKind::Snapshot => "snapshot",
+            ReportKind::Heartbeat => "heartbeat",
+        }
+    }
+}
+
 /// One report from one agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

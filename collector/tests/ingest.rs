@@ -8,7 +8,7 @@ use fleetscope_collector::central::auth::AgentAuth;
 use fleetscope_collector::central::{Collector, CollectorOptions};
 use fleetscope_collector::protocol::{Change, Report, ReportKind};
 use fleetscope_store::writer::BatchWriterConfig;
-use fleetscope_store::{ClusterRow, Store};
+use fleetscope_store::{ClusterRow, ObservedRow, Store};
 use fleetscope_testkit::TestStore;
 
 use common::{change, now};
@@ -113,7 +113,7 @@ async fn stores_reports_idempotently_and_refuses_what_it_must() {
         (status, body.clone()),
         (
             200,
-            serde_json::json!({"status": "stored", "seq": 1, "rows": 2})
+            serde_json::json!({"status": "stored", "seq": 1, "rows": 2, "unchanged": 0})
         )
     );
     // Acknowledged means queryable.
@@ -141,13 +141,7 @@ async fn stores_reports_idempotently_and_refuses_what_it_must() {
             serde_json::json!({"status": "duplicate", "seq": 1, "acked_seq": 1, "highest_change_seq": 3})
         )
     );
-    assert_eq!(
-        test.store
-            .count_rows::<fleetscope_store::ObservedRow>()
-            .await
-            .unwrap(),
-        2
-    );
+    assert_eq!(test.store.count_rows::<ObservedRow>().await.unwrap(), 2);
 
     // A later change to one object supersedes it.
     let (status, _, _) = running
@@ -271,13 +265,7 @@ async fn stores_reports_idempotently_and_refuses_what_it_must() {
     assert_eq!(status, 413, "{body}");
 
     // Nothing refused reached the store, and the collector still works.
-    assert_eq!(
-        test.store
-            .count_rows::<fleetscope_store::ObservedRow>()
-            .await
-            .unwrap(),
-        3
-    );
+    assert_eq!(test.store.count_rows::<ObservedRow>().await.unwrap(), 3);
     let (status, _, _) = running
         .post(
             TOKEN_A,
@@ -335,6 +323,8 @@ async fn auto_registration_and_snapshot_deletions() {
         },
     )
     .await;
+    // Made once: an agent reports the same change with the same times again.
+    let (api, db) = (change(1, "api", "1.0.0"), change(3, "db", "1.0.0"));
     let (status, _, _) = running
         .post(
             "ignored",
@@ -342,11 +332,7 @@ async fn auto_registration_and_snapshot_deletions() {
                 "ship-7",
                 1,
                 ReportKind::Delta,
-                vec![
-                    change(1, "api", "1.0.0"),
-                    change(2, "web", "1.0.0"),
-                    change(3, "db", "1.0.0"),
-                ],
+                vec![api.clone(), change(2, "web", "1.0.0"), db.clone()],
             ),
         )
         .await;
@@ -362,13 +348,19 @@ async fn auto_registration_and_snapshot_deletions() {
         "ship-7",
         2,
         ReportKind::Snapshot,
-        vec![change(1, "api", "1.0.0"), change(3, "db", "1.0.0")],
+        vec![api.clone(), db.clone()],
     );
+    let physical_before = test.store.count_rows::<ObservedRow>().await.unwrap();
     let (status, body, _) = running.post("ignored", &snapshot).await;
     assert_eq!(
-        (status, body["rows"].as_u64()),
-        (200, Some(3)),
-        "two listed objects and one inferred deletion"
+        (status, body["rows"].as_u64(), body["unchanged"].as_u64()),
+        (200, Some(1), Some(2)),
+        "one inferred deletion written; the two listed objects are stored unchanged: {body}"
+    );
+    assert_eq!(
+        test.store.count_rows::<ObservedRow>().await.unwrap(),
+        physical_before + 1,
+        "only the deletion reached ClickHouse"
     );
     let stored = test.store.observed_for_cluster("ship-7").await.unwrap();
     let state: Vec<(&str, u8)> = stored
@@ -387,6 +379,30 @@ async fn auto_registration_and_snapshot_deletions() {
         .await
         .unwrap();
     assert_eq!(history.len(), 4);
+
+    // The same change number with another state (an agent whose counters went back) is
+    // written, and wins as it did before: only a change held exactly as it is goes unwritten.
+    let snapshot = report(
+        "ship-7",
+        3,
+        ReportKind::Snapshot,
+        vec![
+            Change {
+                version: Some("1.0.1".into()),
+                ..api.clone()
+            },
+            db.clone(),
+        ],
+    );
+    let (status, body, _) = running.post("ignored", &snapshot).await;
+    assert_eq!(
+        (status, body["rows"].as_u64(), body["unchanged"].as_u64()),
+        (200, Some(1), Some(1)),
+        "{body}"
+    );
+    let stored = test.store.observed_for_cluster("ship-7").await.unwrap();
+    let api = stored.iter().find(|r| r.object_name == "api").unwrap();
+    assert_eq!((api.seq, api.version.as_str()), (1, "1.0.1"));
 }
 
 #[tokio::test]
@@ -407,13 +423,11 @@ async fn concurrent_snapshots_infer_deletions_per_cluster() {
     )
     .await;
     // Odd clusters have objects stored; every third of those also one changed after the
-    // snapshot was taken (seq 10), and every fifth already reported `b` deleted.
+    // snapshot was taken (seq 10), and every fifth already reported `b` deleted. `a` is the
+    // same change everywhere (its times included), as an agent reports it again.
+    let a = change(1, "a", "1.0.0");
     for (i, id) in ids.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
-        let mut changes = vec![
-            change(1, "a", "1.0.0"),
-            change(2, "b", "1.0.0"),
-            change(3, "c", "1.0.0"),
-        ];
+        let mut changes = vec![a.clone(), change(2, "b", "1.0.0"), change(3, "c", "1.0.0")];
         if i % 3 == 0 {
             changes.push(change(10, "late", "1.0.0"));
         }
@@ -432,7 +446,7 @@ async fn concurrent_snapshots_infer_deletions_per_cluster() {
     let posts = ids.iter().map(|id| {
         let snapshot = Report {
             change_seq_high: 5,
-            ..report(id, 2, ReportKind::Snapshot, vec![change(1, "a", "1.0.0")])
+            ..report(id, 2, ReportKind::Snapshot, vec![a.clone()])
         };
         let running = &running;
         async move { running.post("ignored", &snapshot).await }
@@ -445,9 +459,14 @@ async fn concurrent_snapshots_infer_deletions_per_cluster() {
             (true, false) => &["b", "c"],
             (true, true) => &["c"],
         };
+        // `a` is written only where the store did not hold it already (even clusters).
+        let a_written = u64::from(i % 2 == 0);
         assert_eq!(
-            body["rows"].as_u64(),
-            Some(1 + expected_gone.len() as u64),
+            (body["rows"].as_u64(), body["unchanged"].as_u64()),
+            (
+                Some(a_written + expected_gone.len() as u64),
+                Some(1 - a_written)
+            ),
             "{id}: {body}"
         );
         let stored = test.store.observed_for_cluster(id).await.unwrap();
@@ -488,12 +507,12 @@ async fn concurrent_snapshots_infer_deletions_per_cluster() {
             "{id}: changed after the snapshot, kept"
         );
     }
-    let stats = running.collector.lookup().key_stats();
+    let stats = running.collector.lookup().row_stats();
     let (queries, clusters) = (
         stats.queries.load(std::sync::atomic::Ordering::Relaxed),
         stats.clusters.load(std::sync::atomic::Ordering::Relaxed),
     );
-    assert_eq!(clusters, 30, "one live-object lookup per snapshot");
+    assert_eq!(clusters, 30, "one stored-state lookup per snapshot");
     assert!(
         queries <= clusters,
         "{queries} queries for {clusters} clusters"
@@ -506,7 +525,7 @@ async fn live_object_lookups_share_queries_and_answer_per_cluster() {
     let mut rows = Vec::new();
     for c in 0..40u64 {
         for o in 0..=c % 4 {
-            rows.push(fleetscope_store::ObservedRow {
+            rows.push(ObservedRow {
                 cluster_id: format!("c-{c:02}"),
                 object_kind: "Kustomization".into(),
                 object_namespace: "flux-system".into(),

@@ -80,6 +80,8 @@ pub struct Agents {
 #[derive(Debug)]
 enum Job {
     Report(usize, Box<fleetscope_collector::protocol::Report>),
+    /// A report whose body was encoded ahead: cluster, report number, kind, rows, body.
+    Encoded(usize, u64, ReportKind, u32, Vec<u8>),
     Heartbeat(usize, Vec<u8>),
 }
 
@@ -245,9 +247,15 @@ impl Agents {
             let Some(report) = sim.outbox.front() else {
                 continue;
             };
+            let job = match sim.encoded.take() {
+                Some((seq, body)) if seq == report.seq => {
+                    Job::Encoded(c, seq, report.kind, report.changes.len() as u32, body)
+                }
+                _ => Job::Report(c, Box::new(report.clone())),
+            };
             schedule.in_flight[c] = true;
             return Some(Taken {
-                job: Job::Report(c, Box::new(report.clone())),
+                job,
                 waited: queued_at.map_or(Duration::ZERO, |at| now.saturating_duration_since(at)),
             });
         }
@@ -338,6 +346,7 @@ impl Agents {
                     report.changes.len() as u32,
                     report.encode(),
                 ),
+                Job::Encoded(c, seq, kind, rows, body) => (c, Some(seq), kind, rows, body),
                 Job::Heartbeat(c, body) => (c, None, ReportKind::Heartbeat, 0, body),
             };
             let bytes = body.len() as u64 + REQUEST_OVERHEAD_BYTES;

@@ -143,6 +143,23 @@ async fn save_hub_metrics(
     Ok(())
 }
 
+/// Writes the collector's `/metrics` text, as it stands after a phase, into `path` (its
+/// ingest stages and batch timings, for breaking a phase's ingest down).
+async fn save_collector_metrics(collector_url: &str, path: &std::path::Path) {
+    let read = async {
+        let response = reqwest::get(format!("{collector_url}/metrics")).await?;
+        response.error_for_status()?.text().await
+    };
+    match read.await {
+        Ok(text) => {
+            if let Err(err) = std::fs::write(path, text) {
+                println!("  {} could not be written: {err}", path.display());
+            }
+        }
+        Err(err) => println!("  the collector's /metrics could not be read: {err}"),
+    }
+}
+
 /// The hub's refresh-duration histogram as it stands; `None` (said once per phase) when
 /// `/metrics` cannot be read.
 async fn refresh_buckets(hub: &crate::hubcheck::HubClient) -> Option<crate::hubcheck::Buckets> {
@@ -380,6 +397,11 @@ async fn drive(
     connect_phase.refreshes = phase_refreshes(&refreshes_before, &refreshes_now);
     refreshes_before = refreshes_now;
     phases.push(connect_phase);
+    save_collector_metrics(
+        &pipeline.collector.url,
+        &args.out.join("collector-metrics-connect.txt"),
+    )
+    .await;
     print_check(&check);
     let connect = (reports, rows, connect_seconds);
 
@@ -437,6 +459,13 @@ async fn drive(
         let refreshes_now = refresh_buckets(&ctx.hub).await;
         phase.refreshes = phase_refreshes(&refreshes_before, &refreshes_now);
         refreshes_before = refreshes_now;
+        save_collector_metrics(
+            &pipeline.collector.url,
+            &args
+                .out
+                .join(format!("collector-metrics-{}.txt", scenario.name())),
+        )
+        .await;
         phases.push(phase);
     }
 

@@ -79,6 +79,9 @@ pub struct SimCluster {
     pub change_seq: u64,
     /// Reports made and not yet acknowledged, oldest first.
     pub outbox: VecDeque<Report>,
+    /// The request body of the outbox's report with this number, encoded before its phase
+    /// began (full resyncs), so that sending it costs the simulator no compression.
+    pub encoded: Option<(u64, Vec<u8>)>,
     /// While dark: the objects as the collector last heard of them.
     pub frozen: Option<Vec<Object>>,
 }
@@ -290,6 +293,7 @@ impl SimFleet {
                 report_seq: 0,
                 change_seq,
                 outbox: VecDeque::new(),
+                encoded: None,
                 // The collector never hears of a cluster that never reports.
                 frozen: never_seen.then(Vec::new),
             });

@@ -42,6 +42,23 @@ pub struct TableLabels {
     pub table: &'static str,
 }
 
+/// A step of one report's way through the collector, timed by `ingest_stage_seconds`.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Stage {
+    /// Decompressing, parsing and validating the body.
+    Decode,
+    /// A snapshot's wait for the store's list of the cluster's live objects.
+    Lookup,
+    /// From handing the rows to the batch writer until ClickHouse accepted them.
+    Write,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    pub stage: Stage,
+    pub kind: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BatchLabels {
     pub table: &'static str,
@@ -53,10 +70,12 @@ pub struct CollectorMetrics {
     pub reports: Family<ReportLabels, Counter>,
     pub rejects: Family<RejectLabels, Counter>,
     pub rows: Counter,
+    pub unchanged_rows: Counter,
     pub request_bytes: Counter,
     pub batches: Family<BatchLabels, Counter>,
     pub flush_seconds: Family<TableLabels, Histogram>,
     pub backlog_rows: Family<TableLabels, Gauge>,
+    pub stage_seconds: Family<StageLabels, Histogram>,
 }
 
 impl CollectorMetrics {
@@ -65,12 +84,16 @@ impl CollectorMetrics {
             reports: Family::default(),
             rejects: Family::default(),
             rows: Counter::default(),
+            unchanged_rows: Counter::default(),
             request_bytes: Counter::default(),
             batches: Family::default(),
             flush_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.005, 2.0, 14))
             }),
             backlog_rows: Family::default(),
+            stage_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
+            }),
         };
         let registry = registry.sub_registry_with_prefix("fleetscope_collector");
         registry.register(
@@ -87,6 +110,11 @@ impl CollectorMetrics {
             "rows_ingested",
             "Observed rows ClickHouse accepted",
             metrics.rows.clone(),
+        );
+        registry.register(
+            "rows_unchanged",
+            "Snapshot rows not written because the store held the same change unchanged",
+            metrics.unchanged_rows.clone(),
         );
         registry.register(
             "request_bytes",
@@ -108,7 +136,19 @@ impl CollectorMetrics {
             "Rows waiting to be written, by table",
             metrics.backlog_rows.clone(),
         );
+        registry.register(
+            "ingest_stage_seconds",
+            "Time one report spent in a stage of ingest, by stage and report kind",
+            metrics.stage_seconds.clone(),
+        );
         metrics
+    }
+
+    /// Records `elapsed` for one report of `kind` in `stage`.
+    pub fn stage(&self, stage: Stage, kind: &'static str, elapsed: std::time::Duration) {
+        self.stage_seconds
+            .get_or_create(&StageLabels { stage, kind })
+            .observe(elapsed.as_secs_f64());
     }
 
     pub fn reject(&self, reason: Reason) {

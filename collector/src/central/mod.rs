@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, RwLock};
 use crate::protocol::{self, DecodeError, ReportKind, ValidReport};
 use auth::{AgentAuth, AuthError};
 use lookup::{LiveObjectLookup, LookupConfig};
-use metrics::{BatchLabels, CollectorMetrics, Outcome, Reason, ReportLabels, TableLabels};
+use metrics::{BatchLabels, CollectorMetrics, Outcome, Reason, ReportLabels, Stage, TableLabels};
 
 /// The group auto-registered clusters are placed in until the platform repo places them.
 pub const UNASSIGNED_GROUP: &str = "unassigned";
@@ -75,7 +75,11 @@ impl Default for CollectorOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IngestReceipt {
     Stored {
+        /// Object rows written, inferred deletions included.
         rows: usize,
+        /// A snapshot's objects whose change the store already held unchanged: not written
+        /// again.
+        unchanged: usize,
     },
     /// Already stored earlier; nothing was written again. Carries what this collector
     /// acknowledged for the cluster, so an agent whose counters fell behind can tell.
@@ -408,11 +412,32 @@ impl Collector {
             .chain([report.change_seq_high])
             .max()
             .unwrap_or(0);
-        let rows: Vec<ObservedRow> = report
+        let mut rows: Vec<ObservedRow> = report
             .items
             .iter()
             .map(|item| ObservedRow::new(item, now))
             .collect();
+        // A snapshot: what the store holds for the cluster is read first (one query for many
+        // concurrent snapshots). Objects it holds with the same change in the same state are
+        // not written again, and objects it holds that the snapshot does not list are deleted.
+        let mut deletions = Vec::new();
+        let mut unchanged = 0;
+        if report.kind == ReportKind::Snapshot {
+            let looking = Instant::now();
+            let stored = self
+                .inner
+                .lookup
+                .observed_rows(report.cluster.as_str())
+                .await
+                .map_err(IngestError::Store)?;
+            self.inner
+                .metrics
+                .stage(Stage::Lookup, report.kind.as_str(), looking.elapsed());
+            let before = rows.len();
+            rows = without_stored_changes(rows, &stored);
+            unchanged = before - rows.len();
+            deletions = inferred_deletions(&report, &stored, now);
+        }
         let heartbeat = HeartbeatRow {
             cluster_id: cluster.clone(),
             seen_at: fleetscope_store::to_datetime(now),
@@ -420,8 +445,10 @@ impl Collector {
             reconciler_names: report.reconcilers.keys().cloned().collect(),
             reconciler_versions: report.reconcilers.values().cloned().collect(),
         };
-        let mut row_count = rows.len();
-        let mut pending: Vec<Pending> = Vec::with_capacity(3);
+        let row_count = rows.len() + deletions.len();
+        rows.append(&mut deletions);
+        let writing = Instant::now();
+        let mut pending: Vec<Pending> = Vec::with_capacity(2);
         if !rows.is_empty() {
             pending.push(
                 self.inner
@@ -436,20 +463,6 @@ impl Collector {
                 .try_submit(vec![heartbeat])
                 .map_err(|err| IngestError::Busy(err.to_string()))?,
         );
-        if report.kind == ReportKind::Snapshot {
-            // Read while the listed rows are being written: the read may see them, but they are
-            // listed, so they never count as gone.
-            let deletions = self.inferred_deletions(&report, now).await?;
-            if !deletions.is_empty() {
-                row_count += deletions.len();
-                pending.push(
-                    self.inner
-                        .observed
-                        .try_submit(deletions)
-                        .map_err(|err| IngestError::Busy(err.to_string()))?,
-                );
-            }
-        }
         let timeout = self.inner.options.ack_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         for p in pending {
@@ -466,6 +479,9 @@ impl Collector {
                 }
             }
         }
+        self.inner
+            .metrics
+            .stage(Stage::Write, report.kind.as_str(), writing.elapsed());
         if tracks_seq {
             let mut acked = self.inner.acked.lock().expect("acked map lock");
             let entry = acked.entry(cluster).or_default();
@@ -473,71 +489,11 @@ impl Collector {
             entry.change_seq = entry.change_seq.max(highest_change_seq);
         }
         self.inner.metrics.rows.inc_by(row_count as u64);
-        Ok(IngestReceipt::Stored { rows: row_count })
-    }
-
-    /// Objects the store holds for the cluster that a snapshot no longer lists were deleted
-    /// while nobody was looking: write their deletion.
-    async fn inferred_deletions(
-        &self,
-        report: &ValidReport,
-        now: Timestamp,
-    ) -> Result<Vec<ObservedRow>, IngestError> {
-        let present: HashSet<(&str, &str, &str)> = report
-            .items
-            .iter()
-            .map(|item| {
-                (
-                    item.object.kind.as_str(),
-                    item.object.namespace.as_str(),
-                    item.object.name.as_str(),
-                )
-            })
-            .collect();
-        let gone = |kind: &str, namespace: &str, name: &str, seq: u64| {
-            seq < report.change_seq_high && !present.contains(&(kind, namespace, name))
-        };
-        // Keys of live objects first (one query for many concurrent snapshots).
-        let live = self
-            .inner
-            .lookup
-            .live_objects(report.cluster.as_str())
-            .await
-            .map_err(IngestError::Store)?;
-        if !live
-            .iter()
-            .any(|o| gone(&o.object_kind, &o.object_namespace, &o.object_name, o.seq))
-        {
-            return Ok(Vec::new());
-        }
-        // Something is gone: read its full rows, whose state the deletion rows carry.
-        let stored = self
-            .inner
-            .lookup
-            .observed_rows(report.cluster.as_str())
-            .await
-            .map_err(IngestError::Store)?;
-        Ok(stored
-            .iter()
-            .filter(|row| {
-                row.deleted == 0
-                    && gone(
-                        &row.object_kind,
-                        &row.object_namespace,
-                        &row.object_name,
-                        row.seq,
-                    )
-            })
-            .map(|row| ObservedRow {
-                deleted: 1,
-                seq: report.change_seq_high,
-                observed_at: fleetscope_store::to_datetime(now),
-                received_at: fleetscope_store::to_datetime(now),
-                reason: "DeletedWhileOffline".into(),
-                message: "not in the agent's snapshot".into(),
-                ..row.clone()
-            })
-            .collect())
+        self.inner.metrics.unchanged_rows.inc_by(unchanged as u64);
+        Ok(IngestReceipt::Stored {
+            rows: row_count,
+            unchanged,
+        })
     }
 
     /// The HTTP routes: `POST /api/v1/ingest`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
@@ -559,6 +515,96 @@ impl Collector {
             .layer(deadline(REQUEST_TIMEOUT));
         ingest.merge(probes).with_state(self.clone())
     }
+}
+
+/// The snapshot's rows less those whose change the store already holds as the object's latest
+/// row, unchanged: the same change number and the same state. Writing them again would only
+/// add duplicates for ClickHouse to merge away (and a later observation time to the history).
+fn without_stored_changes(rows: Vec<ObservedRow>, stored: &[ObservedRow]) -> Vec<ObservedRow> {
+    if stored.is_empty() {
+        return rows;
+    }
+    let latest: HashMap<(&str, &str, &str), &ObservedRow> = stored
+        .iter()
+        .map(|row| {
+            (
+                (
+                    row.object_kind.as_str(),
+                    row.object_namespace.as_str(),
+                    row.object_name.as_str(),
+                ),
+                row,
+            )
+        })
+        .collect();
+    rows.into_iter()
+        .filter(|row| {
+            let key = (
+                row.object_kind.as_str(),
+                row.object_namespace.as_str(),
+                row.object_name.as_str(),
+            );
+            !latest.get(&key).is_some_and(|held| same_change(held, row))
+        })
+        .collect()
+}
+
+/// Whether two rows of one object carry the same change: its number and every column of its
+/// state (the times the collector received and the agent observed it aside).
+fn same_change(a: &ObservedRow, b: &ObservedRow) -> bool {
+    a.seq == b.seq
+        && a.deleted == b.deleted
+        && a.app == b.app
+        && a.version == b.version
+        && a.content_hash == b.content_hash
+        && a.applied_revision == b.applied_revision
+        && a.health == b.health
+        && a.sync == b.sync
+        && a.reason == b.reason
+        && a.message == b.message
+        && a.transitioned_at == b.transitioned_at
+}
+
+/// Objects the store holds for the cluster (`stored`: each object's latest row) that a
+/// snapshot no longer lists, and whose change is older than the snapshot, were deleted while
+/// nobody was looking: their deletion rows, carrying the last known state.
+fn inferred_deletions(
+    report: &ValidReport,
+    stored: &[ObservedRow],
+    now: Timestamp,
+) -> Vec<ObservedRow> {
+    let present: HashSet<(&str, &str, &str)> = report
+        .items
+        .iter()
+        .map(|item| {
+            (
+                item.object.kind.as_str(),
+                item.object.namespace.as_str(),
+                item.object.name.as_str(),
+            )
+        })
+        .collect();
+    stored
+        .iter()
+        .filter(|row| {
+            row.deleted == 0
+                && row.seq < report.change_seq_high
+                && !present.contains(&(
+                    row.object_kind.as_str(),
+                    row.object_namespace.as_str(),
+                    row.object_name.as_str(),
+                ))
+        })
+        .map(|row| ObservedRow {
+            deleted: 1,
+            seq: report.change_seq_high,
+            observed_at: fleetscope_store::to_datetime(now),
+            received_at: fleetscope_store::to_datetime(now),
+            reason: "DeletedWhileOffline".into(),
+            message: "not in the agent's snapshot".into(),
+            ..row.clone()
+        })
+        .collect()
 }
 
 fn error_response(status: StatusCode, message: impl Into<String>, field: Option<&str>) -> Response {
@@ -617,6 +663,7 @@ async fn ingest_handler(
     let gzip = headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    let decoding = Instant::now();
     let report = match protocol::decode(&bytes, gzip) {
         Ok(report) => report,
         Err(err @ DecodeError::DecompressedTooLarge) | Err(err @ DecodeError::TooLarge(_)) => {
@@ -638,13 +685,11 @@ async fn ingest_handler(
             error_response(StatusCode::FORBIDDEN, err.to_string(), Some("cluster")),
         );
     }
-    let kind = match report.kind {
-        ReportKind::Delta => "delta",
-        ReportKind::Snapshot => "snapshot",
-        ReportKind::Heartbeat => "heartbeat",
-    };
+    let kind = report.kind.as_str();
     let seq = report.seq;
-    let valid = match report.validate(now()) {
+    let validated = report.validate(now());
+    metrics.stage(Stage::Decode, kind, decoding.elapsed());
+    let valid = match validated {
         Ok(valid) => valid,
         Err(err) => {
             metrics
@@ -666,7 +711,7 @@ async fn ingest_handler(
     };
     let cluster = valid.cluster.to_string();
     match collector.ingest(valid).await {
-        Ok(IngestReceipt::Stored { rows }) => {
+        Ok(IngestReceipt::Stored { rows, unchanged }) => {
             metrics
                 .reports
                 .get_or_create(&ReportLabels {
@@ -677,7 +722,12 @@ async fn ingest_handler(
             tracing::debug!(cluster, seq, rows, kind, "report stored");
             (
                 StatusCode::OK,
-                Json(json!({ "status": "stored", "seq": seq, "rows": rows })),
+                Json(json!({
+                    "status": "stored",
+                    "seq": seq,
+                    "rows": rows,
+                    "unchanged": unchanged,
+                })),
             )
                 .into_response()
         }
