@@ -453,26 +453,18 @@ impl Ctx {
             let mut fleet = self.agents.fleet.lock().expect("fleet lock");
             let now = Ctx::now();
             for &c in &clusters {
-                fleet.queue_snapshot(c, now);
-                rows += fleet.clusters[c].objects.len() as u64;
-                let queued = fleet.clusters[c]
-                    .outbox
-                    .back()
-                    .expect("just queued")
-                    .clone();
-                reports.push((c, queued));
+                let report = fleet.snapshot(c, now);
+                rows += report.changes.len() as u64;
+                reports.push((c, report));
             }
         }
+        // Nothing else of these clusters is made meanwhile: scenarios run one at a time.
         let encoding = Instant::now();
-        let bodies = encode_all(reports);
+        let bodies = encode_all(&reports);
         {
             let mut fleet = self.agents.fleet.lock().expect("fleet lock");
-            for (c, seq, body) in bodies {
-                let sim = &mut fleet.clusters[c];
-                // Only while it is still the report waiting to go out.
-                if sim.outbox.iter().any(|r| r.seq == seq) {
-                    sim.encoded = Some((seq, body));
-                }
+            for ((c, report), body) in reports.into_iter().zip(bodies) {
+                fleet.queue_encoded(c, report, body);
             }
         }
         let encode_seconds = encoding.elapsed().as_secs_f64();
@@ -988,9 +980,8 @@ impl Ctx {
     }
 }
 
-/// Encodes reports into request bodies on every core (in the order given back: cluster,
-/// report number, body).
-fn encode_all(reports: Vec<(usize, Report)>) -> Vec<(usize, u64, Vec<u8>)> {
+/// Encodes reports into request bodies on every core, in the order given.
+fn encode_all(reports: &[(usize, Report)]) -> Vec<Vec<u8>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = reports.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
@@ -999,7 +990,7 @@ fn encode_all(reports: Vec<(usize, Report)>) -> Vec<(usize, u64, Vec<u8>)> {
             .map(|part| {
                 scope.spawn(move || {
                     part.iter()
-                        .map(|(c, report)| (*c, report.seq, report.encode()))
+                        .map(|(_, report)| report.encode())
                         .collect::<Vec<_>>()
                 })
             })

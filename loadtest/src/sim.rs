@@ -411,15 +411,28 @@ impl SimFleet {
 
     /// Queues a full snapshot of the cluster (what an agent sends when it reconnects).
     pub fn queue_snapshot(&mut self, cluster: usize, now: Timestamp) {
+        let report = self.snapshot(cluster, now);
+        self.clusters[cluster].outbox.push_back(report);
+    }
+
+    /// Makes the cluster's next report a full snapshot, numbered but not yet queued: the
+    /// caller queues it (with [`SimFleet::queue_encoded`]) before anything else of the cluster.
+    pub fn snapshot(&mut self, cluster: usize, now: Timestamp) -> Report {
         let all: Vec<usize> = (0..self.clusters[cluster].objects.len()).collect();
-        let report = Self::report(
+        Self::report(
             &self.apps,
             &mut self.clusters[cluster],
             ReportKind::Snapshot,
             &all,
             now,
-        );
-        self.clusters[cluster].outbox.push_back(report);
+        )
+    }
+
+    /// Queues a report made by [`SimFleet::snapshot`] with its request body already encoded.
+    pub fn queue_encoded(&mut self, cluster: usize, report: Report, body: Vec<u8>) {
+        let sim = &mut self.clusters[cluster];
+        sim.encoded = Some((report.seq, body));
+        sim.outbox.push_back(report);
     }
 
     /// Changes one app's object on a cluster and queues the delta report. Returns false when
