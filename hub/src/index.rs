@@ -1660,11 +1660,29 @@ fn add(into: &mut Counts, from: &Counts) {
     }
 }
 
+/// The renderer's tables with no part of a render in them: read again, once a second, while a
+/// render is being published (see [`Tables::render_in_progress`]).
+async fn complete_tables(store: &Store) -> fleetscope_store::Result<Tables> {
+    loop {
+        let markers = store.change_markers().await?;
+        let tables = Tables::read(store, markers).await?;
+        match tables.render_in_progress(system_now()) {
+            Some(render) => {
+                tracing::info!(
+                    render,
+                    "a render is being published; reading its desired state once it is complete"
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            None => return Ok(tables),
+        }
+    }
+}
+
 /// Reads the whole fleet from the store.
 pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
     let mut fleet = Fleet::default();
-    let markers = store.change_markers().await?;
-    fleet.set_tables(Tables::read(store, markers).await?);
+    fleet.set_tables(complete_tables(store).await?);
     let heartbeats = store.heartbeats_since(Timestamp::EPOCH).await?;
     fleet.apply_heartbeats(heartbeats);
     store
@@ -1675,11 +1693,20 @@ pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
     Ok(fleet)
 }
 
+/// How long the rows of a render may stand without its `renders` row before the hub takes
+/// them as they are. A render is published in seconds, its `renders` row last; rows older than
+/// this belong to a render whose publisher stopped half-way (the next render supersedes them).
+pub const UNFINISHED_RENDER_GRACE: Duration = Duration::from_secs(60);
+
 /// Inventory, membership, desired state and reasons as read at one moment, with the markers read
 /// before them (so a change during the read is seen again at the next refresh).
 #[derive(Debug)]
 pub struct Tables {
     markers: ChangeMarkers,
+    /// After the read: the newest render whose rows the tables hold, when it is newer than the
+    /// newest render published (`markers.last_render`): its publication was under way, so the
+    /// read may hold part of it.
+    unfinished_render: Option<u64>,
     inventory: Vec<ClusterRow>,
     members: Vec<fleetscope_store::queries::CurrentMemberRow>,
     desired: Vec<DesiredRow>,
@@ -1688,15 +1715,31 @@ pub struct Tables {
 }
 
 impl Tables {
+    /// Reads the tables, then the newest render any of them holds rows of: a row read above
+    /// was in before that second read, so a render whose rows were read is never missed.
     pub async fn read(store: &Store, markers: ChangeMarkers) -> fleetscope_store::Result<Tables> {
-        Ok(Tables {
+        let mut tables = Tables {
             markers,
+            unfinished_render: None,
             inventory: store.inventory_rows().await?,
             members: store.current_members().await?,
             desired: store.desired_rows().await?,
             reason_members: store.current_reason_members().await?,
             reason_sets: store.reason_set_rows().await?,
-        })
+        };
+        let newest = store.newest_render_rows().await?.newest();
+        tables.unfinished_render = (newest > markers.last_render).then_some(newest);
+        Ok(tables)
+    }
+
+    /// The render being published when the tables were read, if its rows are younger than
+    /// [`UNFINISHED_RENDER_GRACE`] at `now`: these tables may hold part of it and must not be
+    /// applied (the hub keeps what it has and reads again at the next refresh). Render ids are
+    /// the renderer's clock in milliseconds.
+    pub fn render_in_progress(&self, now: Timestamp) -> Option<u64> {
+        let render = self.unfinished_render?;
+        let age_ms = now.seconds().saturating_mul(1000) - render as i64;
+        (age_ms < UNFINISHED_RENDER_GRACE.as_millis() as i64).then_some(render)
     }
 }
 
@@ -2091,7 +2134,23 @@ impl Index {
         let known_markers = current.markers;
         let markers = self.store.change_markers().await?;
         let tables = if known_markers != Some(markers) {
-            Some(Tables::read(&self.store, markers).await?)
+            let tables = Tables::read(&self.store, markers).await?;
+            match (tables.render_in_progress(now), tables.unfinished_render) {
+                (Some(render), _) => {
+                    // Applied at a later refresh, whole, once its `renders` row is in.
+                    tracing::debug!(render, "a render is being published; keeping the last one");
+                    None
+                }
+                (None, Some(render)) => {
+                    tracing::warn!(
+                        render,
+                        grace = ?UNFINISHED_RENDER_GRACE,
+                        "rows of a render that was never completed are older than the grace: applying them as they are"
+                    );
+                    Some(tables)
+                }
+                (None, None) => Some(tables),
+            }
         } else {
             None
         };

@@ -613,7 +613,7 @@ impl Ctx {
         let render_seconds = started.elapsed().as_secs_f64();
         let published_at = Ctx::now();
         let started = Instant::now();
-        fleetscope_renderer::desired::publish(
+        let published = fleetscope_renderer::desired::publish(
             &self.store,
             &outcome,
             published_at.seconds() as u64 * 1_000,
@@ -621,6 +621,16 @@ impl Ctx {
         )
         .await?;
         let publish_seconds = started.elapsed().as_secs_f64();
+        let t = published.timings;
+        let publish_detail = format!(
+            "read {:.2} s, compare {:.2} s, write {:.2} s: {} desired, {} membership, {} inventory rows",
+            t.read.as_secs_f64(),
+            t.compare.as_secs_f64(),
+            t.write.as_secs_f64(),
+            published.desired_rows + published.removed_rows,
+            published.membership_rows + published.reason_member_rows,
+            published.cluster_rows
+        );
         let (changed_pairs, targets, app_id) = {
             let mut fleet = self.agents.fleet.lock().expect("fleet lock");
             let changed = fleet.apply_render(&outcome, published_at)?;
@@ -645,7 +655,7 @@ impl Ctx {
             (changed, targets, app_id)
         };
         notes.push(format!(
-            "{app} {from} → {to}: rendered in {render_seconds:.2} s ({}), published in {publish_seconds:.2} s; {changed_pairs} pairs changed, {} delivering clusters run it",
+            "{app} {from} → {to}: rendered in {render_seconds:.2} s ({}), published in {publish_seconds:.2} s ({publish_detail}); {changed_pairs} pairs changed, {} delivering clusters run it",
             outcome.summary,
             targets.len()
         ));

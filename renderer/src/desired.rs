@@ -27,6 +27,28 @@ pub struct Published {
     pub reason_set_rows: usize,
     /// Rows of `reason_set_members` written (clusters whose reason set changed or that left).
     pub reason_member_rows: usize,
+    /// Reading what the store holds, comparing it with the render, and writing the difference.
+    pub timings: PublishTimings,
+}
+
+/// Where one publication's time went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PublishTimings {
+    pub read: std::time::Duration,
+    pub compare: std::time::Duration,
+    pub write: std::time::Duration,
+}
+
+/// Whether two inventory rows of one cluster say the same (the render and time that wrote
+/// them aside).
+fn same_inventory(a: &ClusterRow, b: &ClusterRow) -> bool {
+    a.group_path == b.group_path
+        && a.group_prefixes == b.group_prefixes
+        && a.environment == b.environment
+        && a.reconciler == b.reconciler
+        && a.label_keys == b.label_keys
+        && a.label_values == b.label_values
+        && a.removed == b.removed
 }
 
 /// Per render group and app, the reasons of every reason set among the group's clusters, each
@@ -78,8 +100,11 @@ fn membership_changes<'a>(
     changes
 }
 
-/// Writes the desired state of one render. `render_id` must grow from render to render
-/// (the caller uses the time in milliseconds).
+/// Writes the desired state of one render: what differs from what the store holds, so a
+/// one-app change writes a few rows per render group holding the app, whatever the size of the
+/// fleet. `render_id` must grow from render to render (the caller uses the time in
+/// milliseconds). The `renders` row is written last, once every other insert was accepted:
+/// readers show a render only from then on (docs/data-model.md).
 pub async fn publish(
     store: &Store,
     outcome: &RenderOutcome,
@@ -88,9 +113,19 @@ pub async fn publish(
 ) -> Result<Published, fleetscope_store::StoreError> {
     let (platform, assigned, hashes) = (&outcome.platform, &outcome.assigned, &outcome.hashes);
     let (commit, summary) = (outcome.commit.head.as_str(), outcome.summary.as_str());
-    let current: BTreeMap<(String, String), (String, u8)> = store
-        .current_desired()
-        .await?
+    let mut timings = PublishTimings::default();
+    let reading = std::time::Instant::now();
+    // Everything the comparison needs, read first (together, so the reads overlap).
+    let (current, members_now, sets_now, reason_members_now, inventory_now) = tokio::try_join!(
+        store.current_desired(),
+        store.current_members(),
+        store.reason_set_rows(),
+        store.current_reason_members(),
+        store.inventory_rows(),
+    )?;
+    timings.read = reading.elapsed();
+    let comparing = std::time::Instant::now();
+    let current: BTreeMap<(String, String), (String, u8)> = current
         .into_iter()
         .map(|r| ((r.render_group, r.app), (r.content_hash, r.removed)))
         .collect();
@@ -152,9 +187,7 @@ pub async fn publish(
         }
     }
     let in_platform: BTreeSet<&str> = platform.clusters.keys().map(|c| c.as_str()).collect();
-    let members_now: BTreeMap<String, (String, u8)> = store
-        .current_members()
-        .await?
+    let members_now: BTreeMap<String, (String, u8)> = members_now
         .into_iter()
         .map(|m| (m.cluster_id, (m.render_group, m.removed)))
         .collect();
@@ -176,9 +209,7 @@ pub async fn publish(
     .collect();
     // Reason sets are named by their content: a row is written when a reason set appears
     // (or comes back) and when no cluster has it any more.
-    let sets_now: BTreeMap<(String, String), ReasonSetRow> = store
-        .reason_set_rows()
-        .await?
+    let sets_now: BTreeMap<(String, String), ReasonSetRow> = sets_now
         .into_iter()
         .map(|r| ((r.reason_set.clone(), r.app.clone()), r))
         .collect();
@@ -208,9 +239,7 @@ pub async fn publish(
             });
         }
     }
-    let reason_members_now: BTreeMap<String, (String, u8)> = store
-        .current_reason_members()
-        .await?
+    let reason_members_now: BTreeMap<String, (String, u8)> = reason_members_now
         .into_iter()
         .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
         .collect();
@@ -230,36 +259,34 @@ pub async fn publish(
         removed,
     })
     .collect();
-    // The inventory is small (one row per cluster) and carries labels that may have changed
-    // without any desired change: write it whole with each render that changed anything.
+    // The inventory: a row for each cluster whose row would say something else than the
+    // stored one (new clusters, moved, relabelled), and a removal for each cluster taken out of
+    // the platform repo (otherwise it would count as quiet forever).
+    let inventory_now: BTreeMap<&str, &ClusterRow> = inventory_now
+        .iter()
+        .map(|row| (row.cluster_id.as_str(), row))
+        .collect();
     let mut clusters = Vec::new();
-    if !desired.is_empty()
-        || !members.is_empty()
-        || !reason_members.is_empty()
-        || current.is_empty()
-    {
-        for entry in platform.clusters.values() {
-            let cluster = fleetscope_model::Cluster {
-                id: entry.id.clone(),
-                group: entry.group.clone(),
-                environment: entry.environment.clone(),
-                reconciler: entry.reconciler,
-                labels: entry.labels.clone(),
-            };
-            clusters.push(ClusterRow::new(
-                &cluster,
-                &platform.effective_labels(entry),
-                now,
-                render_id,
-            ));
+    for entry in platform.clusters.values() {
+        let cluster = fleetscope_model::Cluster {
+            id: entry.id.clone(),
+            group: entry.group.clone(),
+            environment: entry.environment.clone(),
+            reconciler: entry.reconciler,
+            labels: entry.labels.clone(),
+        };
+        let row = ClusterRow::new(&cluster, &platform.effective_labels(entry), now, render_id);
+        if !inventory_now
+            .get(row.cluster_id.as_str())
+            .is_some_and(|held| same_inventory(held, &row))
+        {
+            clusters.push(row);
         }
     }
-    // Clusters taken out of the platform repo leave the inventory too (their membership is
-    // marked removed above); otherwise they would count as quiet forever.
-    for cluster in store.known_clusters().await? {
-        if !in_platform.contains(cluster.as_str()) {
+    for (cluster, held) in &inventory_now {
+        if held.removed == 0 && !in_platform.contains(cluster) {
             clusters.push(ClusterRow {
-                cluster_id: cluster,
+                cluster_id: (*cluster).to_owned(),
                 group_path: String::new(),
                 group_prefixes: Vec::new(),
                 environment: String::new(),
@@ -272,6 +299,8 @@ pub async fn publish(
             });
         }
     }
+    timings.compare = comparing.elapsed();
+    let writing = std::time::Instant::now();
     if !desired.is_empty() {
         store.insert_rows(&desired).await?;
     }
@@ -299,6 +328,7 @@ pub async fn publish(
             changed_items: (changed + removed) as u32,
         }])
         .await?;
+    timings.write = writing.elapsed();
     Ok(Published {
         render_id,
         desired_rows: changed,
@@ -307,5 +337,6 @@ pub async fn publish(
         cluster_rows: clusters.len(),
         reason_set_rows: reason_sets.len(),
         reason_member_rows: reason_members.len(),
+        timings,
     })
 }

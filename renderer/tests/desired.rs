@@ -93,6 +93,10 @@ async fn desired_state_lands_in_clickhouse_incrementally() {
         .await
         .unwrap();
     assert!(published.removed_rows >= 1, "{published:?}");
+    assert_eq!(
+        published.cluster_rows, 0,
+        "no cluster's inventory row changed, so none is written again: {published:?}"
+    );
     let lab = store.desired_for_cluster("lab-01").await.unwrap();
     assert_eq!(
         lab.iter().map(|r| r.app.as_str()).collect::<Vec<_>>(),

@@ -212,6 +212,10 @@ pub fn read_queries_for(
             queries::arrival_horizons_query(store),
         ),
         render::<queries::ChangeMarkers>("change markers", queries::change_markers_query(store)),
+        render::<queries::NewestRenderRows>(
+            "newest render rows",
+            queries::newest_render_rows_query(store),
+        ),
         render::<HeartbeatRow>(
             "heartbeats since",
             queries::heartbeats_since_query(store, week_ago),

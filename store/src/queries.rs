@@ -886,6 +886,44 @@ pub fn change_markers_query(store: &Store) -> Query {
     )
 }
 
+/// The newest render any row of the renderer's tables belongs to, per table. A number above
+/// the newest row of `renders` (written last) means a render is being published: some of its
+/// rows are in, others may not be yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct NewestRenderRows {
+    pub desired: u64,
+    pub members: u64,
+    pub reason_sets: u64,
+    pub reason_members: u64,
+    pub inventory: u64,
+}
+
+impl NewestRenderRows {
+    /// The highest of them.
+    pub fn newest(&self) -> u64 {
+        [
+            self.desired,
+            self.members,
+            self.reason_sets,
+            self.reason_members,
+            self.inventory,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+}
+
+pub fn newest_render_rows_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT (SELECT max(render_id) FROM desired_latest) AS desired, \
+(SELECT max(render_id) FROM render_group_members) AS members, \
+(SELECT max(render_id) FROM reason_sets) AS reason_sets, \
+(SELECT max(render_id) FROM reason_set_members) AS reason_members, \
+(SELECT max(version) FROM clusters) AS inventory",
+    )
+}
+
 /// The newest `limit` renders, newest first.
 pub fn recent_renders_query(store: &Store, limit: u64) -> Query {
     store
@@ -1005,6 +1043,14 @@ impl Store {
             .fetch_one()
             .await
             .context(|| "reading change markers".to_owned())
+    }
+
+    /// The newest render each of the renderer's tables holds rows of (see [`NewestRenderRows`]).
+    pub async fn newest_render_rows(&self) -> Result<NewestRenderRows> {
+        newest_render_rows_query(self)
+            .fetch_one()
+            .await
+            .context(|| "reading the newest render of each desired-state table".to_owned())
     }
 
     pub async fn recent_renders(&self, limit: u64) -> Result<Vec<crate::RenderRow>> {
