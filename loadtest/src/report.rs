@@ -587,16 +587,41 @@ pub fn targets(r: &LoadtestReport) -> Vec<Target> {
             met,
         })
     };
-    let resync = r.storm.as_ref().unwrap_or(&r.connect);
+    // The first connection writes every row; a storm's snapshots repeat what is stored.
+    let slowest = r.storm.as_ref().map_or(r.connect.rows_per_second, |storm| {
+        storm.rows_per_second.min(r.connect.rows_per_second)
+    });
     add(
-        "full resync through the real ingest path",
-        "≤ 15 s for 3M rows (≥ 200,000 rows/s)",
-        format!(
-            "{} rows in {:.1} s = {:.0} rows/s (first connection: {:.0} rows/s)",
-            resync.rows, resync.seconds, resync.rows_per_second, r.connect.rows_per_second
-        ),
-        Some(resync.rows_per_second >= 200_000.0),
+        "full resync through the real ingest path (first connection; storm)",
+        "≥ 100,000 rows/s (stretch 200,000)",
+        match &r.storm {
+            Some(storm) => format!(
+                "{} rows in {:.1} s = {:.0} rows/s; {:.1} s = {:.0} rows/s",
+                r.connect.rows,
+                r.connect.seconds,
+                r.connect.rows_per_second,
+                storm.seconds,
+                storm.rows_per_second
+            ),
+            None => format!(
+                "{} rows in {:.1} s = {:.0} rows/s",
+                r.connect.rows, r.connect.seconds, r.connect.rows_per_second
+            ),
+        },
+        Some(slowest >= 100_000.0),
     );
+    if let Some(snapshots) = r.ack_latency.iter().find(|a| a.kind == "snapshot") {
+        add(
+            "snapshot acknowledgement during the resyncs",
+            "p99 ≤ 1 s",
+            format!(
+                "p50 {} ms, p99 {} ms",
+                ms(snapshots.p50_ms),
+                ms(snapshots.p99_ms)
+            ),
+            Some(snapshots.p99_ms <= 1_000.0),
+        );
+    }
     match &r.steady {
         Some(s) => {
             add(
@@ -685,19 +710,27 @@ pub fn targets(r: &LoadtestReport) -> Vec<Target> {
     }
     add(
         "full render",
-        "≤ 20 s",
+        "≤ 10 s",
         format!(
             "{:.1} s ({} render groups, {} files)",
             r.render.render_seconds, r.render.render_groups, r.render.files
         ),
-        Some(r.render.render_seconds <= 20.0),
+        Some(r.render.render_seconds <= 10.0),
     );
     if let Some(rollout) = &r.rollout {
         add(
             "one-app change render",
-            "≤ 1 s",
+            "≤ 0.5 s",
             format!("{:.2} s ({})", rollout.render_seconds, rollout.app),
-            Some(rollout.render_seconds <= 1.0),
+            Some(rollout.render_seconds <= 0.5),
+        );
+        // The design's targets: 2 s at 30,000 clusters, 5 s at 100,000.
+        let limit = if r.clusters > 30_000 { 5.0 } else { 2.0 };
+        add(
+            "desired-state publish of the one-app rollout",
+            &format!("≤ {limit:.0} s"),
+            format!("{:.2} s", rollout.publish_seconds),
+            Some(rollout.publish_seconds <= limit),
         );
     }
     out
