@@ -78,22 +78,74 @@ fn membership_changes<'a>(
     changes
 }
 
-/// Writes the desired state of one render. `render_id` must grow from render to render
-/// (the caller uses the time in milliseconds).
-pub async fn publish(
-    store: &Store,
-    outcome: &RenderOutcome,
-    render_id: u64,
-    now: Timestamp,
-) -> Result<Published, fleetscope_store::StoreError> {
+/// What the store holds before a publication, as [`rows`] compares against it.
+#[derive(Debug, Clone, Default)]
+pub struct Current {
+    /// (render group, app) → (content hash, removed).
+    pub desired: BTreeMap<(String, String), (String, u8)>,
+    /// Cluster → (render group, removed).
+    pub members: BTreeMap<String, (String, u8)>,
+    /// (reason set, app) → its latest row.
+    pub reason_sets: BTreeMap<(String, String), ReasonSetRow>,
+    /// Cluster → (reason set, removed).
+    pub reason_members: BTreeMap<String, (String, u8)>,
+    /// Every cluster the inventory has.
+    pub known_clusters: Vec<String>,
+}
+
+impl Current {
+    /// Reads what the store holds.
+    pub async fn read(store: &Store) -> Result<Current, fleetscope_store::StoreError> {
+        Ok(Current {
+            desired: store
+                .current_desired()
+                .await?
+                .into_iter()
+                .map(|r| ((r.render_group, r.app), (r.content_hash, r.removed)))
+                .collect(),
+            members: store
+                .current_members()
+                .await?
+                .into_iter()
+                .map(|m| (m.cluster_id, (m.render_group, m.removed)))
+                .collect(),
+            reason_sets: store
+                .reason_set_rows()
+                .await?
+                .into_iter()
+                .map(|r| ((r.reason_set.clone(), r.app.clone()), r))
+                .collect(),
+            reason_members: store
+                .current_reason_members()
+                .await?
+                .into_iter()
+                .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
+                .collect(),
+            known_clusters: store.known_clusters().await?,
+        })
+    }
+}
+
+/// The rows one publication writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rows {
+    pub desired: Vec<DesiredRow>,
+    pub members: Vec<MembershipRow>,
+    pub reason_sets: Vec<ReasonSetRow>,
+    pub reason_members: Vec<ReasonMemberRow>,
+    pub clusters: Vec<ClusterRow>,
+    pub render: RenderRow,
+    /// Desired rows for apps present, and for apps marked removed.
+    pub changed: usize,
+    pub removed: usize,
+}
+
+/// The rows that bring the store from `current` to the desired state of one render: a pure
+/// function of the render and what the store held.
+pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Timestamp) -> Rows {
     let (platform, assigned, hashes) = (&outcome.platform, &outcome.assigned, &outcome.hashes);
     let (commit, summary) = (outcome.commit.head.as_str(), outcome.summary.as_str());
-    let current: BTreeMap<(String, String), (String, u8)> = store
-        .current_desired()
-        .await?
-        .into_iter()
-        .map(|r| ((r.render_group, r.app), (r.content_hash, r.removed)))
-        .collect();
+    let current_desired = &current.desired;
     let group_reasons = render_group_reasons(assigned);
     let mut desired = Vec::new();
     let mut present = BTreeSet::new();
@@ -102,7 +154,7 @@ pub async fn publish(
             let key = (group.clone(), a.app.to_string());
             let hash = &hashes[&key];
             present.insert(key.clone());
-            if current
+            if current_desired
                 .get(&key)
                 .is_some_and(|(h, removed)| h == hash && *removed == 0)
             {
@@ -133,7 +185,7 @@ pub async fn publish(
     }
     let changed = desired.len();
     let mut removed = 0;
-    for ((group, app), (hash, was_removed)) in &current {
+    for ((group, app), (hash, was_removed)) in current_desired {
         if *was_removed == 0 && !present.contains(&(group.clone(), app.clone())) {
             removed += 1;
             desired.push(DesiredRow {
@@ -152,14 +204,9 @@ pub async fn publish(
         }
     }
     let in_platform: BTreeSet<&str> = platform.clusters.keys().map(|c| c.as_str()).collect();
-    let members_now: BTreeMap<String, (String, u8)> = store
-        .current_members()
-        .await?
-        .into_iter()
-        .map(|m| (m.cluster_id, (m.render_group, m.removed)))
-        .collect();
+    let members_now = &current.members;
     let members: Vec<MembershipRow> = membership_changes(
-        &members_now,
+        members_now,
         assigned
             .members
             .iter()
@@ -176,12 +223,7 @@ pub async fn publish(
     .collect();
     // Reason sets are named by their content: a row is written when a reason set appears
     // (or comes back) and when no cluster has it any more.
-    let sets_now: BTreeMap<(String, String), ReasonSetRow> = store
-        .reason_set_rows()
-        .await?
-        .into_iter()
-        .map(|r| ((r.reason_set.clone(), r.app.clone()), r))
-        .collect();
+    let sets_now = &current.reason_sets;
     let mut reason_sets = Vec::new();
     for (name, apps) in &assigned.reason_sets {
         for a in apps {
@@ -199,7 +241,7 @@ pub async fn publish(
             });
         }
     }
-    for ((name, _), row) in &sets_now {
+    for ((name, _), row) in sets_now {
         if row.removed == 0 && !assigned.reason_sets.contains_key(name) {
             reason_sets.push(ReasonSetRow {
                 render_id,
@@ -208,14 +250,9 @@ pub async fn publish(
             });
         }
     }
-    let reason_members_now: BTreeMap<String, (String, u8)> = store
-        .current_reason_members()
-        .await?
-        .into_iter()
-        .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
-        .collect();
+    let reason_members_now = &current.reason_members;
     let reason_members: Vec<ReasonMemberRow> = membership_changes(
-        &reason_members_now,
+        reason_members_now,
         assigned
             .reason_set_of
             .iter()
@@ -236,7 +273,7 @@ pub async fn publish(
     if !desired.is_empty()
         || !members.is_empty()
         || !reason_members.is_empty()
-        || current.is_empty()
+        || current_desired.is_empty()
     {
         for entry in platform.clusters.values() {
             let cluster = fleetscope_model::Cluster {
@@ -256,10 +293,10 @@ pub async fn publish(
     }
     // Clusters taken out of the platform repo leave the inventory too (their membership is
     // marked removed above); otherwise they would count as quiet forever.
-    for cluster in store.known_clusters().await? {
+    for cluster in &current.known_clusters {
         if !in_platform.contains(cluster.as_str()) {
             clusters.push(ClusterRow {
-                cluster_id: cluster,
+                cluster_id: cluster.clone(),
                 group_path: String::new(),
                 group_prefixes: Vec::new(),
                 environment: String::new(),
@@ -272,40 +309,63 @@ pub async fn publish(
             });
         }
     }
-    if !desired.is_empty() {
-        store.insert_rows(&desired).await?;
+    let render = RenderRow {
+        render_id,
+        commit: commit.to_owned(),
+        platform_commit: String::new(),
+        rendered_at: fleetscope_store::to_datetime(now),
+        summary: summary.to_owned(),
+        render_groups: assigned.groups.len() as u32,
+        clusters: assigned.members.len() as u32,
+        changed_items: (changed + removed) as u32,
+    };
+    Rows {
+        desired,
+        members,
+        reason_sets,
+        reason_members,
+        clusters,
+        render,
+        changed,
+        removed,
     }
-    if !members.is_empty() {
-        store.insert_rows(&members).await?;
+}
+
+/// Writes the desired state of one render. `render_id` must grow from render to render
+/// (the caller uses the time in milliseconds).
+pub async fn publish(
+    store: &Store,
+    outcome: &RenderOutcome,
+    render_id: u64,
+    now: Timestamp,
+) -> Result<Published, fleetscope_store::StoreError> {
+    let current = Current::read(store).await?;
+    let rows = rows(outcome, &current, render_id, now);
+    if !rows.desired.is_empty() {
+        store.insert_rows(&rows.desired).await?;
     }
-    if !reason_sets.is_empty() {
-        store.insert_rows(&reason_sets).await?;
+    if !rows.members.is_empty() {
+        store.insert_rows(&rows.members).await?;
     }
-    if !reason_members.is_empty() {
-        store.insert_rows(&reason_members).await?;
+    if !rows.reason_sets.is_empty() {
+        store.insert_rows(&rows.reason_sets).await?;
     }
-    if !clusters.is_empty() {
-        store.insert_rows(&clusters).await?;
+    if !rows.reason_members.is_empty() {
+        store.insert_rows(&rows.reason_members).await?;
+    }
+    if !rows.clusters.is_empty() {
+        store.insert_rows(&rows.clusters).await?;
     }
     store
-        .insert_rows(&[RenderRow {
-            render_id,
-            commit: commit.to_owned(),
-            platform_commit: String::new(),
-            rendered_at: fleetscope_store::to_datetime(now),
-            summary: summary.to_owned(),
-            render_groups: assigned.groups.len() as u32,
-            clusters: assigned.members.len() as u32,
-            changed_items: (changed + removed) as u32,
-        }])
+        .insert_rows(std::slice::from_ref(&rows.render))
         .await?;
     Ok(Published {
         render_id,
-        desired_rows: changed,
-        removed_rows: removed,
-        membership_rows: members.len(),
-        cluster_rows: clusters.len(),
-        reason_set_rows: reason_sets.len(),
-        reason_member_rows: reason_members.len(),
+        desired_rows: rows.changed,
+        removed_rows: rows.removed,
+        membership_rows: rows.members.len(),
+        cluster_rows: rows.clusters.len(),
+        reason_set_rows: rows.reason_sets.len(),
+        reason_member_rows: rows.reason_members.len(),
     })
 }
