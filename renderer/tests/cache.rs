@@ -96,6 +96,50 @@ enum Seen {
     Invalid(Vec<String>),
 }
 
+/// Panics unless `a` and `b` are equal, naming first what differs (the paths of the tree, the
+/// parts of the outcome) rather than printing both whole.
+fn assert_same(a: &Seen, b: &Seen, context: &str) {
+    if a == b {
+        return;
+    }
+    if let (
+        Seen::Rendered {
+            tree: tree_a,
+            platform: platform_a,
+            assigned: assigned_a,
+            hashes: hashes_a,
+            warnings: warnings_a,
+            rows: rows_a,
+        },
+        Seen::Rendered {
+            tree: tree_b,
+            platform: platform_b,
+            assigned: assigned_b,
+            hashes: hashes_b,
+            warnings: warnings_b,
+            rows: rows_b,
+        },
+    ) = (a, b)
+    {
+        let paths: Vec<&String> = tree_a
+            .keys()
+            .chain(tree_b.keys())
+            .filter(|path| tree_a.get(*path) != tree_b.get(*path))
+            .take(10)
+            .collect();
+        let parts = [
+            ("platform", platform_a != platform_b),
+            ("assigned", assigned_a != assigned_b),
+            ("hashes", hashes_a != hashes_b),
+            ("warnings", warnings_a != warnings_b),
+            ("desired rows", rows_a != rows_b),
+        ];
+        let parts: Vec<&str> = parts.iter().filter(|(_, d)| *d).map(|(n, _)| *n).collect();
+        panic!("{context}: the renders differ in {parts:?} and in the files {paths:?}");
+    }
+    assert_eq!(a, b, "{context}");
+}
+
 fn rows_without_commit(outcome: &RenderOutcome) -> String {
     let mut rows = desired::rows(
         outcome,
@@ -193,12 +237,16 @@ impl Fleet {
         let valid = warm_result.is_ok();
         let warm_seen = seen(warm_result, self.warm.path());
         let twin_seen = seen(twin_result, twin.path());
-        assert_eq!(warm_seen, twin_seen, "{context}: warm and twin");
+        assert_same(&warm_seen, &twin_seen, &format!("{context}: warm and twin"));
         // A bare repository: the same render and commit, without writing a work tree.
         let fresh = tempfile::tempdir().unwrap();
         git2::Repository::init_bare(fresh.path()).unwrap();
         let cold_seen = seen(render(self.platform.path(), fresh.path()), fresh.path());
-        assert_eq!(warm_seen, cold_seen, "{context}: warm and a fresh output");
+        assert_same(
+            &warm_seen,
+            &cold_seen,
+            &format!("{context}: warm and a fresh output"),
+        );
         match (fleetscope_renderer::plan(self.platform.path()), &warm_seen) {
             (
                 Ok((platform, assigned)),
@@ -531,6 +579,10 @@ enum Change {
     AppVersion(usize),
     GroupLabel(usize),
     PolicyPriority(usize),
+    /// Renames environment `stage` (away from its clusters) or back.
+    Environment,
+    /// Removes the GitOps repository document, or puts it back.
+    GitOpsRepository,
     NamespaceQuota,
     /// Writes bytes that do not parse into the `n`-th file.
     Break(usize),
@@ -553,6 +605,8 @@ fn change() -> impl Strategy<Value = Change> {
         3 => n.clone().prop_map(Change::AppVersion),
         1 => n.clone().prop_map(Change::GroupLabel),
         1 => n.clone().prop_map(Change::PolicyPriority),
+        1 => Just(Change::Environment),
+        1 => Just(Change::GitOpsRepository),
         1 => Just(Change::NamespaceQuota),
         1 => n.clone().prop_map(Change::Break),
         2 => n.prop_map(Change::Cache),
@@ -656,6 +710,26 @@ impl Fleet {
             }),
             Change::PolicyPriority(n) => {
                 self.edit_nth(*n, "priority: ", |line| format!("{line}{}", n % 3))
+            }
+            Change::Environment => {
+                if let Ok(text) = std::fs::read_to_string(self.path("environments.yaml")) {
+                    let text = if text.contains("name: stage\n") {
+                        text.replace("name: stage\n", "name: staging\n")
+                    } else {
+                        text.replace("name: staging\n", "name: stage\n")
+                    };
+                    self.write("environments.yaml", &text);
+                }
+            }
+            Change::GitOpsRepository => {
+                if self.path("gitops.yaml").exists() {
+                    self.remove("gitops.yaml");
+                } else {
+                    self.write(
+                        "gitops.yaml",
+                        "kind: GitOpsRepository\nurl: https://git.example.com/again.git\n",
+                    );
+                }
             }
             Change::NamespaceQuota => {
                 self.edit_nth(0, "quota: {requests.cpu: ", |line| line.replace('8', "12"))
