@@ -385,15 +385,19 @@ pub fn assign_with_matches(
             })
             .collect());
     }
-    let mut assigned = Assigned::default();
-    for (id, (slot, reason_slot)) in cluster_slot {
-        assigned
-            .members
-            .insert(id.clone(), contents[slot].0.clone());
-        assigned
-            .reason_set_of
-            .insert(id, reason_names[reason_slot].clone());
-    }
+    // The clusters come in id order, so the maps are built in one pass rather than by
+    // inserting one at a time.
+    let mut assigned = Assigned {
+        members: cluster_slot
+            .iter()
+            .map(|(id, (slot, _))| (id.clone(), contents[*slot].0.clone()))
+            .collect(),
+        reason_set_of: cluster_slot
+            .into_iter()
+            .map(|(id, (_, reason_slot))| (id, reason_names[reason_slot].clone()))
+            .collect(),
+        ..Assigned::default()
+    };
     assigned.reason_sets = reason_sets;
     for (name, content) in contents {
         assigned.groups.insert(name, content);

@@ -118,6 +118,28 @@ fn undefined_environment(origin: &Origin, environment: &str) -> PlatformError {
     )
 }
 
+/// Adds a cluster to the platform unless its id is taken: then the error names the first
+/// cluster with that id (the message every other kind's duplicates get).
+fn add_cluster(platform: &mut Platform, errors: &mut Vec<PlatformError>, entry: ClusterEntry) {
+    match platform.clusters.entry(entry.id.clone()) {
+        std::collections::btree_map::Entry::Occupied(first) => {
+            let first = &first.get().origin;
+            errors.push(entry.origin.error(
+                "id",
+                format!(
+                    "cluster {:?} is already defined in {}#{}",
+                    entry.id.as_str(),
+                    first.file,
+                    first.document
+                ),
+            ));
+        }
+        std::collections::btree_map::Entry::Vacant(slot) => {
+            slot.insert(entry);
+        }
+    }
+}
+
 /// Whether `key` can name a cluster value, which reaches the cluster as a substitution
 /// variable: letters, digits and `_`, not starting with a digit.
 pub fn is_substitution_variable(key: &str) -> bool {
@@ -240,14 +262,8 @@ pub fn build_inputs<'a>(
                         &entry.origin,
                         entry.environment.as_str(),
                     ));
-                } else if unique(
-                    &mut errors,
-                    "cluster",
-                    entry.id.as_str(),
-                    &entry.origin,
-                    "id",
-                ) {
-                    platform.clusters.insert(entry.id.clone(), entry);
+                } else {
+                    add_cluster(&mut platform, &mut errors, entry);
                 }
                 continue;
             }
@@ -280,20 +296,16 @@ pub fn build_inputs<'a>(
         }
         match (id, group, environment, reconciler) {
             (Ok(id), Ok(group), Ok(environment), Ok(reconciler)) => {
-                if unique(&mut errors, "cluster", id.as_str(), origin, "id") {
-                    platform.clusters.insert(
-                        id.clone(),
-                        ClusterEntry {
-                            id,
-                            group,
-                            environment,
-                            reconciler,
-                            labels: doc.labels.clone(),
-                            values: doc.values.clone(),
-                            origin: origin.clone(),
-                        },
-                    );
-                }
+                let entry = ClusterEntry {
+                    id,
+                    group,
+                    environment,
+                    reconciler,
+                    labels: doc.labels.clone(),
+                    values: doc.values.clone(),
+                    origin: origin.clone(),
+                };
+                add_cluster(&mut platform, &mut errors, entry);
             }
             (id, group, environment, reconciler) => {
                 errors.extend(
