@@ -45,7 +45,7 @@ use crate::platform::{self, Document, Origin, Parsed, PlatformError, SourceFile}
 /// The cache's own format; part of every cache file's first line and of every entry's name.
 /// Raise it whenever what is cached, or how it is derived, changes: what parsing, a cluster's
 /// own checks or policy matching make of the same input.
-pub const CACHE_FORMAT: u32 = 1;
+pub const CACHE_FORMAT: u32 = 2;
 
 /// The cache's folder inside the output repository's Git directory.
 pub const CACHE_DIR: &str = "fleetscope-render-cache";
@@ -483,13 +483,17 @@ fn file_entry(
 }
 
 /// An output folder as last checked or written: its tree id and the digest of its inputs, and
-/// for a render group each app's content hash (from its record).
+/// for a render group each app's content hash (from its record) and, where known, the digest
+/// of the inputs of each app's file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckedFolder {
     pub tree: String,
     pub inputs: String,
     pub hashes: BTreeMap<String, String>,
+    /// For a render group, app → the [`crate::output::app_inputs_digest`] its file in this
+    /// tree was rendered from (empty when not known).
+    pub apps: BTreeMap<String, String>,
 }
 
 /// Output folder path → how it was last checked or written.

@@ -284,9 +284,37 @@ fn render_with_digest(
             skip_entries = true;
         }
     }
-    drop(head);
     tracing::debug!(elapsed = ?started.elapsed(), skip_entries, "entry folder checked");
-    let (files, mut hashes) = output::render_files(platform, assigned, &skip, skip_entries);
+    // In the render groups rendered again, the files of apps whose inputs did not change are
+    // taken from the last commit as they are: a one-app change renders one app per group.
+    let app_digests: BTreeMap<&String, BTreeMap<String, String>> = assigned
+        .groups
+        .iter()
+        .filter(|(name, _)| !skip.contains(*name))
+        .map(|(name, content)| {
+            let digests = content
+                .assignments
+                .iter()
+                .map(|a| {
+                    let digest = output::app_inputs_digest(platform, content, a, name);
+                    (a.app.to_string(), digest)
+                })
+                .collect();
+            (name, digests)
+        })
+        .collect();
+    let reused = match &head {
+        Some(head) => reusable_apps(&repo, head, &app_digests, &checked),
+        None => BTreeMap::new(),
+    };
+    drop(head);
+    tracing::debug!(
+        elapsed = ?started.elapsed(),
+        reused = reused.values().map(BTreeMap::len).sum::<usize>(),
+        "app files to reuse found"
+    );
+    let (files, mut hashes) =
+        output::render_files_reusing(platform, assigned, &skip, skip_entries, &reused);
     hashes.extend(kept_hashes);
     tracing::debug!(elapsed = ?started.elapsed(), files = files.len(), kept = kept.len(), "rendered");
     let mut summary = String::new();
@@ -304,7 +332,14 @@ fn render_with_digest(
     if commit.commit.is_none() {
         summary = "render: nothing changed".to_owned();
     }
-    let folders = checked_folders(&repo, &group_inputs, &entries_inputs, &hashes);
+    let folders = checked_folders(
+        &repo,
+        &group_inputs,
+        &entries_inputs,
+        &hashes,
+        &app_digests,
+        &checked,
+    );
     render_cache.store(&planned, &folders);
     tracing::debug!(elapsed = ?started.elapsed(), "render cache written");
     let warnings = warnings(assigned);
@@ -347,19 +382,35 @@ fn kept_folder(
 /// folder's tree id, the digest of the inputs it was rendered from, and its apps' content
 /// hashes. Every folder here holds, by construction, exactly what its record lists; tests (debug
 /// builds) check it with [`git::reusable_folder`].
+///
+/// A render group rendered now records each app's inputs digest (`app_digests`); one kept
+/// keeps those the cache had for it (`previous`) when it is the same tree.
 fn checked_folders(
     repo: &git2::Repository,
     group_inputs: &BTreeMap<&String, String>,
     entries_inputs: &str,
     hashes: &output::ContentHashes,
+    app_digests: &BTreeMap<&String, BTreeMap<String, String>>,
+    previous: &cache::CheckedFolders,
 ) -> cache::CheckedFolders {
     let mut folders = cache::CheckedFolders::new();
     let Some(head) = git::head_tree(repo) else {
         return folders;
     };
-    let mut add = |path: String, inputs: &str, hashes: BTreeMap<String, String>| {
+    let mut add = |path: String,
+                   inputs: &str,
+                   hashes: BTreeMap<String, String>,
+                   apps: Option<&BTreeMap<String, String>>| {
         let Ok(entry) = head.get_path(Path::new(&path)) else {
             return;
+        };
+        let apps = match apps {
+            Some(apps) => apps.clone(),
+            None => previous
+                .get(&path)
+                .filter(|folder| folder.tree == entry.id().to_string())
+                .map(|folder| folder.apps.clone())
+                .unwrap_or_default(),
         };
         if cfg!(debug_assertions) {
             let record = git::reusable_folder(repo, &head, &path, inputs);
@@ -374,6 +425,7 @@ fn checked_folders(
             tree: entry.id().to_string(),
             inputs: inputs.to_owned(),
             hashes,
+            apps,
         };
         folders.insert(path, folder);
     };
@@ -383,8 +435,58 @@ fn checked_folders(
             .take_while(|((group, _), _)| group == *name)
             .map(|((_, app), hash)| (app.clone(), hash.clone()))
             .collect();
-        add(format!("render-groups/{name}"), inputs, group_hashes);
+        let apps = app_digests.get(name);
+        add(format!("render-groups/{name}"), inputs, group_hashes, apps);
     }
-    add("clusters".to_owned(), entries_inputs, BTreeMap::new());
+    add("clusters".to_owned(), entries_inputs, BTreeMap::new(), None);
     folders
+}
+
+/// Per render group about to be rendered again, the app files it can take from the head as
+/// they are: those whose inputs digest (`app_digests`) is the one the render cache recorded
+/// for the file in this very folder tree, with the content hash recorded with it.
+fn reusable_apps(
+    repo: &git2::Repository,
+    head: &git2::Tree<'_>,
+    app_digests: &BTreeMap<&String, BTreeMap<String, String>>,
+    checked: &cache::CheckedFolders,
+) -> BTreeMap<String, output::ReusedApps> {
+    let mut reused = BTreeMap::new();
+    for (name, digests) in app_digests {
+        let path = format!("render-groups/{name}");
+        let Some(folder) = checked.get(&path) else {
+            continue;
+        };
+        let Ok(entry) = head.get_path(Path::new(&path)) else {
+            continue;
+        };
+        let Ok(tree) = repo.find_tree(entry.id()) else {
+            continue;
+        };
+        if folder.tree != tree.id().to_string() {
+            continue;
+        }
+        let mut apps = output::ReusedApps::new();
+        for (app, digest) in digests {
+            let (Some(recorded), Some(hash)) = (folder.apps.get(app), folder.hashes.get(app))
+            else {
+                continue;
+            };
+            if recorded != digest {
+                continue;
+            }
+            let text = tree
+                .get_path(Path::new(&format!("apps/{app}.yaml")))
+                .ok()
+                .and_then(|file| repo.find_blob(file.id()).ok())
+                .and_then(|blob| String::from_utf8(blob.content().to_vec()).ok());
+            if let Some(text) = text {
+                apps.insert(app.clone(), (text, hash.clone()));
+            }
+        }
+        if !apps.is_empty() {
+            reused.insert((*name).clone(), apps);
+        }
+    }
+    reused
 }
