@@ -271,15 +271,18 @@ impl RenderCache {
 /// What [`plan`] gives: the platform and its assignment, and what to keep for the next render.
 #[derive(Debug)]
 pub struct Planned {
+    /// The validated platform, as [`crate::plan`] gives it.
     pub platform: Platform,
+    /// Its assignment, as [`crate::plan`] gives it.
     pub assigned: Assigned,
     /// Cache entries to write: one for every file that was parsed or whose clusters were
     /// matched again, by entry name.
     fresh: Vec<(String, FileEntry)>,
     /// The entry name of every current platform file.
     names: Vec<String>,
-    /// Files found in the cache and files parsed.
+    /// Platform files taken from the cache.
     pub cached_files: usize,
+    /// Platform files parsed (not in the cache, or their entry not usable).
     pub parsed_files: usize,
 }
 
@@ -488,8 +491,11 @@ fn file_entry(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckedFolder {
+    /// The folder's Git tree id (hex).
     pub tree: String,
+    /// The digest of the inputs it holds the rendering of (as its record says).
     pub inputs: String,
+    /// App → content hash (render groups only).
     pub hashes: BTreeMap<String, String>,
     /// For a render group, app → the [`crate::output::app_inputs_digest`] its file in this
     /// tree was rendered from (empty when not known).

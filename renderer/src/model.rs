@@ -100,7 +100,9 @@ impl Platform {
 /// render of the same file).
 #[derive(Debug, Clone)]
 pub enum Input<'a> {
+    /// A document with where it came from, checked in full.
     Document(&'a Origin, &'a Document),
+    /// A cluster whose own document passed every check before (its origin names it).
     CheckedCluster(ClusterEntry),
 }
 
