@@ -527,6 +527,7 @@ impl RenderCache {
 
     fn try_store(&self, planned: &Planned, folders: &CheckedFolders) -> std::io::Result<()> {
         let files_dir = self.files_dir();
+        std::fs::create_dir_all(&files_dir)?;
         for (name, entry) in &planned.fresh {
             let payload = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
             write_cache_file(&files_dir.join(name), &payload)?;
