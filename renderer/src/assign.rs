@@ -116,7 +116,7 @@ impl GroupContent {
 }
 
 /// The result of assigning the whole platform.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Assigned {
     /// Render group name → content.
     pub groups: BTreeMap<String, GroupContent>,
@@ -271,6 +271,34 @@ pub fn assign_matched(
 /// Assigns every cluster and forms the render groups. Conflicts are reported once per
 /// policy and message (not once per cluster).
 pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
+    assign_with_matches(platform, &cluster_matches(platform))
+}
+
+/// The policies (by index, in precedence order) that select each cluster, in the order of
+/// `platform.clusters`.
+pub fn cluster_matches(platform: &Platform) -> Vec<Vec<usize>> {
+    platform
+        .clusters
+        .keys()
+        .map(|id| matching_policies(platform, id))
+        .collect()
+}
+
+/// [`assign`] with the policies that select each cluster already known: `matches` holds, in
+/// the order of `platform.clusters`, what [`matching_policies`] gives for each cluster.
+///
+/// # Panics
+/// When `matches` has another length than `platform.clusters` or names a policy that does
+/// not exist (the render cache checks both before it calls this).
+pub fn assign_with_matches(
+    platform: &Platform,
+    matches: &[Vec<usize>],
+) -> Result<Assigned, Vec<PlatformError>> {
+    assert_eq!(
+        matches.len(),
+        platform.clusters.len(),
+        "one match list per cluster"
+    );
     let mut errors: BTreeMap<(String, usize, String), (PlatformError, usize)> = BTreeMap::new();
     let apps_of = policy_apps(platform);
     // Clusters matched by the same policies (on the same reconciler) get the same content:
@@ -278,21 +306,20 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
     // share a group named by the smallest signature name.
     // Each signature also has its reasons (a reason set): a render group can hold clusters
     // with different reason sets, and one reason set can span render groups.
-    let mut by_signature: BTreeMap<(Reconciler, Vec<usize>), (usize, usize)> = BTreeMap::new();
+    let mut by_signature: BTreeMap<(Reconciler, &[usize]), (usize, usize)> = BTreeMap::new();
     let mut contents: Vec<(String, GroupContent)> = Vec::new();
     let mut by_content: BTreeMap<String, usize> = BTreeMap::new();
     let mut reason_names: Vec<String> = Vec::new();
     let mut reason_sets: BTreeMap<String, ReasonSet> = BTreeMap::new();
     let mut cluster_slot: Vec<(ClusterId, (usize, usize))> =
         Vec::with_capacity(platform.clusters.len());
-    for (id, cluster) in &platform.clusters {
-        let matched = matching_policies(platform, id);
-        let signature = (cluster.reconciler, matched);
+    for ((id, cluster), matched) in platform.clusters.iter().zip(matches) {
+        let signature = (cluster.reconciler, matched.as_slice());
         if let Some(&slots) = by_signature.get(&signature) {
             cluster_slot.push((id.clone(), slots));
             continue;
         }
-        match assign_matched(platform, &apps_of, &signature.1, id) {
+        match assign_matched(platform, &apps_of, signature.1, id) {
             Ok(assignments) => {
                 let reasons: ReasonSet = assignments
                     .iter()
@@ -358,15 +385,19 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
             })
             .collect());
     }
-    let mut assigned = Assigned::default();
-    for (id, (slot, reason_slot)) in cluster_slot {
-        assigned
-            .members
-            .insert(id.clone(), contents[slot].0.clone());
-        assigned
-            .reason_set_of
-            .insert(id, reason_names[reason_slot].clone());
-    }
+    // The clusters come in id order, so the maps are built in one pass rather than by
+    // inserting one at a time.
+    let mut assigned = Assigned {
+        members: cluster_slot
+            .iter()
+            .map(|(id, (slot, _))| (id.clone(), contents[*slot].0.clone()))
+            .collect(),
+        reason_set_of: cluster_slot
+            .into_iter()
+            .map(|(id, (_, reason_slot))| (id, reason_names[reason_slot].clone()))
+            .collect(),
+        ..Assigned::default()
+    };
     assigned.reason_sets = reason_sets;
     for (name, content) in contents {
         assigned.groups.insert(name, content);

@@ -100,35 +100,76 @@ fn membership_changes<'a>(
     changes
 }
 
-/// Writes the desired state of one render: what differs from what the store holds, so a
-/// one-app change writes a few rows per render group holding the app, whatever the size of the
-/// fleet. `render_id` must grow from render to render (the caller uses the time in
-/// milliseconds). The `renders` row is written last, once every other insert was accepted:
-/// readers show a render only from then on (docs/data-model.md).
-pub async fn publish(
-    store: &Store,
-    outcome: &RenderOutcome,
-    render_id: u64,
-    now: Timestamp,
-) -> Result<Published, fleetscope_store::StoreError> {
+/// What the store holds before a publication, as [`rows`] compares against it.
+#[derive(Debug, Clone, Default)]
+pub struct Current {
+    /// (render group, app) → (content hash, removed).
+    pub desired: BTreeMap<(String, String), (String, u8)>,
+    /// Cluster → (render group, removed).
+    pub members: BTreeMap<String, (String, u8)>,
+    /// (reason set, app) → its latest row.
+    pub reason_sets: BTreeMap<(String, String), ReasonSetRow>,
+    /// Cluster → (reason set, removed).
+    pub reason_members: BTreeMap<String, (String, u8)>,
+    /// Cluster → its current inventory row (removed ones included, flagged).
+    pub inventory: BTreeMap<String, ClusterRow>,
+}
+
+impl Current {
+    /// Reads what the store holds: the five reads run concurrently.
+    pub async fn read(store: &Store) -> Result<Current, fleetscope_store::StoreError> {
+        let (desired, members, reason_sets, reason_members, inventory) = tokio::try_join!(
+            store.current_desired(),
+            store.current_members(),
+            store.reason_set_rows(),
+            store.current_reason_members(),
+            store.inventory_rows(),
+        )?;
+        Ok(Current {
+            desired: desired
+                .into_iter()
+                .map(|r| ((r.render_group, r.app), (r.content_hash, r.removed)))
+                .collect(),
+            members: members
+                .into_iter()
+                .map(|m| (m.cluster_id, (m.render_group, m.removed)))
+                .collect(),
+            reason_sets: reason_sets
+                .into_iter()
+                .map(|r| ((r.reason_set.clone(), r.app.clone()), r))
+                .collect(),
+            reason_members: reason_members
+                .into_iter()
+                .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
+                .collect(),
+            inventory: inventory
+                .into_iter()
+                .map(|row| (row.cluster_id.clone(), row))
+                .collect(),
+        })
+    }
+}
+
+/// The rows one publication writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rows {
+    pub desired: Vec<DesiredRow>,
+    pub members: Vec<MembershipRow>,
+    pub reason_sets: Vec<ReasonSetRow>,
+    pub reason_members: Vec<ReasonMemberRow>,
+    pub clusters: Vec<ClusterRow>,
+    pub render: RenderRow,
+    /// Desired rows for apps present, and for apps marked removed.
+    pub changed: usize,
+    pub removed: usize,
+}
+
+/// The rows that bring the store from `current` to the desired state of one render: a pure
+/// function of the render and what the store held.
+pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Timestamp) -> Rows {
     let (platform, assigned, hashes) = (&outcome.platform, &outcome.assigned, &outcome.hashes);
     let (commit, summary) = (outcome.commit.head.as_str(), outcome.summary.as_str());
-    let mut timings = PublishTimings::default();
-    let reading = std::time::Instant::now();
-    // Everything the comparison needs, read first (together, so the reads overlap).
-    let (current, members_now, sets_now, reason_members_now, inventory_now) = tokio::try_join!(
-        store.current_desired(),
-        store.current_members(),
-        store.reason_set_rows(),
-        store.current_reason_members(),
-        store.inventory_rows(),
-    )?;
-    timings.read = reading.elapsed();
-    let comparing = std::time::Instant::now();
-    let current: BTreeMap<(String, String), (String, u8)> = current
-        .into_iter()
-        .map(|r| ((r.render_group, r.app), (r.content_hash, r.removed)))
-        .collect();
+    let current_desired = &current.desired;
     let group_reasons = render_group_reasons(assigned);
     let mut desired = Vec::new();
     let mut present = BTreeSet::new();
@@ -137,7 +178,7 @@ pub async fn publish(
             let key = (group.clone(), a.app.to_string());
             let hash = &hashes[&key];
             present.insert(key.clone());
-            if current
+            if current_desired
                 .get(&key)
                 .is_some_and(|(h, removed)| h == hash && *removed == 0)
             {
@@ -168,7 +209,7 @@ pub async fn publish(
     }
     let changed = desired.len();
     let mut removed = 0;
-    for ((group, app), (hash, was_removed)) in &current {
+    for ((group, app), (hash, was_removed)) in current_desired {
         if *was_removed == 0 && !present.contains(&(group.clone(), app.clone())) {
             removed += 1;
             desired.push(DesiredRow {
@@ -187,12 +228,9 @@ pub async fn publish(
         }
     }
     let in_platform: BTreeSet<&str> = platform.clusters.keys().map(|c| c.as_str()).collect();
-    let members_now: BTreeMap<String, (String, u8)> = members_now
-        .into_iter()
-        .map(|m| (m.cluster_id, (m.render_group, m.removed)))
-        .collect();
+    let members_now = &current.members;
     let members: Vec<MembershipRow> = membership_changes(
-        &members_now,
+        members_now,
         assigned
             .members
             .iter()
@@ -209,10 +247,7 @@ pub async fn publish(
     .collect();
     // Reason sets are named by their content: a row is written when a reason set appears
     // (or comes back) and when no cluster has it any more.
-    let sets_now: BTreeMap<(String, String), ReasonSetRow> = sets_now
-        .into_iter()
-        .map(|r| ((r.reason_set.clone(), r.app.clone()), r))
-        .collect();
+    let sets_now = &current.reason_sets;
     let mut reason_sets = Vec::new();
     for (name, apps) in &assigned.reason_sets {
         for a in apps {
@@ -230,7 +265,7 @@ pub async fn publish(
             });
         }
     }
-    for ((name, _), row) in &sets_now {
+    for ((name, _), row) in sets_now {
         if row.removed == 0 && !assigned.reason_sets.contains_key(name) {
             reason_sets.push(ReasonSetRow {
                 render_id,
@@ -239,12 +274,9 @@ pub async fn publish(
             });
         }
     }
-    let reason_members_now: BTreeMap<String, (String, u8)> = reason_members_now
-        .into_iter()
-        .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
-        .collect();
+    let reason_members_now = &current.reason_members;
     let reason_members: Vec<ReasonMemberRow> = membership_changes(
-        &reason_members_now,
+        reason_members_now,
         assigned
             .reason_set_of
             .iter()
@@ -262,10 +294,6 @@ pub async fn publish(
     // The inventory: a row for each cluster whose row would say something else than the
     // stored one (new clusters, moved, relabelled), and a removal for each cluster taken out of
     // the platform repo (otherwise it would count as quiet forever).
-    let inventory_now: BTreeMap<&str, &ClusterRow> = inventory_now
-        .iter()
-        .map(|row| (row.cluster_id.as_str(), row))
-        .collect();
     let mut clusters = Vec::new();
     for entry in platform.clusters.values() {
         let cluster = fleetscope_model::Cluster {
@@ -276,17 +304,18 @@ pub async fn publish(
             labels: entry.labels.clone(),
         };
         let row = ClusterRow::new(&cluster, &platform.effective_labels(entry), now, render_id);
-        if !inventory_now
-            .get(row.cluster_id.as_str())
+        if !current
+            .inventory
+            .get(&row.cluster_id)
             .is_some_and(|held| same_inventory(held, &row))
         {
             clusters.push(row);
         }
     }
-    for (cluster, held) in &inventory_now {
-        if held.removed == 0 && !in_platform.contains(cluster) {
+    for (cluster, held) in &current.inventory {
+        if held.removed == 0 && !in_platform.contains(cluster.as_str()) {
             clusters.push(ClusterRow {
-                cluster_id: (*cluster).to_owned(),
+                cluster_id: cluster.clone(),
                 group_path: String::new(),
                 group_prefixes: Vec::new(),
                 environment: String::new(),
@@ -299,44 +328,74 @@ pub async fn publish(
             });
         }
     }
+    let render = RenderRow {
+        render_id,
+        commit: commit.to_owned(),
+        platform_commit: String::new(),
+        rendered_at: fleetscope_store::to_datetime(now),
+        summary: summary.to_owned(),
+        render_groups: assigned.groups.len() as u32,
+        clusters: assigned.members.len() as u32,
+        changed_items: (changed + removed) as u32,
+    };
+    Rows {
+        desired,
+        members,
+        reason_sets,
+        reason_members,
+        clusters,
+        render,
+        changed,
+        removed,
+    }
+}
+
+/// Writes the desired state of one render: what differs from what the store holds, so a
+/// one-app change writes a few rows per render group holding the app, whatever the size of the
+/// fleet. `render_id` must grow from render to render (the caller uses the time in
+/// milliseconds). The `renders` row is written last, once every other insert was accepted:
+/// readers show a render only from then on (docs/data-model.md).
+pub async fn publish(
+    store: &Store,
+    outcome: &RenderOutcome,
+    render_id: u64,
+    now: Timestamp,
+) -> Result<Published, fleetscope_store::StoreError> {
+    let mut timings = PublishTimings::default();
+    let reading = std::time::Instant::now();
+    let current = Current::read(store).await?;
+    timings.read = reading.elapsed();
+    let comparing = std::time::Instant::now();
+    let rows = rows(outcome, &current, render_id, now);
     timings.compare = comparing.elapsed();
     let writing = std::time::Instant::now();
-    if !desired.is_empty() {
-        store.insert_rows(&desired).await?;
+    if !rows.desired.is_empty() {
+        store.insert_rows(&rows.desired).await?;
     }
-    if !members.is_empty() {
-        store.insert_rows(&members).await?;
+    if !rows.members.is_empty() {
+        store.insert_rows(&rows.members).await?;
     }
-    if !reason_sets.is_empty() {
-        store.insert_rows(&reason_sets).await?;
+    if !rows.reason_sets.is_empty() {
+        store.insert_rows(&rows.reason_sets).await?;
     }
-    if !reason_members.is_empty() {
-        store.insert_rows(&reason_members).await?;
+    if !rows.reason_members.is_empty() {
+        store.insert_rows(&rows.reason_members).await?;
     }
-    if !clusters.is_empty() {
-        store.insert_rows(&clusters).await?;
+    if !rows.clusters.is_empty() {
+        store.insert_rows(&rows.clusters).await?;
     }
     store
-        .insert_rows(&[RenderRow {
-            render_id,
-            commit: commit.to_owned(),
-            platform_commit: String::new(),
-            rendered_at: fleetscope_store::to_datetime(now),
-            summary: summary.to_owned(),
-            render_groups: assigned.groups.len() as u32,
-            clusters: assigned.members.len() as u32,
-            changed_items: (changed + removed) as u32,
-        }])
+        .insert_rows(std::slice::from_ref(&rows.render))
         .await?;
     timings.write = writing.elapsed();
     Ok(Published {
         render_id,
-        desired_rows: changed,
-        removed_rows: removed,
-        membership_rows: members.len(),
-        cluster_rows: clusters.len(),
-        reason_set_rows: reason_sets.len(),
-        reason_member_rows: reason_members.len(),
+        desired_rows: rows.changed,
+        removed_rows: rows.removed,
+        membership_rows: rows.members.len(),
+        cluster_rows: rows.clusters.len(),
+        reason_set_rows: rows.reason_sets.len(),
+        reason_member_rows: rows.reason_members.len(),
         timings,
     })
 }

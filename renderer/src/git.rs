@@ -351,11 +351,13 @@ const LOOSE_LIMIT: usize = 2_000;
 /// `<type> <size>\0<content>`. Each is written to a temporary file and renamed into place, so
 /// a reader never sees half an object; one already there is left alone.
 fn write_loose(repo: &Repository, odb: &git2::Odb<'_>, objects: &[Oid]) -> Result<(), git2::Error> {
-    use std::io::Write as _;
     let failed = |what: &str, path: &Path, err: std::io::Error| {
         git2::Error::from_str(&format!("{what} {}: {err}", path.display()))
     };
     let root = repo.path().join("objects");
+    // One compressor for every object, reset in between: a new one each time allocates and
+    // clears its tables, which cost more than compressing a small object.
+    let mut compress = flate2::Compress::new(flate2::Compression::default(), true);
     for oid in objects {
         let hex = oid.to_string();
         let dir = root.join(&hex[..2]);
@@ -364,22 +366,34 @@ fn write_loose(repo: &Repository, odb: &git2::Odb<'_>, objects: &[Oid]) -> Resul
             continue;
         }
         let object = odb.read(*oid)?;
-        let kind = object.kind().str();
-        let mut encoder =
-            flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        encoder
-            .write_all(format!("{kind} {}\0", object.len()).as_bytes())
-            .and_then(|()| encoder.write_all(object.data()))
-            .map_err(|err| failed("compressing", &path, err))?;
-        let bytes = encoder
-            .finish()
-            .map_err(|err| failed("compressing", &path, err))?;
+        let mut raw = format!("{} {}\0", object.kind().str(), object.len()).into_bytes();
+        raw.extend_from_slice(object.data());
+        let bytes = zlib(&mut compress, &raw)
+            .map_err(|err| failed("compressing", &path, std::io::Error::other(err.to_string())))?;
         std::fs::create_dir_all(&dir).map_err(|err| failed("creating", &dir, err))?;
         let temporary = dir.join(format!("tmp_obj_{hex}"));
         std::fs::write(&temporary, bytes).map_err(|err| failed("writing", &temporary, err))?;
         std::fs::rename(&temporary, &path).map_err(|err| failed("renaming", &path, err))?;
     }
     Ok(())
+}
+
+/// `raw` as one zlib stream, with `compress` reset first.
+fn zlib(compress: &mut flate2::Compress, raw: &[u8]) -> Result<Vec<u8>, flate2::CompressError> {
+    compress.reset();
+    let mut out = Vec::with_capacity(raw.len() / 2 + 64);
+    loop {
+        if out.capacity() - out.len() < 64 {
+            out.reserve(out.capacity().max(64));
+        }
+        let consumed = usize::try_from(compress.total_in()).unwrap_or(usize::MAX);
+        let input = raw.get(consumed..).unwrap_or_default();
+        if compress.compress_vec(input, &mut out, flate2::FlushCompress::Finish)?
+            == flate2::Status::StreamEnd
+        {
+            return Ok(out);
+        }
+    }
 }
 
 /// Writes the tree and, when it differs from the parent's, the commit object (the branch is
@@ -473,4 +487,33 @@ pub fn read_file(repo: &Repository, path: &str) -> Option<String> {
         return None;
     }
     String::from_utf8(object.as_blob()?.content().to_vec()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read as _;
+
+    use super::*;
+
+    #[test]
+    fn one_compressor_gives_whole_zlib_streams_one_after_another() {
+        let mut compress = flate2::Compress::new(flate2::Compression::default(), true);
+        let large: Vec<u8> = (0..200_000u32).map(|i| (i * 7919 % 251) as u8).collect();
+        for raw in [&b""[..], b"blob 5\0hello", &large, b"tree 0\0"] {
+            let packed = zlib(&mut compress, raw).unwrap();
+            let mut back = Vec::new();
+            flate2::read::ZlibDecoder::new(&packed[..])
+                .read_to_end(&mut back)
+                .unwrap();
+            assert_eq!(back, raw);
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            std::io::Write::write_all(&mut encoder, raw).unwrap();
+            assert_eq!(
+                packed,
+                encoder.finish().unwrap(),
+                "the bytes a new encoder writes"
+            );
+        }
+    }
 }

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod assign;
+pub mod cache;
 pub mod cli;
 pub mod desired;
 pub mod explain;
@@ -153,25 +154,32 @@ pub const DIGEST_TRAILER: &str = "Platform-Digest: ";
 
 /// SHA-256 over the output format and every platform file's path and bytes, in load order.
 pub fn platform_digest(platform_dir: &Path) -> std::io::Result<String> {
+    Ok(files_digest(&platform::read_files(platform_dir)?))
+}
+
+/// [`platform_digest`] of files already read.
+fn files_digest(files: &[platform::SourceFile]) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     hasher.update(OUTPUT_FORMAT.as_bytes());
-    for path in platform::yaml_file_list(platform_dir)? {
-        let relative = path
-            .strip_prefix(platform_dir)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
+    for file in files {
         hasher.update([0]);
-        hasher.update(relative.as_bytes());
+        hasher.update(file.relative.as_bytes());
         hasher.update([0]);
-        hasher.update(std::fs::read(&path)?);
+        hasher.update(&file.bytes);
     }
-    Ok(hasher
+    hasher
         .finalize()
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect())
+        .collect()
+}
+
+/// Every platform file and their digest, or the render's error when one cannot be read.
+fn read_platform(platform_dir: &Path) -> Result<(Vec<platform::SourceFile>, String), RenderError> {
+    let files = platform::read_files(platform_dir).map_err(|err| unreadable(platform_dir, err))?;
+    let digest = files_digest(&files);
+    Ok((files, digest))
 }
 
 /// Like [`render`], but first compares the inputs' digest with the one recorded in the
@@ -181,7 +189,7 @@ pub fn render_if_changed(
     platform_dir: &Path,
     output: &Path,
 ) -> Result<Option<RenderOutcome>, RenderError> {
-    let digest = platform_digest(platform_dir).map_err(|err| unreadable(platform_dir, err))?;
+    let (files, digest) = read_platform(platform_dir)?;
     if let Ok(repo) = git2::Repository::open(output) {
         let head = repo
             .find_reference(git::BRANCH)
@@ -195,14 +203,14 @@ pub fn render_if_changed(
             return Ok(None);
         }
     }
-    render_with_digest(platform_dir, output, &digest).map(Some)
+    render_with_digest(&files, output, &digest).map(Some)
 }
 
 /// Renders `platform_dir` into the Git repository at `output` (created if needed). Nothing is
 /// written when the platform repo is invalid; no commit is made when nothing changed.
 pub fn render(platform_dir: &Path, output: &Path) -> Result<RenderOutcome, RenderError> {
-    let digest = platform_digest(platform_dir).map_err(|err| unreadable(platform_dir, err))?;
-    render_with_digest(platform_dir, output, &digest)
+    let (files, digest) = read_platform(platform_dir)?;
+    render_with_digest(&files, output, &digest)
 }
 
 fn unreadable(platform_dir: &Path, err: std::io::Error) -> RenderError {
@@ -214,30 +222,50 @@ fn unreadable(platform_dir: &Path, err: std::io::Error) -> RenderError {
     }])
 }
 
-/// [`render`] with the inputs' digest already computed (it goes into the commit message).
+/// [`render`] of the platform `files` (read in load order), whose digest goes into the commit
+/// message. Parsed, validated and matched inputs come from the output repository's render
+/// cache where their files did not change (see [`cache`]), and the cache is brought up to date
+/// after the commit.
 fn render_with_digest(
-    platform_dir: &Path,
+    files: &[platform::SourceFile],
     output: &Path,
     digest: &str,
 ) -> Result<RenderOutcome, RenderError> {
     let started = std::time::Instant::now();
-    let (platform, assigned) = plan(platform_dir)?;
-    tracing::debug!(elapsed = ?started.elapsed(), "loaded, validated and assigned");
+    let planned = cache::plan(files, cache::RenderCache::of_output(output).as_ref())
+        .map_err(RenderError::Invalid)?;
+    tracing::debug!(
+        elapsed = ?started.elapsed(),
+        cached_files = planned.cached_files,
+        parsed_files = planned.parsed_files,
+        clusters = planned.platform.clusters.len(),
+        groups = planned.assigned.groups.len(),
+        "loaded, validated and assigned"
+    );
+    let (platform, assigned) = (&planned.platform, &planned.assigned);
     let repo = git::open_or_init(output)?;
+    let render_cache = cache::RenderCache::in_git_dir(repo.path());
+    let checked = render_cache.folders();
+    let group_inputs: BTreeMap<&String, String> = assigned
+        .groups
+        .iter()
+        .map(|(name, content)| (name, output::group_inputs_digest(platform, name, content)))
+        .collect();
+    let entries_inputs = output::entries_inputs_digest(platform, assigned);
+    tracing::debug!(elapsed = ?started.elapsed(), "inputs digests computed");
     // Render group folders whose inputs did not change are kept from the last commit as they
     // are: a one-app change costs the render groups it touches, not all of them.
     let mut kept = BTreeMap::new();
     let mut kept_hashes = output::ContentHashes::new();
-    if let Some(head) = git::head_tree(&repo) {
-        for (name, content) in &assigned.groups {
+    let head = git::head_tree(&repo);
+    if let Some(head) = &head {
+        for (name, inputs) in &group_inputs {
             let path = format!("render-groups/{name}");
-            let inputs = output::group_inputs_digest(&platform, name, content);
-            if let Some((tree, record)) = git::reusable_folder(&repo, &head, &path, &inputs) {
+            if let Some((tree, hashes)) = kept_folder(&repo, head, &path, inputs, &checked) {
                 kept_hashes.extend(
-                    record
-                        .hashes
+                    hashes
                         .into_iter()
-                        .map(|(app, hash)| ((name.clone(), app), hash)),
+                        .map(|(app, hash)| (((*name).clone(), app), hash)),
                 );
                 kept.insert(path, tree);
             }
@@ -250,21 +278,49 @@ fn render_with_digest(
         .collect();
     // Likewise the entry files, as one folder: they change only when clusters do.
     let mut skip_entries = false;
-    if let Some(head) = git::head_tree(&repo) {
-        let inputs = output::entries_inputs_digest(&platform, &assigned);
-        if let Some((tree, _)) = git::reusable_folder(&repo, &head, "clusters", &inputs) {
+    if let Some(head) = &head {
+        if let Some((tree, _)) = kept_folder(&repo, head, "clusters", &entries_inputs, &checked) {
             kept.insert("clusters".to_owned(), tree);
             skip_entries = true;
         }
     }
     tracing::debug!(elapsed = ?started.elapsed(), skip_entries, "entry folder checked");
-    let (files, mut hashes) = output::render_files(&platform, &assigned, &skip, skip_entries);
+    // In the render groups rendered again, the files of apps whose inputs did not change are
+    // taken from the last commit as they are: a one-app change renders one app per group.
+    let app_digests: BTreeMap<&String, BTreeMap<String, String>> = assigned
+        .groups
+        .iter()
+        .filter(|(name, _)| !skip.contains(*name))
+        .map(|(name, content)| {
+            let digests = content
+                .assignments
+                .iter()
+                .map(|a| {
+                    let digest = output::app_inputs_digest(platform, content, a, name);
+                    (a.app.to_string(), digest)
+                })
+                .collect();
+            (name, digests)
+        })
+        .collect();
+    let reused = match &head {
+        Some(head) => reusable_apps(&repo, head, &app_digests, &checked),
+        None => BTreeMap::new(),
+    };
+    drop(head);
+    tracing::debug!(
+        elapsed = ?started.elapsed(),
+        reused = reused.values().map(BTreeMap::len).sum::<usize>(),
+        "app files to reuse found"
+    );
+    let (files, mut hashes) =
+        output::render_files_reusing(platform, assigned, &skip, skip_entries, &reused);
     hashes.extend(kept_hashes);
     tracing::debug!(elapsed = ?started.elapsed(), files = files.len(), kept = kept.len(), "rendered");
     let mut summary = String::new();
     let kept_groups = kept.len() - usize::from(skip_entries);
     let commit = git::commit_files(&repo, &files, &kept, |changed| {
-        summary = summarize(changed, &assigned);
+        summary = summarize(changed, assigned);
         format!(
             "{summary}\n\n{} render groups ({} rendered, {kept_groups} unchanged and kept), {} clusters\n\n{DIGEST_TRAILER}{digest}\n",
             assigned.groups.len(),
@@ -276,7 +332,20 @@ fn render_with_digest(
     if commit.commit.is_none() {
         summary = "render: nothing changed".to_owned();
     }
-    let warnings = warnings(&assigned);
+    let folders = checked_folders(
+        &repo,
+        &group_inputs,
+        &entries_inputs,
+        &hashes,
+        &app_digests,
+        &checked,
+    );
+    render_cache.store(&planned, &folders);
+    tracing::debug!(elapsed = ?started.elapsed(), "render cache written");
+    let warnings = warnings(assigned);
+    let cache::Planned {
+        platform, assigned, ..
+    } = planned;
     Ok(RenderOutcome {
         kept_groups,
         warnings,
@@ -287,4 +356,137 @@ fn render_with_digest(
         commit,
         summary,
     })
+}
+
+/// The head's folder `path`, if it holds what inputs with digest `inputs` render to: known from
+/// the render cache when the folder's tree id and inputs are the ones recorded there, checked
+/// against the folder's record otherwise (see [`git::reusable_folder`]). Its tree id and each
+/// app's content hash.
+fn kept_folder(
+    repo: &git2::Repository,
+    head: &git2::Tree<'_>,
+    path: &str,
+    inputs: &str,
+    checked: &cache::CheckedFolders,
+) -> Option<(git2::Oid, BTreeMap<String, String>)> {
+    let tree = head.get_path(Path::new(path)).ok()?.id();
+    if let Some(folder) = checked.get(path) {
+        if folder.inputs == inputs && folder.tree == tree.to_string() {
+            return Some((tree, folder.hashes.clone()));
+        }
+    }
+    git::reusable_folder(repo, head, path, inputs).map(|(tree, record)| (tree, record.hashes))
+}
+
+/// The head's render group folders and entry folder as the render cache records them: each
+/// folder's tree id, the digest of the inputs it was rendered from, and its apps' content
+/// hashes. Every folder here holds, by construction, exactly what its record lists; tests (debug
+/// builds) check it with [`git::reusable_folder`].
+///
+/// A render group rendered now records each app's inputs digest (`app_digests`); one kept
+/// keeps those the cache had for it (`previous`) when it is the same tree.
+fn checked_folders(
+    repo: &git2::Repository,
+    group_inputs: &BTreeMap<&String, String>,
+    entries_inputs: &str,
+    hashes: &output::ContentHashes,
+    app_digests: &BTreeMap<&String, BTreeMap<String, String>>,
+    previous: &cache::CheckedFolders,
+) -> cache::CheckedFolders {
+    let mut folders = cache::CheckedFolders::new();
+    let Some(head) = git::head_tree(repo) else {
+        return folders;
+    };
+    let mut add = |path: String,
+                   inputs: &str,
+                   hashes: BTreeMap<String, String>,
+                   apps: Option<&BTreeMap<String, String>>| {
+        let Ok(entry) = head.get_path(Path::new(&path)) else {
+            return;
+        };
+        let apps = match apps {
+            Some(apps) => apps.clone(),
+            None => previous
+                .get(&path)
+                .filter(|folder| folder.tree == entry.id().to_string())
+                .map(|folder| folder.apps.clone())
+                .unwrap_or_default(),
+        };
+        if cfg!(debug_assertions) {
+            let record = git::reusable_folder(repo, &head, &path, inputs);
+            assert!(
+                record
+                    .as_ref()
+                    .is_some_and(|(tree, record)| *tree == entry.id() && record.hashes == hashes),
+                "{path} does not hold what its record says"
+            );
+        }
+        let folder = cache::CheckedFolder {
+            tree: entry.id().to_string(),
+            inputs: inputs.to_owned(),
+            hashes,
+            apps,
+        };
+        folders.insert(path, folder);
+    };
+    for (name, inputs) in group_inputs {
+        let group_hashes = hashes
+            .range(((*name).clone(), String::new())..)
+            .take_while(|((group, _), _)| group == *name)
+            .map(|((_, app), hash)| (app.clone(), hash.clone()))
+            .collect();
+        let apps = app_digests.get(name);
+        add(format!("render-groups/{name}"), inputs, group_hashes, apps);
+    }
+    add("clusters".to_owned(), entries_inputs, BTreeMap::new(), None);
+    folders
+}
+
+/// Per render group about to be rendered again, the app files it can take from the head as
+/// they are: those whose inputs digest (`app_digests`) is the one the render cache recorded
+/// for the file in this very folder tree, with the content hash recorded with it.
+fn reusable_apps(
+    repo: &git2::Repository,
+    head: &git2::Tree<'_>,
+    app_digests: &BTreeMap<&String, BTreeMap<String, String>>,
+    checked: &cache::CheckedFolders,
+) -> BTreeMap<String, output::ReusedApps> {
+    let mut reused = BTreeMap::new();
+    for (name, digests) in app_digests {
+        let path = format!("render-groups/{name}");
+        let Some(folder) = checked.get(&path) else {
+            continue;
+        };
+        let Ok(entry) = head.get_path(Path::new(&path)) else {
+            continue;
+        };
+        let Ok(tree) = repo.find_tree(entry.id()) else {
+            continue;
+        };
+        if folder.tree != tree.id().to_string() {
+            continue;
+        }
+        let mut apps = output::ReusedApps::new();
+        for (app, digest) in digests {
+            let (Some(recorded), Some(hash)) = (folder.apps.get(app), folder.hashes.get(app))
+            else {
+                continue;
+            };
+            if recorded != digest {
+                continue;
+            }
+            let text = tree
+                .get_path(Path::new(&format!("apps/{app}.yaml")))
+                .ok()
+                .and_then(|file| repo.find_blob(file.id()).ok())
+                .and_then(|blob| String::from_utf8(blob.content().to_vec()).ok());
+            if let Some(text) = text {
+                apps.insert(app.clone(), (text, hash.clone()));
+            }
+        }
+        if !apps.is_empty() {
+            reused.insert((*name).clone(), apps);
+        }
+    }
+    reused
 }

@@ -11,9 +11,9 @@ use fleetscope_model::{
     ReconcilerKind, Version,
 };
 
-use crate::platform::{Document, Origin, PlatformDocs, PlatformError, Values};
+use crate::platform::{ClusterDoc, Document, Origin, PlatformDocs, PlatformError, Values};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClusterEntry {
     pub id: ClusterId,
     pub group: GroupPath,
@@ -24,7 +24,7 @@ pub struct ClusterEntry {
     pub origin: Origin,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AppEntry {
     pub name: AppName,
     pub version: Version,
@@ -37,7 +37,7 @@ pub struct AppEntry {
     pub origin: Origin,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NamespaceEntry {
     pub name: String,
     pub owners: Vec<String>,
@@ -46,7 +46,7 @@ pub struct NamespaceEntry {
     pub apps: BTreeSet<AppName>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PolicyEntry {
     pub name: String,
     pub apps: AppSelector,
@@ -58,7 +58,7 @@ pub struct PolicyEntry {
 }
 
 /// A platform repo that passed validation.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Platform {
     pub environments: BTreeSet<Environment>,
     pub group_labels: BTreeMap<GroupPath, Labels>,
@@ -95,8 +95,79 @@ impl Platform {
     }
 }
 
+/// One input of [`build_inputs`]: a document as parsed, or a cluster that already passed every
+/// check that depends on its own document alone (kept by the render cache from an earlier
+/// render of the same file).
+#[derive(Debug, Clone)]
+pub enum Input<'a> {
+    /// A document with where it came from, checked in full.
+    Document(&'a Origin, &'a Document),
+    /// A cluster whose own document passed every check before (its origin names it).
+    CheckedCluster(ClusterEntry),
+}
+
+/// A cluster waiting for validation, in document order.
+enum RawCluster<'a> {
+    Document(&'a Origin, &'a ClusterDoc),
+    Checked(ClusterEntry),
+}
+
+/// The error for a cluster whose environment has no `kind: Environment` document.
+fn undefined_environment(origin: &Origin, environment: &str) -> PlatformError {
+    origin.error(
+        "environment",
+        format!("environment {environment:?} is not defined (add a `kind: Environment` document)"),
+    )
+}
+
+/// Adds a cluster to the platform unless its id is taken: then the error names the first
+/// cluster with that id (the message every other kind's duplicates get).
+fn add_cluster(platform: &mut Platform, errors: &mut Vec<PlatformError>, entry: ClusterEntry) {
+    match platform.clusters.entry(entry.id.clone()) {
+        std::collections::btree_map::Entry::Occupied(first) => {
+            let first = &first.get().origin;
+            errors.push(entry.origin.error(
+                "id",
+                format!(
+                    "cluster {:?} is already defined in {}#{}",
+                    entry.id.as_str(),
+                    first.file,
+                    first.document
+                ),
+            ));
+        }
+        std::collections::btree_map::Entry::Vacant(slot) => {
+            slot.insert(entry);
+        }
+    }
+}
+
+/// Whether `key` can name a cluster value, which reaches the cluster as a substitution
+/// variable: letters, digits and `_`, not starting with a digit.
+pub fn is_substitution_variable(key: &str) -> bool {
+    !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !key.starts_with(|c: char| c.is_ascii_digit())
+}
+
 /// Builds and validates the platform from its documents.
 pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
+    build_inputs(
+        docs.documents
+            .iter()
+            .map(|(origin, document)| Input::Document(origin, document)),
+    )
+}
+
+/// Like [`build`], from inputs in file and document order, some of which may be clusters
+/// checked before. A checked cluster is one whose own document passed every check (its id,
+/// group, environment name, reconciler, labels and values); what depends on the other
+/// documents (its environment being defined, its id being unique, an Argo CD cluster needing a
+/// GitOps repository) is checked here again, with the same messages, so the result equals
+/// [`build`] of the documents the checked clusters came from.
+pub fn build_inputs<'a>(
+    inputs: impl IntoIterator<Item = Input<'a>>,
+) -> Result<Platform, Vec<PlatformError>> {
     let mut errors = Vec::new();
     let mut platform = Platform::default();
     let mut seen: BTreeMap<(&str, String), Origin> = BTreeMap::new();
@@ -125,7 +196,14 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
     let mut raw_apps = Vec::new();
     let mut raw_namespaces = Vec::new();
     let mut raw_policies = Vec::new();
-    for (origin, document) in &docs.documents {
+    for input in inputs {
+        let (origin, document) = match input {
+            Input::Document(origin, document) => (origin, document),
+            Input::CheckedCluster(entry) => {
+                raw_clusters.push(RawCluster::Checked(entry));
+                continue;
+            }
+        };
         match document {
             Document::Environment(env) => match Environment::parse(&env.name) {
                 Ok(parsed) if unique(&mut errors, "environment", &env.name, origin, "name") => {
@@ -145,7 +223,7 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
                 }
                 Err(err) => errors.push(origin.error("path", err.to_string())),
             },
-            Document::Cluster(cluster) => raw_clusters.push((origin, cluster)),
+            Document::Cluster(cluster) => raw_clusters.push(RawCluster::Document(origin, cluster)),
             Document::Application(app) => raw_apps.push((origin, app)),
             Document::Namespace(namespace) => raw_namespaces.push((origin, namespace)),
             Document::Policy(policy) => raw_policies.push((origin, policy)),
@@ -177,7 +255,21 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
         }
     }
 
-    for (origin, doc) in raw_clusters {
+    for raw in raw_clusters {
+        let (origin, doc) = match raw {
+            RawCluster::Document(origin, doc) => (origin, doc),
+            RawCluster::Checked(entry) => {
+                if !platform.environments.contains(&entry.environment) {
+                    errors.push(undefined_environment(
+                        &entry.origin,
+                        entry.environment.as_str(),
+                    ));
+                } else {
+                    add_cluster(&mut platform, &mut errors, entry);
+                }
+                continue;
+            }
+        };
         let id = ClusterId::parse(&doc.id).map_err(|err| origin.error("id", err.to_string()));
         let group =
             GroupPath::parse(&doc.group).map_err(|err| origin.error("group", err.to_string()));
@@ -187,13 +279,7 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
                 if platform.environments.contains(&env) {
                     Ok(env)
                 } else {
-                    Err(origin.error(
-                        "environment",
-                        format!(
-                            "environment {:?} is not defined (add a `kind: Environment` document)",
-                            doc.environment
-                        ),
-                    ))
+                    Err(undefined_environment(origin, &doc.environment))
                 }
             });
         let reconciler = Reconciler::parse(&doc.reconciler).ok_or_else(|| {
@@ -206,29 +292,22 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
             errors.push(origin.error("labels", err.to_string()));
         }
         for key in doc.values.keys() {
-            let ok = !key.is_empty()
-                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && !key.starts_with(|c: char| c.is_ascii_digit());
-            if !ok {
+            if !is_substitution_variable(key) {
                 errors.push(origin.error(format!("values.{key}"), format!("{key:?} cannot be a substitution variable (letters, digits and _, not starting with a digit)")));
             }
         }
         match (id, group, environment, reconciler) {
             (Ok(id), Ok(group), Ok(environment), Ok(reconciler)) => {
-                if unique(&mut errors, "cluster", id.as_str(), origin, "id") {
-                    platform.clusters.insert(
-                        id.clone(),
-                        ClusterEntry {
-                            id,
-                            group,
-                            environment,
-                            reconciler,
-                            labels: doc.labels.clone(),
-                            values: doc.values.clone(),
-                            origin: origin.clone(),
-                        },
-                    );
-                }
+                let entry = ClusterEntry {
+                    id,
+                    group,
+                    environment,
+                    reconciler,
+                    labels: doc.labels.clone(),
+                    values: doc.values.clone(),
+                    origin: origin.clone(),
+                };
+                add_cluster(&mut platform, &mut errors, entry);
             }
             (id, group, environment, reconciler) => {
                 errors.extend(

@@ -335,6 +335,55 @@ pub fn render_group_files(
     name: &str,
     content: &GroupContent,
 ) -> (Files, BTreeMap<String, String>) {
+    render_group_files_reusing(platform, name, content, &ReusedApps::new())
+}
+
+/// App files a render group takes as they are from its previous render, because their
+/// [`app_inputs_digest`] did not change: app → (the file's text, the app's content hash).
+pub type ReusedApps = BTreeMap<String, (String, String)>;
+
+/// A digest of everything one app's file in a render group is made of: the output format, the
+/// render group's name and reconciler, the app's version and values there, its source, kind
+/// and namespace, and which of its dependencies the group holds (see [`app_object`]). Equal
+/// digests mean equal files and equal content hashes.
+pub fn app_inputs_digest(
+    platform: &Platform,
+    content: &GroupContent,
+    assignment: &Assignment,
+    render_group: &str,
+) -> String {
+    let app = &platform.apps[&assignment.app];
+    let present: Vec<&str> = app
+        .depends_on
+        .iter()
+        .filter(|dep| content.assignments.iter().any(|a| &a.app == *dep))
+        .map(|dep| dep.as_str())
+        .collect();
+    let part = json!([
+        render_group,
+        content.reconciler.as_str(),
+        assignment.app.as_str(),
+        assignment.version.as_str(),
+        assignment.values,
+        app.source,
+        app.kind,
+        app.namespace,
+        present
+    ]);
+    let mut hasher = Sha256::new();
+    hasher.update(crate::OUTPUT_FORMAT.as_bytes());
+    hasher.update([0]);
+    hasher.update(part.to_string().as_bytes());
+    sha256_text(hasher)
+}
+
+/// [`render_group_files`], taking the files of the apps in `reused` as they are.
+pub fn render_group_files_reusing(
+    platform: &Platform,
+    name: &str,
+    content: &GroupContent,
+    reused: &ReusedApps,
+) -> (Files, BTreeMap<String, String>) {
     let mut files = Files::new();
     let mut hashes = BTreeMap::new();
     let dir = format!("render-groups/{name}");
@@ -369,11 +418,27 @@ pub fn render_group_files(
         }
     }
     for assignment in &content.assignments {
-        let (object, hash) = app_object(platform, content, assignment, name);
-        files.insert(
-            format!("{dir}/apps/{}.yaml", assignment.app),
-            yaml(&[object]),
-        );
+        let (text, hash) = match reused.get(assignment.app.as_str()) {
+            Some((text, hash)) => {
+                if cfg!(debug_assertions) {
+                    // Tests run with debug assertions: every reused file is what rendering
+                    // it again gives.
+                    let (object, fresh) = app_object(platform, content, assignment, name);
+                    assert_eq!(
+                        (&yaml(&[object]), &fresh),
+                        (text, hash),
+                        "{name}/{}",
+                        assignment.app
+                    );
+                }
+                (text.clone(), hash.clone())
+            }
+            None => {
+                let (object, hash) = app_object(platform, content, assignment, name);
+                (yaml(&[object]), hash)
+            }
+        };
+        files.insert(format!("{dir}/apps/{}.yaml", assignment.app), text);
         resources.push(format!("apps/{}.yaml", assignment.app));
         hashes.insert(assignment.app.to_string(), hash);
     }
@@ -453,6 +518,19 @@ pub fn render_files(
     skip: &std::collections::BTreeSet<String>,
     skip_entries: bool,
 ) -> (Files, ContentHashes) {
+    render_files_reusing(platform, assigned, skip, skip_entries, &BTreeMap::new())
+}
+
+/// [`render_files`], each render group taking the app files `reused` holds for it (render
+/// group → [`ReusedApps`]) as they are.
+pub fn render_files_reusing(
+    platform: &Platform,
+    assigned: &Assigned,
+    skip: &std::collections::BTreeSet<String>,
+    skip_entries: bool,
+    reused: &BTreeMap<String, ReusedApps>,
+) -> (Files, ContentHashes) {
+    let nothing_reused = &ReusedApps::new();
     let groups: Vec<(&String, &GroupContent)> = assigned
         .groups
         .iter()
@@ -475,7 +553,9 @@ pub fn render_files(
                 let mut files = Files::new();
                 let mut hashes = BTreeMap::new();
                 for (name, content) in chunk {
-                    let (group_files, group_hashes) = render_group_files(platform, name, content);
+                    let reused = reused.get(*name).unwrap_or(nothing_reused);
+                    let (group_files, group_hashes) =
+                        render_group_files_reusing(platform, name, content, reused);
                     files.extend(group_files);
                     hashes.extend(
                         group_hashes
@@ -547,18 +627,26 @@ pub fn entries_inputs_digest(platform: &Platform, assigned: &Assigned) -> String
             .unwrap_or_default()
             .as_bytes(),
     );
+    // Each cluster's part is the JSON array `[id, render group, reconciler, group,
+    // environment, values]`, written straight into one buffer (30,000 clusters per render).
+    let mut part = Vec::with_capacity(256);
     for (cluster, group) in &assigned.members {
         let entry = &platform.clusters[cluster];
-        let part = json!([
-            cluster.as_str(),
-            group,
-            entry.reconciler.as_str(),
-            entry.group.to_string(),
-            entry.environment.to_string(),
-            entry.values
-        ]);
+        part.clear();
+        serde_json::to_writer(
+            &mut part,
+            &(
+                cluster.as_str(),
+                group,
+                entry.reconciler.as_str(),
+                entry.group.as_str(),
+                entry.environment.as_str(),
+                &entry.values,
+            ),
+        )
+        .expect("strings serialize");
         hasher.update([0]);
-        hasher.update(part.to_string().as_bytes());
+        hasher.update(&part);
     }
     sha256_text(hasher)
 }
@@ -606,6 +694,38 @@ mod content_hash_tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_entries_digest_hashes_each_cluster_as_a_json_array() {
+        let (platform, assigned) = example();
+        let mut hasher = Sha256::new();
+        hasher.update(crate::OUTPUT_FORMAT.as_bytes());
+        hasher.update([0]);
+        hasher.update(
+            platform
+                .gitops_url
+                .as_deref()
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        for (cluster, group) in &assigned.members {
+            let entry = &platform.clusters[cluster];
+            let part = json!([
+                cluster.as_str(),
+                group,
+                entry.reconciler.as_str(),
+                entry.group.to_string(),
+                entry.environment.to_string(),
+                entry.values
+            ]);
+            hasher.update([0]);
+            hasher.update(part.to_string().as_bytes());
+        }
+        assert_eq!(
+            entries_inputs_digest(&platform, &assigned),
+            sha256_text(hasher)
+        );
     }
 
     #[test]

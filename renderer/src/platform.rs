@@ -267,26 +267,106 @@ pub fn parse_text(file: &str, text: &str) -> (Vec<(Origin, Document)>, Vec<Platf
 }
 
 /// A file's documents and problems.
-type Parsed = (Vec<(Origin, Document)>, Vec<PlatformError>);
+pub type Parsed = (Vec<(Origin, Document)>, Vec<PlatformError>);
 
-fn parse_file(root: &Path, path: &Path) -> Parsed {
-    let relative = path
-        .strip_prefix(root)
+/// The problem of a file that could not be read.
+fn unreadable_file(relative: String, err: &std::io::Error) -> Parsed {
+    (
+        Vec::new(),
+        vec![PlatformError {
+            file: relative,
+            document: 0,
+            field: String::new(),
+            message: format!("cannot read: {err}"),
+        }],
+    )
+}
+
+fn relative_path(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
         .unwrap_or(path)
         .display()
-        .to_string();
+        .to_string()
+}
+
+fn parse_file(root: &Path, path: &Path) -> Parsed {
+    let relative = relative_path(root, path);
     match std::fs::read_to_string(path) {
         Ok(text) => parse_text(&relative, &text),
-        Err(err) => (
-            Vec::new(),
-            vec![PlatformError {
-                file: relative,
-                document: 0,
-                field: String::new(),
-                message: format!("cannot read: {err}"),
-            }],
-        ),
+        Err(err) => unreadable_file(relative, &err),
     }
+}
+
+/// One platform file as a render reads it: its path relative to the platform repo's root (as
+/// documents' origins name it) and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    pub relative: String,
+    pub bytes: Vec<u8>,
+}
+
+impl SourceFile {
+    /// The file's documents and problems, as [`load`] reports them.
+    pub fn parse(&self) -> Parsed {
+        match std::str::from_utf8(&self.bytes) {
+            Ok(text) => parse_text(&self.relative, text),
+            // The error `std::fs::read_to_string` gives, which `load` reports.
+            Err(_) => unreadable_file(
+                self.relative.clone(),
+                &std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "stream did not contain valid UTF-8",
+                ),
+            ),
+        }
+    }
+}
+
+/// Reads every `.yaml`/`.yml` file below `root`, in the order [`load`] reads them; the first
+/// file or folder that cannot be read is the error.
+pub fn read_files(root: &Path) -> std::io::Result<Vec<SourceFile>> {
+    yaml_file_list(root)?
+        .into_iter()
+        .map(|path| {
+            Ok(SourceFile {
+                relative: relative_path(root, &path),
+                bytes: std::fs::read(&path)?,
+            })
+        })
+        .collect()
+}
+
+/// `work` applied to every item on every available core; the results come back in the
+/// items' order, however the work was split.
+pub(crate) fn in_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .max(1);
+    if items.len() <= 1 || workers == 1 {
+        return items.iter().map(work).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers.min(items.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(index) else { break };
+                        out.push((index, work(item)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("parallel work does not panic"))
+            .collect()
+    });
+    done.sort_by_key(|(index, _)| *index);
+    done.into_iter().map(|(_, result)| result).collect()
 }
 
 /// Reads every `.yaml`/`.yml` file below `root` (hidden files and folders skipped).
@@ -302,33 +382,10 @@ pub fn load(root: &Path) -> Result<PlatformDocs, Vec<PlatformError>> {
     }
     // Files are parsed on every available core, then joined in file order, so documents and
     // errors come out in the same order however the work was split.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut parsed: Vec<(usize, Parsed)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers.min(files.len()))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(path) = files.get(index) else { break };
-                        out.push((index, parse_file(root, path)));
-                    }
-                    out
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("parsing does not panic"))
-            .collect()
-    });
-    parsed.sort_by_key(|(index, _)| *index);
+    let parsed = in_parallel(&files, |path| parse_file(root, path));
     let mut docs = PlatformDocs::default();
     let mut errors = Vec::new();
-    for (_, (documents, file_errors)) in parsed {
+    for (documents, file_errors) in parsed {
         docs.documents.extend(documents);
         errors.extend(file_errors);
     }
