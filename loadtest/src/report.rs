@@ -695,37 +695,53 @@ pub fn targets(r: &LoadtestReport) -> Vec<Target> {
             );
         }
     }
+    // Above the reference fleet the design gives a target only where it says so (the hub's
+    // memory, the publication); elsewhere the figure is reported without a verdict.
+    let large = r.clusters > 30_000;
     for name in ["hub", "collector"] {
         if let Some(p) = process(r, name) {
+            let limit = match (name, large) {
+                (_, false) => Some(300.0),
+                ("hub", true) => Some(1_000.0),
+                _ => None,
+            };
             add(
                 &format!("{name} resident memory"),
-                "≤ 300 MB",
+                &limit.map_or("none at this size".to_owned(), |mb| format!("≤ {mb:.0} MB")),
                 format!(
                     "max {:.0} MB, at the end {:.0} MB",
                     p.rss_mb_max, p.rss_mb_end
                 ),
-                Some(p.rss_mb_max <= 300.0),
+                limit.map(|mb| p.rss_mb_max <= mb),
             );
         }
     }
     add(
         "full render",
-        "≤ 10 s",
+        if large {
+            "none at this size"
+        } else {
+            "≤ 10 s"
+        },
         format!(
             "{:.1} s ({} render groups, {} files)",
             r.render.render_seconds, r.render.render_groups, r.render.files
         ),
-        Some(r.render.render_seconds <= 10.0),
+        (!large).then_some(r.render.render_seconds <= 10.0),
     );
     if let Some(rollout) = &r.rollout {
         add(
             "one-app change render",
-            "≤ 0.5 s",
+            if large {
+                "none at this size"
+            } else {
+                "≤ 0.5 s"
+            },
             format!("{:.2} s ({})", rollout.render_seconds, rollout.app),
-            Some(rollout.render_seconds <= 0.5),
+            (!large).then_some(rollout.render_seconds <= 0.5),
         );
         // The design's targets: 2 s at 30,000 clusters, 5 s at 100,000.
-        let limit = if r.clusters > 30_000 { 5.0 } else { 2.0 };
+        let limit = if large { 5.0 } else { 2.0 };
         add(
             "desired-state publish of the one-app rollout",
             &format!("≤ {limit:.0} s"),
