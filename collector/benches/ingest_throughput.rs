@@ -227,14 +227,15 @@ fn main() {
                 .map(|c| report(c, apps, listed, round, kind, now).encode())
                 .collect();
             let queries = |collector: &Collector| {
-                let lookup = collector.lookup();
-                [lookup.key_stats(), lookup.row_stats()]
-                    .map(|stats| stats.queries.load(std::sync::atomic::Ordering::Relaxed))
+                collector
+                    .lookup()
+                    .stats()
+                    .queries
+                    .load(std::sync::atomic::Ordering::Relaxed)
             };
             let before = queries(&collector);
             let result = send_round(&url, bodies, concurrency).await;
-            let after = queries(&collector);
-            let (key_queries, row_queries) = (after[0] - before[0], after[1] - before[1]);
+            let lookups = queries(&collector) - before;
             assert_eq!(
                 result.rows,
                 (clusters * (listed + deletions)) as u64,
@@ -247,7 +248,7 @@ fn main() {
             println!(
                 "ingest_throughput round {round}/{rounds}: {} rows ({clusters} {kind:?} reports x {listed} changes, \
 {deletions} inferred deletions each, {:.1} MB gzip) over HTTP from {concurrency} connections: \
-{:.2} s, {:.0} rows/s; ack latency p50 {:?} p99 {:?}; {key_queries} live-object and {row_queries} full-row queries",
+{:.2} s, {:.0} rows/s; ack latency p50 {:?} p99 {:?}; {lookups} stored-row queries",
                 result.rows,
                 result.body_bytes as f64 / 1e6,
                 result.elapsed.as_secs_f64(),

@@ -507,7 +507,7 @@ async fn concurrent_snapshots_infer_deletions_per_cluster() {
             "{id}: changed after the snapshot, kept"
         );
     }
-    let stats = running.collector.lookup().row_stats();
+    let stats = running.collector.lookup().stats();
     let (queries, clusters) = (
         stats.queries.load(std::sync::atomic::Ordering::Relaxed),
         stats.clusters.load(std::sync::atomic::Ordering::Relaxed),
@@ -520,7 +520,7 @@ async fn concurrent_snapshots_infer_deletions_per_cluster() {
 }
 
 #[tokio::test]
-async fn live_object_lookups_share_queries_and_answer_per_cluster() {
+async fn stored_row_lookups_share_queries_and_answer_per_cluster() {
     let test = TestStore::start().await;
     let mut rows = Vec::new();
     for c in 0..40u64 {
@@ -542,7 +542,7 @@ async fn live_object_lookups_share_queries_and_answer_per_cluster() {
                 observed_at: 1_800_000_000,
                 received_at: 1_800_000_000,
                 seq: o + 1,
-                // Object 3 is deleted: never live.
+                // Object 3 is deleted: its latest row is the deletion.
                 deleted: u8::from(o == 3),
             });
         }
@@ -559,30 +559,31 @@ async fn live_object_lookups_share_queries_and_answer_per_cluster() {
     let mut asked: Vec<String> = (0..40).map(|c| format!("c-{c:02}")).collect();
     asked.push("c-07".into());
     asked.push("nothing-here".into());
-    let answers = futures::future::join_all(asked.iter().map(|id| lookup.live_objects(id))).await;
+    let answers = futures::future::join_all(asked.iter().map(|id| lookup.observed_rows(id))).await;
     for (id, answer) in asked.iter().zip(answers) {
-        let got: Vec<(String, u64)> = answer
+        let got: Vec<(String, u64, u8)> = answer
             .unwrap()
             .iter()
             .map(|r| {
                 assert_eq!(&r.cluster_id, id);
-                (r.object_name.clone(), r.seq)
+                (r.object_name.clone(), r.seq, r.deleted)
             })
             .collect();
         let c: u64 = id
             .strip_prefix("c-")
             .map_or(u64::MAX, |n| n.parse().unwrap());
-        let expected: Vec<(String, u64)> = if c == u64::MAX {
+        // Each object's latest row, a deleted one included (flagged).
+        let expected: Vec<(String, u64, u8)> = if c == u64::MAX {
             vec![]
         } else {
-            (0..=(c % 4).min(2))
-                .map(|o| (format!("o-{o}"), o + 1))
+            (0..=c % 4)
+                .map(|o| (format!("o-{o}"), o + 1, u8::from(o == 3)))
                 .collect()
         };
         assert_eq!(got, expected, "{id}");
     }
     let queries = lookup
-        .key_stats()
+        .stats()
         .queries
         .load(std::sync::atomic::Ordering::Relaxed);
     assert!(

@@ -445,7 +445,7 @@ impl Ctx {
     /// real agents compress on their own machines, so the resync that follows measures the
     /// collector and ClickHouse, not the simulator's compression. Returns the seconds that took
     /// as well.
-    pub fn queue_snapshots(&self) -> (u64, u64, f64) {
+    pub async fn queue_snapshots(&self) -> anyhow::Result<(u64, u64, f64)> {
         let clusters = self.delivering();
         let mut rows = 0;
         let mut reports = Vec::with_capacity(clusters.len());
@@ -460,7 +460,13 @@ impl Ctx {
         }
         // Nothing else of these clusters is made meanwhile: scenarios run one at a time.
         let encoding = Instant::now();
-        let bodies = encode_all(&reports);
+        // On blocking threads: this takes tens of seconds at 100,000 clusters, and the
+        // runtime's workers keep delivering heartbeats meanwhile.
+        let (reports, bodies) = tokio::task::spawn_blocking(move || {
+            let bodies = encode_all(&reports);
+            (reports, bodies)
+        })
+        .await?;
         {
             let mut fleet = self.agents.fleet.lock().expect("fleet lock");
             for ((c, report), body) in reports.into_iter().zip(bodies) {
@@ -469,7 +475,7 @@ impl Ctx {
         }
         let encode_seconds = encoding.elapsed().as_secs_f64();
         self.deliver(clusters.iter().copied());
-        (clusters.len() as u64, rows, encode_seconds)
+        Ok((clusters.len() as u64, rows, encode_seconds))
     }
 
     /// A status change on one cluster's healthy app (a new revision applied), sampled for
@@ -962,7 +968,7 @@ impl Ctx {
     /// deletions against what it stored).
     pub async fn storm(&self, notes: &mut Vec<String>) -> anyhow::Result<(u64, u64, f64)> {
         let before = self.agents.tally.lock().expect("tally lock").acks.len();
-        let (reports, rows, encode_seconds) = self.queue_snapshots();
+        let (reports, rows, encode_seconds) = self.queue_snapshots().await?;
         let started = Instant::now();
         let bar = progress_bar(reports, "snapshots", "reports");
         loop {

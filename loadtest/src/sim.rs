@@ -409,14 +409,9 @@ impl SimFleet {
         }
     }
 
-    /// Queues a full snapshot of the cluster (what an agent sends when it reconnects).
-    pub fn queue_snapshot(&mut self, cluster: usize, now: Timestamp) {
-        let report = self.snapshot(cluster, now);
-        self.clusters[cluster].outbox.push_back(report);
-    }
-
-    /// Makes the cluster's next report a full snapshot, numbered but not yet queued: the
-    /// caller queues it (with [`SimFleet::queue_encoded`]) before anything else of the cluster.
+    /// Makes the cluster's next report a full snapshot (what an agent sends when it
+    /// reconnects), numbered but not yet queued: the caller queues it (with
+    /// [`SimFleet::queue_encoded`]) before anything else of the cluster.
     pub fn snapshot(&mut self, cluster: usize, now: Timestamp) -> Report {
         let all: Vec<usize> = (0..self.clusters[cluster].objects.len()).collect();
         Self::report(

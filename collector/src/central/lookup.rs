@@ -1,6 +1,7 @@
 //! Batched reads of what the store holds per cluster, for inferred deletions.
 //!
-//! Every snapshot asks which of its cluster's objects are live in the store. Asked one cluster
+//! Every snapshot asks for the latest stored row of each of its cluster's objects (to leave out
+//! what is stored unchanged and to find what is gone). Asked one cluster
 //! at a time, that is one ClickHouse query per report (about 230 ms each at 64 concurrent
 //! senders, see `docs/benchmarks.md`). Here the lookups of concurrent snapshots are gathered:
 //! while a query runs, the next lookups wait in the queue and then go out together as one query
@@ -11,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fleetscope_store::{LiveObjectRow, ObservedRow, Store};
+use fleetscope_store::{ObservedRow, Store};
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -20,7 +21,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 pub struct LookupConfig {
     /// Clusters asked about in one query.
     pub max_clusters: usize,
-    /// Queries running at once (per kind of lookup); further lookups wait and join the next query.
+    /// Queries running at once; further lookups wait and join the next query.
     pub max_in_flight: usize,
 }
 
@@ -33,17 +34,16 @@ impl Default for LookupConfig {
     }
 }
 
-/// Counters of one batcher (tests and benchmarks).
+/// Counters of the batcher (tests and benchmarks).
 #[derive(Debug, Default)]
 pub struct LookupStats {
     pub queries: AtomicU64,
     pub clusters: AtomicU64,
 }
 
-/// The live objects of a cluster and, when a snapshot misses some of them, the full rows.
+/// The latest stored row of each of a cluster's objects, read for many clusters at once.
 #[derive(Clone)]
 pub struct LiveObjectLookup {
-    keys: Batcher<LiveObjectRow>,
     rows: Batcher<ObservedRow>,
 }
 
@@ -56,14 +56,6 @@ impl std::fmt::Debug for LiveObjectLookup {
 impl LiveObjectLookup {
     pub fn spawn(store: Store, config: LookupConfig) -> LiveObjectLookup {
         LiveObjectLookup {
-            keys: Batcher::spawn(store.clone(), config, |store, ids| {
-                Box::pin(async move {
-                    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-                    let rows = store.live_objects(&ids).await;
-                    rows.map(|rows| group(rows, |r| &r.cluster_id))
-                        .map_err(|err| err.to_string())
-                })
-            }),
             rows: Batcher::spawn(store, config, |store, ids| {
                 Box::pin(async move {
                     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -75,23 +67,13 @@ impl LiveObjectLookup {
         }
     }
 
-    /// Keys and `seq` of the cluster's live objects, as the store holds them now.
-    pub async fn live_objects(&self, cluster: &str) -> Result<Arc<Vec<LiveObjectRow>>, String> {
-        self.keys.get(cluster).await
-    }
-
     /// The latest row of each of the cluster's objects, as the store holds them now.
     pub async fn observed_rows(&self, cluster: &str) -> Result<Arc<Vec<ObservedRow>>, String> {
         self.rows.get(cluster).await
     }
 
-    /// Counters of the live-object queries.
-    pub fn key_stats(&self) -> &LookupStats {
-        &self.keys.stats
-    }
-
-    /// Counters of the full-row queries.
-    pub fn row_stats(&self) -> &LookupStats {
+    /// Counters of the queries.
+    pub fn stats(&self) -> &LookupStats {
         &self.rows.stats
     }
 }

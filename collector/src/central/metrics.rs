@@ -47,7 +47,7 @@ pub struct TableLabels {
 pub enum Stage {
     /// Decompressing, parsing and validating the body.
     Decode,
-    /// A snapshot's wait for the store's list of the cluster's live objects.
+    /// A snapshot's wait for the latest stored row of each of its cluster's objects.
     Lookup,
     /// From handing the rows to the batch writer until ClickHouse accepted them.
     Write,
