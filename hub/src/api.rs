@@ -1,37 +1,39 @@
-//! The routes under `/api/v1`. Each handler checks its parameters, narrows the question to the
-//! caller's scope, and answers from the in-memory index (history also reads the store). Every
-//! answer about pairs uses the model's one drift definition through the index.
+//! The routes under `/api/v1`. Each handler takes its route's typed query (checked against the
+//! parameters the route documents), narrows the question to the caller's scope, and answers
+//! from the in-memory index (history also reads the store) with one of the typed answers of
+//! [`crate::answers`]. Every answer about pairs uses the model's one drift definition through
+//! the index. The `#[utoipa::path]` of each handler is its part of the OpenAPI document, and the
+//! router is built from the same list ([`crate::openapi::routes`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Extension;
 use fleetscope_model::{DriftState, GroupPath, Timestamp};
 use serde::Serialize;
-use serde_json::{json, Value};
 
+use crate::answers::{
+    AppEnvironments, ByState, ClusterHistory, ClusterPage, DesiredApp, DriftPage,
+    EnvironmentVersions, EnvironmentsAnswer, ExplainAnswer, Explained, GateAnswer, GroupCounts,
+    GroupHistory, HistoryEvent, NotDesiredApp, ObjectTransition, PairItem, PolicyAnswer, StaleItem,
+    StalePage, SummaryAnswer, VersionCount, VersionsAnswer,
+};
 use crate::auth::Principal;
 use crate::index::{ClusterRec, Counts, Filter, Fleet, Pair};
-use crate::params::{csv, encode_cursor, ApiError, Params};
+use crate::params::{csv, encode_cursor, ApiError};
+use crate::query::{
+    ApiQuery, ClusterQuery, DriftQuery, EnvironmentsQuery, ExplainQuery, GateQuery, HistoryQuery,
+    Selection, StaleQuery, SummaryQuery, VersionsQuery,
+};
 use crate::server::AppState;
 
-type Pairs = Query<Vec<(String, String)>>;
-
-/// An answer: JSON, or CSV for tabular reports.
-#[derive(Debug)]
-pub enum Answer {
-    Json(Value),
-    Csv(String),
-    /// Serialized before, and kept in the answer cache.
-    Rendered(Arc<Rendered>),
-}
-
-/// An answer's body, serialized once: what the cache keeps for answers that are asked for
-/// again and again, so that a hit costs no building and no serializing.
+/// An answer's body, serialized once: built off the async workers where the answer borrows the
+/// fleet, and kept whole by the answer cache for answers that are asked for again and again,
+/// so that a hit costs no building and no serializing.
 #[derive(Debug)]
 pub struct Rendered {
     content_type: &'static str,
@@ -58,17 +60,20 @@ impl Rendered {
 
 const CSV: &str = "text/csv; charset=utf-8";
 
+/// An answer: serialized for this request, or taken from the answer cache.
+#[derive(Debug)]
+pub enum Answer {
+    Fresh(Rendered),
+    Cached(Arc<Rendered>),
+}
+
 impl IntoResponse for Answer {
     fn into_response(self) -> Response {
-        match self {
-            Answer::Json(value) => Json(value).into_response(),
-            Answer::Csv(text) => ([(header::CONTENT_TYPE, CSV)], text).into_response(),
-            Answer::Rendered(rendered) => (
-                [(header::CONTENT_TYPE, rendered.content_type)],
-                rendered.body.clone(),
-            )
-                .into_response(),
-        }
+        let (content_type, body) = match self {
+            Answer::Fresh(r) => (r.content_type, r.body),
+            Answer::Cached(r) => (r.content_type, r.body.clone()),
+        };
+        ([(header::CONTENT_TYPE, content_type)], body).into_response()
     }
 }
 
@@ -80,22 +85,16 @@ fn path_value(name: &str, value: Result<Path<String>, PathRejection>) -> Result<
         .map_err(|_| ApiError::bad(name, "not percent-encoded UTF-8"))
 }
 
-/// The caller's scope joined with the asked group: both must hold.
-fn scoped_filter(principal: &Principal, params: &Params) -> Result<Filter, ApiError> {
+/// The caller's scope joined with the asked selection: both must hold.
+fn scoped_filter(principal: &Principal, selection: Selection) -> Filter {
     let mut filter = Filter {
         groups: principal.scope.iter().cloned().collect(),
-        environment: params.environment()?,
-        labels: params.labels()?,
-        app: params.app()?,
+        environment: selection.environment,
+        labels: selection.labels,
+        app: selection.app,
     };
-    if let Some(group) = params.group()? {
-        filter.groups.push(group);
-    }
-    Ok(filter)
-}
-
-fn time_text(seconds: u32) -> Value {
-    time_string(seconds).map_or(Value::Null, Value::String)
+    filter.groups.extend(selection.group);
+    filter
 }
 
 /// RFC 3339 text of a time in seconds; `None` for 0 (never).
@@ -106,6 +105,25 @@ fn time_string(seconds: u32) -> Option<String> {
     jiff::Timestamp::from_second(i64::from(seconds))
         .ok()
         .map(|t| t.to_string())
+}
+
+/// Rows of `columns` from serialized items: a field that is null is empty, a string is itself,
+/// anything else its JSON text. The CSV of a listing is its JSON items, column by column.
+fn csv_of<T: Serialize>(columns: &[&str], items: &[T]) -> String {
+    csv(
+        columns,
+        items.iter().map(|item| {
+            let value = serde_json::to_value(item).expect("answers serialize");
+            columns
+                .iter()
+                .map(|c| match &value[*c] {
+                    serde_json::Value::Null => String::new(),
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect()
+        }),
+    )
 }
 
 /// Runs CPU-heavy work on the fleet off the async workers.
@@ -122,24 +140,42 @@ async fn on_fleet<T: Send + 'static>(
     .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))
 }
 
+/// The fleet as a reader sees it now, taken off the async workers (moving the clock may apply
+/// what the writer has ready).
+async fn snapshot(state: &Arc<AppState>) -> Result<Arc<Fleet>, ApiError> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || state.view().0)
+        .await
+        .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))
+}
+
+/// The description of the answer's CSV form, for the routes that have one.
+const SUMMARY_CSV: &str = "With `format=csv`: one row for the selection (empty `group`, depth 0), then one per group: `group,depth,clusters,reporting_clusters,stale_clusters` and one column per drift state.";
+
 /// `GET /api/v1/summary`: the fleet and every group at every level (down to `depth`).
 ///
 /// The answer is serialized once per snapshot generation, caller's scope and question, and the
 /// bytes are kept: under many readers the same answer is asked for
 /// far more often than the data changes.
+#[utoipa::path(
+    get,
+    path = "/api/v1/summary",
+    summary = "The fleet and every group at every level: clusters total, reporting and stale; app instances per drift state.",
+    description = "With `group` (or a scoped token), `total` is that subtree and the rows are that group and the groups below it. A group's counts are of its selected clusters only.",
+    params(SummaryQuery),
+    responses((status = 200, description = SUMMARY_CSV, content(
+        (SummaryAnswer = "application/json"),
+        (String = "text/csv"),
+    ))),
+)]
 pub async fn summary(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<SummaryQuery>,
 ) -> Result<Answer, ApiError> {
-    let params = Params::new(
-        pairs,
-        &["group", "environment", "label", "app", "depth", "format"],
-        &["label"],
-    )?;
-    let filter = scoped_filter(&principal, &params)?;
-    let depth = params.integer("depth", 0, 16, 16)? as usize;
-    let csv_wanted = params.csv()?;
+    let depth = query.depth;
+    let csv_wanted = query.csv;
+    let filter = scoped_filter(&principal, query.selection);
     let scope = principal.scope.clone();
     // The scope is in the key on its own: the answer names it, and a scoped caller and an
     // unscoped one asking for the scope's group select the same clusters.
@@ -168,15 +204,12 @@ pub async fn summary(
                     stale_after_seconds: policy.stale_after_seconds,
                     progress_grace_seconds: policy.progress_grace_seconds,
                 },
-                total: GroupCounts::of(None, &total),
-                groups: rows
-                    .iter()
-                    .map(|(g, c)| GroupCounts::of(Some(g), c))
-                    .collect(),
+                total: group_counts(None, &total),
+                groups: rows.iter().map(|(g, c)| group_counts(Some(g), c)).collect(),
             })
         })
         .await?;
-    Ok(Answer::Rendered(rendered))
+    Ok(Answer::Cached(rendered))
 }
 
 /// A group's depth: `""` (the fleet) is 0, `emea` 1, `emea/de` 2 …
@@ -185,6 +218,19 @@ fn group_depth(group: &str) -> usize {
         0
     } else {
         group.split('/').count()
+    }
+}
+
+fn group_counts<'a>(group: Option<&'a str>, counts: &Counts) -> GroupCounts<'a> {
+    GroupCounts {
+        group,
+        depth: group.map(group_depth),
+        clusters: counts.clusters,
+        reporting_clusters: counts.clusters - counts.stale_clusters,
+        stale_clusters: counts.stale_clusters,
+        app_instances: counts.pairs.iter().sum(),
+        // `Counts::pairs` is in `DriftState::ALL` order.
+        app_instances_by_state: ByState::from(counts.pairs),
     }
 }
 
@@ -215,65 +261,13 @@ fn summary_csv(total: &Counts, rows: &[(&str, &Counts)]) -> String {
     )
 }
 
-#[derive(Serialize)]
-struct SummaryAnswer<'a> {
-    generated_at: Option<String>,
-    scope: Option<&'a str>,
-    policy: PolicyAnswer,
-    total: GroupCounts<'a>,
-    groups: Vec<GroupCounts<'a>>,
-}
-
-#[derive(Serialize)]
-struct PolicyAnswer {
-    stale_after_seconds: i64,
-    progress_grace_seconds: i64,
-}
-
-/// One row of the summary: the counters of a group (or, without `group`, of the selection).
-#[derive(Serialize)]
-struct GroupCounts<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    depth: Option<usize>,
-    clusters: u64,
-    reporting_clusters: u64,
-    stale_clusters: u64,
-    app_instances: u64,
-    app_instances_by_state: ByState,
-}
-
-impl<'a> GroupCounts<'a> {
-    fn of(group: Option<&'a str>, counts: &Counts) -> GroupCounts<'a> {
-        GroupCounts {
-            group,
-            depth: group.map(group_depth),
-            clusters: counts.clusters,
-            reporting_clusters: counts.clusters - counts.stale_clusters,
-            stale_clusters: counts.stale_clusters,
-            app_instances: counts.pairs.iter().sum(),
-            app_instances_by_state: ByState(counts.pairs),
-        }
-    }
-}
-
-/// App instances per drift state, as an object keyed by state name.
-struct ByState([u64; 8]);
-
-impl Serialize for ByState {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let mut map = serializer.serialize_map(Some(DriftState::ALL.len()))?;
-        // `Counts::pairs` is in `DriftState::ALL` order.
-        for (state, count) in DriftState::ALL.iter().zip(self.0) {
-            map.serialize_entry(state.as_str(), &count)?;
-        }
-        map.end()
-    }
-}
-
-fn pair_json(fleet: &Fleet, cluster_id: &str, cluster: &ClusterRec, pair: &Pair<'_>) -> Value {
+/// One pair as the API shows it: the one mapping from the index to the answers.
+fn pair_item<'a>(
+    fleet: &'a Fleet,
+    cluster_id: &'a str,
+    cluster: &'a ClusterRec,
+    pair: &Pair<'_>,
+) -> PairItem<'a> {
     let s = &fleet.symbols;
     let info = cluster.info.as_ref();
     let since = match (pair.observed, pair.desired) {
@@ -281,25 +275,25 @@ fn pair_json(fleet: &Fleet, cluster_id: &str, cluster: &ClusterRec, pair: &Pair<
         (None, Some(d)) => d.since,
         (None, None) => 0,
     };
-    json!({
-        "cluster": cluster_id,
-        "group": info.map(|i| i.group.as_str()),
-        "environment": info.map(|i| s.text(i.environment)),
-        "app": s.text(pair.app),
-        "state": pair.state.as_str(),
-        "since": time_text(since),
-        "desired_version": pair.desired.map(|d| s.text(d.version)),
-        "desired_content_hash": pair.desired.map(|d| s.text(d.content_hash)),
-        "desired_since": pair.desired.map(|d| time_text(d.since)),
-        "observed_version": pair.observed.map(|o| s.text(o.version)),
-        "observed_content_hash": pair.observed.map(|o| s.text(o.content_hash)),
-        "revision": pair.observed.map(|o| s.text(o.revision)),
-        "health": pair.observed.map(|o| o.health.as_str()),
-        "sync": pair.observed.map(|o| o.sync.as_str()),
-        "reason": pair.observed.map(|o| s.text(o.reason)),
-        "message": pair.observed.map(|o| s.text(o.message)),
-        "last_seen": cluster.last_seen.map(time_text),
-    })
+    PairItem {
+        cluster: cluster_id,
+        group: info.map(|i| i.group.as_str()),
+        environment: info.map(|i| s.text(i.environment)),
+        app: s.text(pair.app),
+        state: pair.state.as_str(),
+        since: time_string(since),
+        desired_version: pair.desired.map(|d| s.text(d.version)),
+        desired_content_hash: pair.desired.map(|d| s.text(d.content_hash)),
+        desired_since: pair.desired.and_then(|d| time_string(d.since)),
+        observed_version: pair.observed.map(|o| s.text(o.version)),
+        observed_content_hash: pair.observed.map(|o| s.text(o.content_hash)),
+        revision: pair.observed.map(|o| s.text(o.revision)),
+        health: pair.observed.map(|o| o.health.as_str()),
+        sync: pair.observed.map(|o| o.sync.as_str()),
+        reason: pair.observed.map(|o| s.text(o.reason)),
+        message: pair.observed.map(|o| s.text(o.message)),
+        last_seen: cluster.last_seen.and_then(time_string),
+    }
 }
 
 const DRIFT_COLUMNS: &[&str] = &[
@@ -319,51 +313,33 @@ const DRIFT_COLUMNS: &[&str] = &[
     "last_seen",
 ];
 
-fn csv_row(value: &Value, columns: &[&str]) -> Vec<String> {
-    columns
-        .iter()
-        .map(|c| match &value[*c] {
-            Value::Null => String::new(),
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-        .collect()
-}
-
 /// `GET /api/v1/drift`: (cluster, app) pairs in the given states (default: every state but
 /// `in_sync`), by cluster and app, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/api/v1/drift",
+    summary = "(cluster, app) pairs with desired against actual version and revision, drift state, since when and the reconciler's message.",
+    description = "Paged: `limit` items per page and, while more follow, `next_cursor` to pass as `cursor`. Pages are in cluster id, then app order, and each page reads the fleet anew.",
+    params(DriftQuery),
+    responses((status = 200, description = "With `format=csv`, the page's items as rows: `cluster,group,environment,app,state,since,desired_version,observed_version,revision,health,sync,reason,message,last_seen` (null fields empty); the cursor of the next page is only in the JSON answer.", content(
+        (DriftPage = "application/json"),
+        (String = "text/csv"),
+    ))),
+)]
 pub async fn drift(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<DriftQuery>,
 ) -> Result<Answer, ApiError> {
-    let params = Params::new(
-        pairs,
-        &[
-            "group",
-            "environment",
-            "label",
-            "app",
-            "state",
-            "limit",
-            "cursor",
-            "format",
-        ],
-        &["label", "state"],
-    )?;
-    let filter = scoped_filter(&principal, &params)?;
-    let mut states = params.states()?;
-    if states.is_empty() {
-        states = DriftState::ALL
-            .iter()
-            .copied()
-            .filter(|s| *s != DriftState::InSync)
-            .collect();
-    }
-    let limit = params.limit()?;
-    let cursor = params.cursor()?;
-    let csv_wanted = params.csv()?;
-    let (items, next) = on_fleet(&state, move |fleet, _| {
+    let DriftQuery {
+        selection,
+        states,
+        limit,
+        cursor,
+        csv: csv_wanted,
+    } = query;
+    let filter = scoped_filter(&principal, selection);
+    let rendered = on_fleet(&state, move |fleet, _| {
         let mut items = Vec::new();
         let mut next = None;
         let after = cursor
@@ -393,32 +369,24 @@ pub async fn drift(
                     continue;
                 }
                 if items.len() == limit {
-                    next = Some(encode_cursor(&last_key(&items)));
+                    let last: &PairItem<'_> = items.last().expect("a full page has items");
+                    next = Some(encode_cursor(&format!("{}/{}", last.cluster, last.app)));
                     break 'clusters;
                 }
-                items.push(pair_json(fleet, id, cluster, &pair));
+                items.push(pair_item(fleet, id, cluster, &pair));
             }
         }
-        (items, next)
+        if csv_wanted {
+            Rendered::csv(csv_of(DRIFT_COLUMNS, &items))
+        } else {
+            Rendered::json(&DriftPage {
+                items,
+                next_cursor: next,
+            })
+        }
     })
     .await?;
-    if csv_wanted {
-        return Ok(Answer::Csv(csv(
-            DRIFT_COLUMNS,
-            items.iter().map(|v| csv_row(v, DRIFT_COLUMNS)),
-        )));
-    }
-    Ok(Answer::Json(json!({ "items": items, "next_cursor": next })))
-}
-
-/// `cluster/app` of the last item of a page: where the next page starts after.
-fn last_key(items: &[Value]) -> String {
-    let last = items.last().expect("a full page has items");
-    format!(
-        "{}/{}",
-        last["cluster"].as_str().unwrap_or_default(),
-        last["app"].as_str().unwrap_or_default()
-    )
+    Ok(Answer::Fresh(rendered))
 }
 
 /// The most transitions a cluster page shows (the newest).
@@ -426,122 +394,152 @@ const PAGE_HISTORY: u64 = 200;
 
 /// `GET /api/v1/clusters/{id}`: one cluster, every app desired and actual, last seen, and
 /// its recent history.
+#[utoipa::path(
+    get,
+    path = "/api/v1/clusters/{id}",
+    summary = "One cluster: every app desired and actual, last seen, and recent history.",
+    params(("id" = String, Path, description = "The cluster id.", example = "berlin-01"), ClusterQuery),
+    responses(
+        (status = 200, body = ClusterPage, description = "The cluster."),
+        (status = 404, response = crate::openapi::NotFound),
+    ),
+)]
 pub async fn cluster(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     id: Result<Path<String>, PathRejection>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<ClusterQuery>,
 ) -> Result<Answer, ApiError> {
     let id = path_value("id", id)?;
-    let params = Params::new(pairs, &["history_hours"], &[])?;
-    let hours = params.number("history_hours", 0.0, 744.0, 24.0)?;
+    let hours = query.history_hours;
     fleetscope_model::ClusterId::parse(&id).map_err(|err| ApiError::bad("id", err.to_string()))?;
-    let scope = principal.scope.clone();
-    let lookup = id.clone();
     let now = state.now();
     let from = now.plus_seconds(-((hours * 3_600.0) as i64));
-    // The history is read from ClickHouse while the page is built from the fleet; it is shown
-    // only when the cluster exists within the caller's scope.
+    // The page is built from one snapshot, taken first: a cluster that is not there within the
+    // caller's scope is a 404 without reading ClickHouse.
+    let fleet = snapshot(&state).await?;
+    let in_scope = fleet
+        .clusters
+        .get(&id)
+        .and_then(|c| c.info.as_ref())
+        .is_some_and(|i| {
+            principal
+                .scope
+                .as_ref()
+                .is_none_or(|s| i.group.is_within(s))
+        });
+    if !in_scope {
+        return Err(ApiError::not_found(format!("no cluster {id:?}")));
+    }
     // `history_hours=0` asks for none: no ClickHouse read at all (a poller that only wants the
     // apps' states costs the store nothing).
-    let history = async {
-        if hours <= 0.0 {
-            return Ok(Vec::new());
-        }
+    let history = if hours <= 0.0 {
+        Vec::new()
+    } else {
         let store = state.index.store();
         state
             .store_call(
                 "observed history",
                 store.recent_history(&id, None, from, now.plus_seconds(1), PAGE_HISTORY),
             )
-            .await
+            .await?
     };
-    let page = on_fleet(&state, move |fleet, _| {
-        let cluster = fleet.clusters.get(&lookup)?;
-        let info = cluster.info.as_ref()?;
-        if scope.as_ref().is_some_and(|s| !info.group.is_within(s)) {
-            return None;
-        }
-        let s = &fleet.symbols;
-        let apps: Vec<Value> = fleet
-            .current_pairs(cluster)
-            .iter()
-            .map(|p| pair_json(fleet, &lookup, cluster, p))
-            .collect();
-        Some(json!({
-            "cluster": lookup,
-            "group": info.group.as_str(),
-            "environment": s.text(info.environment),
-            "reconciler": s.text(info.reconciler),
-            "labels": info.labels(s),
-            "render_group": cluster.render_group.map(|g| s.text(g)),
-            "last_seen": cluster.last_seen.map(time_text),
-            "stale": cluster.is_stale_now(),
-            "agent_version": cluster.agent_version.map(|a| s.text(a)),
-            "apps": apps,
-        }))
-    });
-    let (page, history) = tokio::join!(page, history);
-    let mut page = page?.ok_or_else(|| ApiError::not_found(format!("no cluster {id:?}")))?;
-    let history = history?;
-    page["history"] = history
-        .iter()
-        .map(|r| {
-            json!({
-                "at": time_text(r.observed_at),
-                "kind": r.object_kind, "namespace": r.object_namespace, "name": r.object_name,
-                "app": r.app, "version": r.version, "revision": r.applied_revision,
-                "health": r.health, "sync": r.sync, "reason": r.reason, "message": r.message,
-                "deleted": r.deleted != 0,
-            })
+    let history: Vec<ObjectTransition> = history
+        .into_iter()
+        .map(|r| ObjectTransition {
+            at: time_string(r.observed_at),
+            kind: r.object_kind,
+            namespace: r.object_namespace,
+            name: r.object_name,
+            app: r.app,
+            version: r.version,
+            revision: r.applied_revision,
+            health: r.health,
+            sync: r.sync,
+            reason: r.reason,
+            message: r.message,
+            deleted: r.deleted != 0,
         })
         .collect();
-    Ok(Answer::Json(page))
+    let rendered = tokio::task::spawn_blocking(move || {
+        let cluster = fleet.clusters.get(&id)?;
+        let info = cluster.info.as_ref()?;
+        let s = &fleet.symbols;
+        let apps = fleet
+            .current_pairs(cluster)
+            .iter()
+            .map(|p| pair_item(&fleet, &id, cluster, p))
+            .collect();
+        Some(Rendered::json(&ClusterPage {
+            cluster: &id,
+            group: info.group.as_str(),
+            environment: s.text(info.environment),
+            reconciler: s.text(info.reconciler),
+            labels: info.labels(s),
+            render_group: cluster.render_group.map(|g| s.text(g)),
+            last_seen: cluster.last_seen.and_then(time_string),
+            stale: cluster.is_stale_now(),
+            agent_version: cluster.agent_version.map(|a| s.text(a)),
+            apps,
+            history,
+        }))
+    })
+    .await
+    .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))?
+    .expect("the cluster was found in this snapshot");
+    Ok(Answer::Fresh(rendered))
 }
 
 /// `GET /api/v1/apps/{app}/versions`: which versions of an app are desired and run where, per
 /// group at `depth`; with `version`, the clusters running it (a page at a time).
+#[utoipa::path(
+    get,
+    path = "/api/v1/apps/{app}/versions",
+    summary = "An app's version inventory: desired and running versions with counts per group; with `version`, the clusters running it.",
+    description = "Counts are of the selected clusters (scope, `group`, `environment`, `label`): a cluster counts under the version desired for it and, separately, under the version it runs. An app no cluster has answers empty lists.",
+    params(("app" = String, Path, description = "The app.", example = "checkout"), VersionsQuery),
+    responses((status = 200, description = "With `format=csv`, one row per side, version and group: `side,version,group,clusters`, `side` being `desired` or `running`.", content(
+        (VersionsAnswer = "application/json"),
+        (String = "text/csv"),
+    ))),
+)]
 pub async fn versions(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
     app: Result<Path<String>, PathRejection>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<VersionsQuery>,
 ) -> Result<Answer, ApiError> {
     let app = path_value("app", app)?;
-    let params = Params::new(
-        pairs,
-        &[
-            "group",
-            "environment",
-            "label",
-            "depth",
-            "version",
-            "limit",
-            "cursor",
-            "format",
-        ],
-        &["label"],
-    )?;
     let app = fleetscope_model::AppName::parse(&app)
         .map_err(|err| ApiError::bad("app", err.to_string()))?
         .as_str()
         .to_owned();
-    let mut filter = scoped_filter(&principal, &params)?;
+    let VersionsQuery {
+        selection,
+        depth,
+        version,
+        limit,
+        cursor,
+        csv: csv_wanted,
+    } = query;
+    let mut filter = scoped_filter(&principal, selection);
     filter.app = Some(app.clone());
-    let depth = params.integer("depth", 1, 16, 1)? as usize;
-    let version = params.get("version").map(str::to_owned);
-    let limit = params.limit()?;
-    let cursor = params.cursor()?;
-    let csv_wanted = params.csv()?;
-    let answer = on_fleet(&state, move |fleet, _| {
+    let rendered = on_fleet(&state, move |fleet, _| {
         let s = &fleet.symbols;
         let Some(app_id) = s.find(&app) else {
-            return json!({ "app": app, "desired": [], "running": [], "clusters": [], "next_cursor": null });
+            let empty = VersionsAnswer {
+                app,
+                desired: Vec::new(),
+                running: Vec::new(),
+                clusters: Vec::new(),
+                next_cursor: None,
+            };
+            return versions_rendered(&empty, csv_wanted);
         };
         let counted = fleet.versions_by_group(&filter, app_id, depth);
         let scan_counts = counted.is_none();
         let (mut desired, mut running) = counted.unwrap_or_default();
-        let mut on_version = Vec::new();
+        let mut on_version: Vec<PairItem<'_>> = Vec::new();
         let mut next = None;
         // The counters answer the counts; the clusters are scanned only for label filters and
         // for the listing of the clusters running `version` (one app's pair per cluster).
@@ -554,9 +552,20 @@ pub async fn versions(
                     continue;
                 };
                 if scan_counts {
-                    let info = cluster.info.as_ref().expect("matched clusters are in the inventory");
-                    let group: String = info.group.segments().take(depth).collect::<Vec<_>>().join("/");
-                    for (side, v) in [(&mut desired, pair.desired.map(|d| d.version)), (&mut running, pair.observed.map(|o| o.version))] {
+                    let info = cluster
+                        .info
+                        .as_ref()
+                        .expect("matched clusters are in the inventory");
+                    let group: String = info
+                        .group
+                        .segments()
+                        .take(depth)
+                        .collect::<Vec<_>>()
+                        .join("/");
+                    for (side, v) in [
+                        (&mut desired, pair.desired.map(|d| d.version)),
+                        (&mut running, pair.observed.map(|o| o.version)),
+                    ] {
                         if let Some(v) = v {
                             let entry = side.entry(s.text(v).to_owned()).or_default();
                             entry.0 += 1;
@@ -569,71 +578,95 @@ pub async fn versions(
                         && cursor.as_deref().is_none_or(|c| id > c)
                     {
                         if on_version.len() == limit {
-                            next = Some(encode_cursor(on_version.last().map_or("", |v: &Value| v["cluster"].as_str().unwrap_or_default())));
+                            next = Some(encode_cursor(on_version.last().map_or("", |v| v.cluster)));
                             if !scan_counts {
                                 break;
                             }
                         } else if next.is_none() {
-                            on_version.push(pair_json(fleet, id, cluster, &pair));
+                            on_version.push(pair_item(fleet, id, cluster, &pair));
                         }
                     }
                 }
             }
         }
-        json!({
-            "app": app,
-            "desired": desired.iter().map(|(v, (n, groups))| json!({"version": v, "clusters": n, "groups": groups})).collect::<Vec<_>>(),
-            "running": running.iter().map(|(v, (n, groups))| json!({"version": v, "clusters": n, "groups": groups})).collect::<Vec<_>>(),
-            "clusters": on_version,
-            "next_cursor": next,
-        })
+        let counts = |side: BTreeMap<String, (u64, BTreeMap<String, u64>)>| {
+            side.into_iter()
+                .map(|(version, (clusters, groups))| VersionCount {
+                    version,
+                    clusters,
+                    groups,
+                })
+                .collect()
+        };
+        let answer = VersionsAnswer {
+            app,
+            desired: counts(desired),
+            running: counts(running),
+            clusters: on_version,
+            next_cursor: next,
+        };
+        versions_rendered(&answer, csv_wanted)
     })
     .await?;
-    if csv_wanted {
-        let rows: Vec<Vec<String>> = ["desired", "running"]
-            .into_iter()
-            .flat_map(|side| {
-                answer[side]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .flat_map(move |r| {
-                        let version = r["version"].as_str().unwrap_or_default().to_owned();
-                        r["groups"]
-                            .as_object()
-                            .into_iter()
-                            .flatten()
-                            .map(move |(g, n)| {
-                                vec![side.to_owned(), version.clone(), g.clone(), n.to_string()]
-                            })
-                    })
-            })
-            .collect();
-        return Ok(Answer::Csv(csv(
-            &["side", "version", "group", "clusters"],
-            rows,
-        )));
-    }
-    Ok(Answer::Json(answer))
+    Ok(Answer::Fresh(rendered))
 }
+
+fn versions_rendered(answer: &VersionsAnswer<'_>, csv_wanted: bool) -> Rendered {
+    if !csv_wanted {
+        return Rendered::json(answer);
+    }
+    let rows = [("desired", &answer.desired), ("running", &answer.running)]
+        .into_iter()
+        .flat_map(|(side, counts)| {
+            counts.iter().flat_map(move |count| {
+                count.groups.iter().map(move |(group, n)| {
+                    vec![
+                        side.to_owned(),
+                        count.version.clone(),
+                        group.clone(),
+                        n.to_string(),
+                    ]
+                })
+            })
+        });
+    Rendered::csv(csv(&["side", "version", "group", "clusters"], rows))
+}
+
+const STALE_COLUMNS: &[&str] = &[
+    "cluster",
+    "group",
+    "environment",
+    "last_seen",
+    "silent_seconds",
+];
 
 /// `GET /api/v1/stale`: clusters not heard from within the stale threshold (never seen first,
 /// then oldest first).
+#[utoipa::path(
+    get,
+    path = "/api/v1/stale",
+    summary = "Clusters not heard from within the stale threshold, never seen first, then oldest first.",
+    description = "Paged like the other listings: `limit` items per page (1 to 1000, default 100), and while more follow, `next_cursor` to pass as `cursor` for the next page. Pages follow the listing's order (never seen first, then by last seen, then by cluster id) and never repeat a cluster; each page reads the fleet anew, so a cluster that reports again between two pages leaves the listing, and one that falls silent joins it at the end (it was seen last).",
+    params(StaleQuery),
+    responses((status = 200, description = "With `format=csv`, the page's items as rows (`cluster,group,environment,last_seen,silent_seconds`); the cursor of the next page is only in the JSON answer.", content(
+        (StalePage = "application/json"),
+        (String = "text/csv"),
+    ))),
+)]
 pub async fn stale(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<StaleQuery>,
 ) -> Result<Answer, ApiError> {
-    let params = Params::new(
-        pairs,
-        &["group", "environment", "label", "limit", "cursor", "format"],
-        &["label"],
-    )?;
-    let filter = scoped_filter(&principal, &params)?;
-    let limit = params.limit()?;
-    let after = params.cursor()?.map(|c| stale_key(&c)).transpose()?;
-    let csv_wanted = params.csv()?;
-    let (items, total, next) = on_fleet(&state, move |fleet, now| {
+    let StaleQuery {
+        selection,
+        limit,
+        cursor,
+        csv: csv_wanted,
+    } = query;
+    let filter = scoped_filter(&principal, selection);
+    let after = cursor.map(|c| stale_key(&c)).transpose()?;
+    let rendered = on_fleet(&state, move |fleet, now| {
         let mut stale: Vec<(u32, &str, &ClusterRec)> = fleet
             .stale_clusters()
             .filter(|(_, c)| fleet.cluster_matches(c, &filter))
@@ -653,39 +686,35 @@ pub async fn stale(
             let (seen, id, _) = rest[limit - 1];
             encode_cursor(&format!("{seen}/{id}"))
         });
-        let items: Vec<Value> = rest
+        let items: Vec<StaleItem<'_>> = rest
             .into_iter()
             .take(limit)
             .map(|(seen, id, c)| {
-                let info = c.info.as_ref().expect("matched clusters are in the inventory");
-                json!({
-                    "cluster": id,
-                    "group": info.group.as_str(),
-                    "environment": fleet.symbols.text(info.environment),
-                    "last_seen": time_text(seen),
-                    "silent_seconds": if seen == 0 { Value::Null } else { json!(now.seconds() - i64::from(seen)) },
-                })
+                let info = c
+                    .info
+                    .as_ref()
+                    .expect("matched clusters are in the inventory");
+                StaleItem {
+                    cluster: id,
+                    group: info.group.as_str(),
+                    environment: fleet.symbols.text(info.environment),
+                    last_seen: time_string(seen),
+                    silent_seconds: (seen != 0).then(|| now.seconds() - i64::from(seen)),
+                }
             })
             .collect();
-        (items, total, next)
+        if csv_wanted {
+            Rendered::csv(csv_of(STALE_COLUMNS, &items))
+        } else {
+            Rendered::json(&StalePage {
+                total,
+                items,
+                next_cursor: next,
+            })
+        }
     })
     .await?;
-    if csv_wanted {
-        let columns = [
-            "cluster",
-            "group",
-            "environment",
-            "last_seen",
-            "silent_seconds",
-        ];
-        return Ok(Answer::Csv(csv(
-            &columns,
-            items.iter().map(|v| csv_row(v, &columns)),
-        )));
-    }
-    Ok(Answer::Json(
-        json!({ "total": total, "items": items, "next_cursor": next }),
-    ))
+    Ok(Answer::Fresh(rendered))
 }
 
 /// Where a page of stale clusters starts after: `last_seen/cluster` of the previous page's
@@ -698,87 +727,106 @@ fn stale_key(cursor: &str) -> Result<(u32, String), ApiError> {
 }
 
 /// `GET /api/v1/explain`: why an app is (or is not) desired on a cluster.
+#[utoipa::path(
+    get,
+    path = "/api/v1/explain",
+    summary = "Why an app is (or is not) desired on a cluster: policies, render group, commit.",
+    description = "The reasons are the cluster's own (from its reason set), the same list in the same order as `fleetscope render explain` gives for the commit the hub last loaded, even where the cluster shares its render group with clusters that other policies brought the same apps to.",
+    params(ExplainQuery),
+    responses(
+        (status = 200, body = ExplainAnswer, description = "The cluster's apps, explained."),
+        (status = 404, response = crate::openapi::NotFound),
+    ),
+)]
 pub async fn explain(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<ExplainQuery>,
 ) -> Result<Answer, ApiError> {
-    let params = Params::new(pairs, &["cluster", "app"], &[])?;
-    let cluster_id = params
-        .get("cluster")
-        .ok_or_else(|| ApiError::bad("cluster", "required"))?
-        .to_owned();
-    fleetscope_model::ClusterId::parse(&cluster_id)
-        .map_err(|err| ApiError::bad("cluster", err.to_string()))?;
-    let app = params.app()?;
+    let ExplainQuery { cluster, app } = query;
     let scope = principal.scope.clone();
-    let lookup = cluster_id.clone();
-    let answer = on_fleet(&state, move |fleet, _| {
-        let cluster = fleet.clusters.get(&lookup)?;
-        let info = cluster.info.as_ref()?;
+    let lookup = cluster.clone();
+    let rendered = on_fleet(&state, move |fleet, _| {
+        let record = fleet.clusters.get(&lookup)?;
+        let info = record.info.as_ref()?;
         if scope.as_ref().is_some_and(|s| !info.group.is_within(s)) {
             return None;
         }
         let s = &fleet.symbols;
-        let render_group = cluster.render_group.map(|g| s.text(g));
-        let mut apps: Vec<Value> = fleet
-            .current_pairs(cluster)
+        let render_group = record.render_group.map(|g| s.text(g));
+        let mut apps: Vec<Explained<'_>> = fleet
+            .current_pairs(record)
             .iter()
             .filter(|p| app.as_deref().is_none_or(|a| s.text(p.app) == a))
             .map(|p| match p.desired {
                 Some(d) => {
                     // The cluster's own reasons; the render group's only for desired state
                     // published before reason sets existed.
-                    let why = fleet.reasons_of(cluster, p.app);
-                    json!({
-                        "app": s.text(p.app),
-                        "desired": true,
-                        "version": s.text(d.version),
-                        "reasons": why.map_or(d.reasons.as_ref(), |r| r.reasons.as_ref()),
-                        "pinned_by": why.and_then(|r| r.pinned_by).map(|p| s.text(p)),
-                        "render_group": render_group,
-                        "commit": s.text(d.commit),
-                        "render_id": d.render_id,
-                        "desired_since": time_text(d.since),
-                        "state": p.state.as_str(),
+                    let why = fleet.reasons_of(record, p.app);
+                    Explained::Desired(DesiredApp {
+                        app: s.text(p.app),
+                        desired: true,
+                        version: s.text(d.version),
+                        reasons: why.map_or(d.reasons.as_ref(), |r| r.reasons.as_ref()),
+                        pinned_by: why.and_then(|r| r.pinned_by).map(|p| s.text(p)),
+                        render_group,
+                        commit: s.text(d.commit),
+                        render_id: d.render_id,
+                        desired_since: time_string(d.since),
+                        state: p.state.as_str(),
                     })
                 }
-                None => json!({
-                    "app": s.text(p.app),
-                    "desired": false,
-                    "explanation": format!("runs on the cluster, but no policy of render group {} selects it", render_group.unwrap_or("(none)")),
-                    "state": p.state.as_str(),
+                None => Explained::NotDesired(NotDesiredApp {
+                    app: s.text(p.app).to_owned(),
+                    desired: false,
+                    explanation: format!("runs on the cluster, but no policy of render group {} selects it", render_group.unwrap_or("(none)")),
+                    state: Some(p.state.as_str()),
                 }),
             })
             .collect();
         if let Some(a) = &app {
             if apps.is_empty() {
-                apps.push(json!({
-                    "app": a,
-                    "desired": false,
-                    "explanation": match render_group {
+                apps.push(Explained::NotDesired(NotDesiredApp {
+                    app: a.clone(),
+                    desired: false,
+                    explanation: match render_group {
                         Some(g) => format!("no policy reaching render group {g} selects {a}, and the cluster does not run it"),
                         None => "the cluster belongs to no render group yet (not rendered, or registered by the collector only)".to_owned(),
                     },
+                    state: None,
                 }));
             }
         }
-        Some(json!({ "cluster": lookup, "group": info.group.as_str(), "render_group": render_group, "apps": apps }))
+        Some(Rendered::json(&ExplainAnswer {
+            cluster: lookup,
+            group: info.group.as_str(),
+            render_group,
+            apps,
+        }))
     })
     .await?
-    .ok_or_else(|| ApiError::not_found(format!("no cluster {cluster_id:?}")))?;
-    Ok(Answer::Json(answer))
+    .ok_or_else(|| ApiError::not_found(format!("no cluster {cluster:?}")))?;
+    Ok(Answer::Fresh(rendered))
 }
 
 /// `GET /api/v1/environments`: per app, desired and running versions in each environment.
+#[utoipa::path(
+    get,
+    path = "/api/v1/environments",
+    summary = "Per app and environment, the desired and the running versions with cluster counts.",
+    params(EnvironmentsQuery),
+    responses((status = 200, description = "With `format=csv`, one row per app, environment, side and version: `app,environment,side,version,clusters`, `side` being `desired` or `running`.", content(
+        (EnvironmentsAnswer = "application/json"),
+        (String = "text/csv"),
+    ))),
+)]
 pub async fn environments(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<EnvironmentsQuery>,
 ) -> Result<Answer, ApiError> {
-    let params = Params::new(pairs, &["group", "label", "app", "format"], &["label"])?;
-    let filter = scoped_filter(&principal, &params)?;
-    let csv_wanted = params.csv()?;
+    let csv_wanted = query.csv;
+    let filter = scoped_filter(&principal, query.selection);
     let key = format!("environments|{filter:?}");
     let table = state
         .cached(key, move |fleet, _, _| {
@@ -817,87 +865,77 @@ pub async fn environments(
         let mut rows = Vec::new();
         for (app, envs) in table.iter() {
             for (env, (desired, running)) in envs {
-                for (v, n) in desired {
-                    rows.push(vec![
-                        app.clone(),
-                        env.clone(),
-                        "desired".into(),
-                        v.clone(),
-                        n.to_string(),
-                    ]);
-                }
-                for (v, n) in running {
-                    rows.push(vec![
-                        app.clone(),
-                        env.clone(),
-                        "running".into(),
-                        v.clone(),
-                        n.to_string(),
-                    ]);
+                for (side, versions) in [("desired", desired), ("running", running)] {
+                    for (v, n) in versions {
+                        rows.push(vec![
+                            app.clone(),
+                            env.clone(),
+                            side.to_owned(),
+                            v.clone(),
+                            n.to_string(),
+                        ]);
+                    }
                 }
             }
         }
-        return Ok(Answer::Csv(csv(
+        return Ok(Answer::Fresh(Rendered::csv(csv(
             &["app", "environment", "side", "version", "clusters"],
             rows,
-        )));
+        ))));
     }
-    let apps: Vec<Value> = table
+    let apps = table
         .iter()
-        .map(|(app, envs)| {
-            json!({
-                "app": app,
-                "environments": envs.iter().map(|(env, (d, r))| json!({"environment": env, "desired": d, "running": r})).collect::<Vec<_>>(),
-            })
+        .map(|(app, envs)| AppEnvironments {
+            app,
+            environments: envs
+                .iter()
+                .map(|(env, (desired, running))| EnvironmentVersions {
+                    environment: env,
+                    desired,
+                    running,
+                })
+                .collect(),
         })
         .collect();
-    Ok(Answer::Json(json!({ "apps": apps })))
+    Ok(Answer::Fresh(Rendered::json(&EnvironmentsAnswer { apps })))
 }
 
 /// `GET /api/v1/gate`: for an app at a version (or a render commit) within a group, the share
 /// of targeted clusters in sync, and a verdict against `threshold`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/gate",
+    summary = "Rollout gate: for an app version (or render commit) within a selection, the share of targeted clusters in sync and a pass/fail verdict at `threshold`.",
+    description = "A targeted cluster is a selected cluster whose desired state of `app` is `version` (or was published by `commit`); stale clusters count, in the `stale` state. The verdict is `pass` when at least one cluster is targeted and `share_in_sync >= threshold`.",
+    params(GateQuery),
+    responses((status = 200, body = GateAnswer, description = "The verdict.")),
+)]
 pub async fn gate(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<GateQuery>,
 ) -> Result<Answer, ApiError> {
-    let params = Params::new(
-        pairs,
-        &[
-            "app",
-            "version",
-            "commit",
-            "group",
-            "environment",
-            "label",
-            "threshold",
-        ],
-        &["label"],
-    )?;
-    let filter = scoped_filter(&principal, &params)?;
-    let app = filter
-        .app
-        .clone()
-        .ok_or_else(|| ApiError::bad("app", "required"))?;
-    let version = params.get("version").map(str::to_owned);
-    let commit = params.get("commit").map(str::to_owned);
-    if version.is_none() == commit.is_none() {
-        return Err(ApiError::bad(
-            "version",
-            "give exactly one of version or commit",
-        ));
-    }
-    let threshold = params.number("threshold", 0.0, 1.0, 1.0)?;
-    let (targeted, by_state) = on_fleet(&state, move |fleet, _| {
+    let GateQuery {
+        selection,
+        app,
+        version,
+        commit,
+        threshold,
+    } = query;
+    let group = selection.group.as_ref().map(|g| g.as_str().to_owned());
+    let filter = scoped_filter(&principal, selection);
+    let rendered = on_fleet(&state, move |fleet, _| {
         let s = &fleet.symbols;
         let mut targeted = 0u64;
         let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
-        for cluster in fleet.clusters.values() {
-            if !fleet.cluster_matches(cluster, &filter) {
-                continue;
-            }
-            let Some(app_id) = s.find(&app) else { break };
-            if let Some(pair) = fleet.current_pair(cluster, app_id) {
+        if let Some(app_id) = s.find(&app) {
+            for cluster in fleet.clusters.values() {
+                if !fleet.cluster_matches(cluster, &filter) {
+                    continue;
+                }
+                let Some(pair) = fleet.current_pair(cluster, app_id) else {
+                    continue;
+                };
                 let Some(d) = pair.desired else { continue };
                 if version.as_deref().is_some_and(|v| s.text(d.version) != v)
                     || commit.as_deref().is_some_and(|c| s.text(d.commit) != c)
@@ -908,55 +946,76 @@ pub async fn gate(
                 *by_state.entry(pair.state.as_str()).or_default() += 1;
             }
         }
-        (targeted, by_state)
+        let in_sync = by_state.get("in_sync").copied().unwrap_or(0);
+        let share = if targeted == 0 {
+            0.0
+        } else {
+            in_sync as f64 / targeted as f64
+        };
+        let pass = targeted > 0 && share >= threshold;
+        Rendered::json(&GateAnswer {
+            app: &app,
+            version: version.as_deref(),
+            commit: commit.as_deref(),
+            group: group.as_deref(),
+            targeted_clusters: targeted,
+            in_sync,
+            by_state,
+            share_in_sync: share,
+            threshold,
+            verdict: if pass { "pass" } else { "fail" },
+            reason: if targeted == 0 {
+                "no cluster in this selection desires that version or commit"
+            } else if pass {
+                "the share in sync reaches the threshold"
+            } else {
+                "the share in sync is below the threshold"
+            },
+        })
     })
     .await?;
-    let in_sync = by_state.get("in_sync").copied().unwrap_or(0);
-    let share = if targeted == 0 {
-        0.0
-    } else {
-        in_sync as f64 / targeted as f64
-    };
-    let pass = targeted > 0 && share >= threshold;
-    Ok(Answer::Json(json!({
-        "app": params.get("app"),
-        "version": params.get("version"),
-        "commit": params.get("commit"),
-        "group": params.get("group"),
-        "targeted_clusters": targeted,
-        "in_sync": in_sync,
-        "by_state": by_state,
-        "share_in_sync": share,
-        "threshold": threshold,
-        "verdict": if pass { "pass" } else { "fail" },
-        "reason": if targeted == 0 { "no cluster in this selection desires that version or commit" } else if pass { "the share in sync reaches the threshold" } else { "the share in sync is below the threshold" },
-    })))
+    Ok(Answer::Fresh(rendered))
 }
 
+const CLUSTER_HISTORY_COLUMNS: &[&str] = &[
+    "at", "type", "app", "version", "revision", "health", "sync", "commit", "message",
+];
+
+const HISTORY_COLUMNS: &[&str] = &[
+    "at", "type", "cluster", "app", "version", "revision", "health", "sync", "commit", "message",
+];
+
 /// `GET /api/v1/history`: observed transitions of a cluster (optionally one app) and the
-/// desired-state changes of its render group, over a time range.
+/// desired-state changes of its render group, over a time range; without `cluster`, those of a
+/// group subtree and/or an app.
+#[utoipa::path(
+    get,
+    path = "/api/v1/history",
+    summary = "History over a time range, newest first: for a cluster, the transitions of its app objects and the desired-state changes of its render group; otherwise the transitions within a group subtree and/or of one app, with the renders of the period (renders only for unscoped tokens).",
+    params(HistoryQuery),
+    responses(
+        (status = 200, description = "With `cluster`, a `ClusterHistory`; without, a `GroupHistory`. With `format=csv`, the events as rows: `at,type,app,version,revision,health,sync,commit,message` for a cluster, with `cluster` after `type` otherwise (fields an event does not have are empty).", content(
+            (HistoryAnswer = "application/json"),
+            (String = "text/csv"),
+        )),
+        (status = 404, response = crate::openapi::NotFound),
+    ),
+)]
 pub async fn history(
     State(state): State<Arc<AppState>>,
     Extension(principal): Extension<Principal>,
-    Query(pairs): Pairs,
+    ApiQuery(query): ApiQuery<HistoryQuery>,
 ) -> Result<Answer, ApiError> {
-    let params = Params::new(
-        pairs,
-        &["cluster", "group", "app", "from", "to", "limit", "format"],
-        &[],
-    )?;
-    let Some(cluster_id) = params.get("cluster").map(str::to_owned) else {
-        return group_history(&state, &principal, &params).await;
+    let Some(cluster_id) = query.cluster.clone() else {
+        return group_history(&state, &principal, query).await;
     };
-    if params.get("group").is_some() {
-        return Err(ApiError::bad("group", "give cluster or group, not both"));
-    }
-    fleetscope_model::ClusterId::parse(&cluster_id)
-        .map_err(|err| ApiError::bad("cluster", err.to_string()))?;
-    let app = params.app()?;
-    let limit = params.limit()?;
-    let csv_wanted = params.csv()?;
-    let (from, to) = params.range(state.now(), 86_400)?;
+    let (from, to) = query.range(state.now())?;
+    let HistoryQuery {
+        app,
+        limit,
+        csv: csv_wanted,
+        ..
+    } = query;
     let scope = principal.scope.clone();
     let lookup = cluster_id.clone();
     let render_group = on_fleet(&state, move |fleet, _| {
@@ -991,79 +1050,119 @@ pub async fn history(
         }
         None => Vec::new(),
     };
-    let mut events: Vec<(u32, Value)> = observed
-        .iter()
-        .map(|r| {
-            (
-                r.observed_at,
-                json!({
-                    "at": time_text(r.observed_at), "type": "observed", "app": r.app,
-                    "kind": r.object_kind, "name": r.object_name, "version": r.version,
-                    "revision": r.applied_revision, "health": r.health, "sync": r.sync,
-                    "reason": r.reason, "message": r.message, "deleted": r.deleted != 0,
-                }),
-            )
-        })
-        .chain(desired.iter().map(|d| {
-            (
-                d.desired_since,
-                json!({
-                    "at": time_text(d.desired_since), "type": "desired", "app": d.app,
-                    "version": d.version, "render_group": d.render_group, "commit": d.commit,
-                    "render_id": d.render_id, "reasons": d.reasons, "removed": d.removed != 0,
-                }),
-            )
-        }))
-        .collect();
-    events.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
-    let truncated = events.len() > limit;
-    let events: Vec<Value> = events.into_iter().take(limit).map(|(_, v)| v).collect();
+    let events = newest_first(
+        observed
+            .into_iter()
+            .map(|r| (r.observed_at, observed_event(r, false)))
+            .chain(desired.into_iter().map(|d| {
+                (
+                    d.desired_since,
+                    HistoryEvent::Desired {
+                        at: time_string(d.desired_since),
+                        app: d.app,
+                        version: d.version,
+                        render_group: d.render_group,
+                        commit: d.commit,
+                        render_id: d.render_id,
+                        reasons: d.reasons,
+                        removed: d.removed != 0,
+                    },
+                )
+            })),
+        limit,
+    );
     if csv_wanted {
-        let columns = [
-            "at", "type", "app", "version", "revision", "health", "sync", "commit", "message",
-        ];
-        return Ok(Answer::Csv(csv(
-            &columns,
-            events.iter().map(|v| csv_row(v, &columns)),
-        )));
+        return Ok(Answer::Fresh(Rendered::csv(csv_of(
+            CLUSTER_HISTORY_COLUMNS,
+            &events.0,
+        ))));
     }
-    Ok(Answer::Json(json!({
-        "cluster": cluster_id,
-        "render_group": render_group,
-        "from": time_text(fleetscope_store::to_datetime(from)),
-        "to": time_text(fleetscope_store::to_datetime(to)),
-        "events": events,
-        "truncated": truncated,
+    Ok(Answer::Fresh(Rendered::json(&ClusterHistory {
+        cluster: cluster_id,
+        render_group,
+        from: time_string(fleetscope_store::to_datetime(from)),
+        to: time_string(fleetscope_store::to_datetime(to)),
+        events: events.0,
+        truncated: events.1,
     })))
 }
 
-const HISTORY_COLUMNS: &[&str] = &[
-    "at", "type", "cluster", "app", "version", "revision", "health", "sync", "commit", "message",
-];
+/// The JSON answer of `/api/v1/history`: which one depends on `cluster`.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum HistoryAnswer {
+    Cluster(ClusterHistory),
+    Group(GroupHistory),
+}
+
+/// A stored transition as a history event; `with_cluster` for histories of many clusters.
+fn observed_event(r: fleetscope_store::ObservedRow, with_cluster: bool) -> HistoryEvent {
+    HistoryEvent::Observed {
+        at: time_string(r.observed_at),
+        cluster: with_cluster.then_some(r.cluster_id),
+        app: r.app,
+        kind: r.object_kind,
+        name: r.object_name,
+        version: r.version,
+        revision: r.applied_revision,
+        health: r.health,
+        sync: r.sync,
+        reason: r.reason,
+        message: r.message,
+        deleted: r.deleted != 0,
+    }
+}
+
+/// The newest `limit` events, newest first, and whether there were more.
+fn newest_first(
+    events: impl Iterator<Item = (u32, HistoryEvent)>,
+    limit: usize,
+) -> (Vec<HistoryEvent>, bool) {
+    let mut events: Vec<(u32, HistoryEvent)> = events.collect();
+    events.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    let truncated = events.len() > limit;
+    (
+        events.into_iter().take(limit).map(|(_, e)| e).collect(),
+        truncated,
+    )
+}
 
 /// History of a group subtree (the caller's scope if none is given) and/or one app: observed
 /// transitions of its clusters and, for unscoped callers, the renders of the period.
 async fn group_history(
     state: &Arc<AppState>,
     principal: &Principal,
-    params: &Params,
+    query: HistoryQuery,
 ) -> Result<Answer, ApiError> {
-    let app = params.app()?;
-    let asked = params.group()?;
-    let limit = params.limit()?;
-    let csv_wanted = params.csv()?;
-    let (from, to) = params.range(state.now(), 86_400)?;
+    let (from, to) = query.range(state.now())?;
+    let HistoryQuery {
+        group: asked,
+        app,
+        limit,
+        csv: csv_wanted,
+        ..
+    } = query;
+    let answer = |group: Option<&GroupPath>, events: Vec<HistoryEvent>, truncated: bool| {
+        if csv_wanted {
+            return Answer::Fresh(Rendered::csv(csv_of(HISTORY_COLUMNS, &events)));
+        }
+        Answer::Fresh(Rendered::json(&GroupHistory {
+            group: group.map(|g| g.as_str().to_owned()),
+            app: app.clone(),
+            from: time_string(fleetscope_store::to_datetime(from)),
+            to: time_string(fleetscope_store::to_datetime(to)),
+            events,
+            truncated,
+        }))
+    };
     // The narrower of scope and asked group; disjoint ones select nothing.
     let group = match (&principal.scope, &asked) {
         (None, g) => g.clone(),
         (Some(scope), None) => Some(scope.clone()),
         (Some(scope), Some(g)) if g.is_within(scope) => Some(g.clone()),
         (Some(scope), Some(g)) if scope.is_within(g) => Some(scope.clone()),
-        (Some(_), Some(_)) => {
-            return Ok(Answer::Json(
-                json!({ "group": asked.as_ref().map(GroupPath::as_str), "events": [], "truncated": false }),
-            ));
-        }
+        (Some(_), Some(g)) => return Ok(answer(Some(g), Vec::new(), false)),
     };
     let store = state.index.store();
     let observed = state
@@ -1085,39 +1184,24 @@ async fn group_history(
     } else {
         Vec::new()
     };
-    let mut events: Vec<(u32, Value)> = observed
-        .iter()
-        .map(|r| {
-            (r.observed_at, json!({
-                "at": time_text(r.observed_at), "type": "observed", "cluster": r.cluster_id, "app": r.app,
-                "kind": r.object_kind, "name": r.object_name, "version": r.version,
-                "revision": r.applied_revision, "health": r.health, "sync": r.sync,
-                "reason": r.reason, "message": r.message, "deleted": r.deleted != 0,
-            }))
-        })
-        .chain(renders.iter().map(|r| {
-            (r.rendered_at, json!({
-                "at": time_text(r.rendered_at), "type": "render", "commit": r.commit,
-                "render_id": r.render_id, "message": r.summary,
-                "render_groups": r.render_groups, "clusters": r.clusters,
-            }))
-        }))
-        .collect();
-    events.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
-    let truncated = events.len() > limit;
-    let events: Vec<Value> = events.into_iter().take(limit).map(|(_, v)| v).collect();
-    if csv_wanted {
-        return Ok(Answer::Csv(csv(
-            HISTORY_COLUMNS,
-            events.iter().map(|v| csv_row(v, HISTORY_COLUMNS)),
-        )));
-    }
-    Ok(Answer::Json(json!({
-        "group": group.as_ref().map(GroupPath::as_str),
-        "app": app,
-        "from": time_text(fleetscope_store::to_datetime(from)),
-        "to": time_text(fleetscope_store::to_datetime(to)),
-        "events": events,
-        "truncated": truncated,
-    })))
+    let (events, truncated) = newest_first(
+        observed
+            .into_iter()
+            .map(|r| (r.observed_at, observed_event(r, true)))
+            .chain(renders.into_iter().map(|r| {
+                (
+                    r.rendered_at,
+                    HistoryEvent::Render {
+                        at: time_string(r.rendered_at),
+                        commit: r.commit,
+                        render_id: r.render_id,
+                        message: r.summary,
+                        render_groups: r.render_groups,
+                        clusters: r.clusters,
+                    },
+                )
+            })),
+        limit,
+    );
+    Ok(answer(group.as_ref(), events, truncated))
 }

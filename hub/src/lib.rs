@@ -9,13 +9,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod answers;
 pub mod api;
-pub mod api_reference;
 pub mod auth;
 pub mod index;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
+pub mod query;
 pub mod rollups;
 pub mod server;
 pub mod symbols;

@@ -42,10 +42,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = serde_json::json!({ "error": self.message });
-        if let Some(parameter) = self.parameter {
-            body["parameter"] = serde_json::Value::String(parameter);
-        }
+        let body = crate::answers::ErrorBody {
+            error: self.message,
+            parameter: self.parameter,
+        };
         (self.status, axum::Json(body)).into_response()
     }
 }
@@ -252,24 +252,34 @@ impl Params {
         now: Timestamp,
         default_seconds: i64,
     ) -> Result<(Timestamp, Timestamp), ApiError> {
-        let to = self.time("to")?.unwrap_or(now.plus_seconds(1));
-        let from = self
-            .time("from")?
-            .unwrap_or(to.plus_seconds(-default_seconds));
-        if from >= to {
-            return Err(ApiError::bad("from", "must lie before `to`"));
-        }
-        if to.seconds() - from.seconds() > MAX_RANGE_SECONDS {
-            return Err(ApiError::bad(
-                "from",
-                format!(
-                    "the range may span at most {} days",
-                    MAX_RANGE_SECONDS / 86_400
-                ),
-            ));
-        }
-        Ok((from, to))
+        range(self.time("from")?, self.time("to")?, now, default_seconds)
     }
+}
+
+/// A time range from optional ends: `to` defaults to just after `now`, `from` to
+/// `default_seconds` before `to`; `from` must lie before `to`, at most
+/// [`MAX_RANGE_SECONDS`] apart.
+pub fn range(
+    from: Option<Timestamp>,
+    to: Option<Timestamp>,
+    now: Timestamp,
+    default_seconds: i64,
+) -> Result<(Timestamp, Timestamp), ApiError> {
+    let to = to.unwrap_or(now.plus_seconds(1));
+    let from = from.unwrap_or(to.plus_seconds(-default_seconds));
+    if from >= to {
+        return Err(ApiError::bad("from", "must lie before `to`"));
+    }
+    if to.seconds() - from.seconds() > MAX_RANGE_SECONDS {
+        return Err(ApiError::bad(
+            "from",
+            format!(
+                "the range may span at most {} days",
+                MAX_RANGE_SECONDS / 86_400
+            ),
+        ));
+    }
+    Ok((from, to))
 }
 
 /// A whole number written in decimal digits only, without a sign.

@@ -194,11 +194,9 @@ use crate::index::system_now;
 /// (the token file in force, see [`LiveAuth`]). Every route has [`REQUEST_TIMEOUT`].
 pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: bool) -> Router {
     let auth: LiveAuth = auth.into();
-    // The routes come from the OpenAPI table, so the two cannot disagree on what exists.
-    let mut api = Router::new();
-    for route in crate::openapi::ROUTES {
-        api = api.route(route.path, handler(route.path));
-    }
+    // The routes and the OpenAPI document come from the same handlers, so the two cannot
+    // disagree on what exists.
+    let (api, _) = crate::openapi::routes();
     let metrics = Router::new().route("/metrics", get(metrics_endpoint));
     let (api, metrics) = if open_metrics {
         (
@@ -236,23 +234,6 @@ pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: boo
         ))
         .layer(axum::middleware::from_fn(crate::telemetry::trace_request))
         .with_state(state)
-}
-
-/// The handler of each documented route.
-fn handler(path: &str) -> axum::routing::MethodRouter<Arc<AppState>> {
-    match path {
-        "/api/v1/summary" => get(crate::api::summary),
-        "/api/v1/drift" => get(crate::api::drift),
-        "/api/v1/clusters/{id}" => get(crate::api::cluster),
-        "/api/v1/apps/{app}/versions" => get(crate::api::versions),
-        "/api/v1/stale" => get(crate::api::stale),
-        "/api/v1/explain" => get(crate::api::explain),
-        "/api/v1/environments" => get(crate::api::environments),
-        "/api/v1/gate" => get(crate::api::gate),
-        "/api/v1/history" => get(crate::api::history),
-        "/api/v1/openapi.json" => get(crate::openapi::serve),
-        other => panic!("the OpenAPI table lists {other}, which has no handler"),
-    }
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {

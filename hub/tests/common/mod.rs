@@ -49,3 +49,52 @@ pub async fn serve(app: axum::Router) -> String {
     tokio::spawn(async move { axum::serve(listener, app).await.expect("the hub serves") });
     base
 }
+
+/// A route as the served OpenAPI document lists it: its path, its parameters as (name, `path`
+/// or `query`, required, schema type, description), and whether it answers CSV.
+#[derive(Debug)]
+pub struct RouteDoc {
+    pub path: &'static str,
+    pub params: Vec<(&'static str, &'static str, bool, &'static str, &'static str)>,
+    pub csv: bool,
+}
+
+/// Every route of the hub's document, in its order.
+pub fn documented_routes() -> &'static [RouteDoc] {
+    static ROUTES: std::sync::OnceLock<Vec<RouteDoc>> = std::sync::OnceLock::new();
+    ROUTES.get_or_init(|| {
+        let document: &'static serde_json::Value = Box::leak(Box::new(
+            serde_json::to_value(fleetscope_hub::openapi::document()).expect("json"),
+        ));
+        document["paths"]
+            .as_object()
+            .expect("paths")
+            .iter()
+            .map(|(path, item)| {
+                let operation = &item["get"];
+                let params = operation["parameters"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|p| {
+                        (
+                            p["name"].as_str().expect("a name"),
+                            p["in"].as_str().expect("a place"),
+                            p["required"].as_bool().unwrap_or(false),
+                            p["schema"]["type"].as_str().unwrap_or("array"),
+                            p["description"].as_str().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                RouteDoc {
+                    path: path.as_str(),
+                    params,
+                    csv: operation["responses"]["200"]["content"]
+                        .get("text/csv")
+                        .is_some(),
+                }
+            })
+            .collect()
+    })
+}

@@ -1,8 +1,11 @@
-//! The API reference, `docs/api.md`, generated from the OpenAPI document
-//! ([`crate::openapi::document`]): every path and method with its summary, parameters, request
-//! body, responses, authentication and an example `curl`. Nothing in the reference is written
-//! by hand except the few sentences that explain how to read it; `hub/tests/api_reference.rs`
-//! fails when the committed file differs from what this module makes of the current document.
+//! The API reference, `docs/api.md`, generated from the hub's OpenAPI document
+//! (`fleetscope_hub::openapi::document`): every path and method with its summary, parameters,
+//! request body, responses, authentication and an example `curl`. Nothing in the reference is
+//! written by hand except the few sentences that explain how to read it;
+//! `tests/api_reference.rs` fails when the committed file differs from what this crate makes of
+//! the current document.
+//!
+//! A development tool: no shipped binary links it (the hub only makes the document).
 //!
 //! The module reads any OpenAPI 3 document (parameters with defaults and enums, request bodies,
 //! `$ref`s into `components`, per-operation security), not only the parts the hub's document
@@ -13,7 +16,8 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 
 /// The command that rewrites `docs/api.md` from the current document.
-pub const REFRESH_COMMAND: &str = "UPDATE_DOCS=1 cargo test -p fleetscope-hub --test api_reference";
+pub const REFRESH_COMMAND: &str =
+    "UPDATE_DOCS=1 cargo test -p fleetscope-api-reference --test api_reference";
 
 /// The HTTP methods of a path item, in the order the reference lists them.
 const METHODS: [&str; 8] = [
@@ -318,7 +322,7 @@ impl<'a> Reference<'a> {
         };
         writeln!(
             out,
-            "<!-- Generated from the hub's OpenAPI document by hub/src/api_reference.rs: do not edit.\n     Refresh with `{REFRESH_COMMAND}`. -->\n"
+            "<!-- Generated from the hub's OpenAPI document by tools/api-reference: do not edit.\n     Refresh with `{REFRESH_COMMAND}`. -->\n"
         )
         .unwrap();
         writeln!(out, "# {title}\n").unwrap();
@@ -336,7 +340,7 @@ impl<'a> Reference<'a> {
         writeln!(
             out,
             "This page is generated from [openapi.json](openapi.json), which the hub builds from \
-             the same route table as its router. The examples expect two shell variables: `HUB`, the hub's \
+             the same handlers as its router. The examples expect two shell variables: `HUB`, the hub's \
              base URL (for example `{base}`), and `TOKEN`, a token from the hub's token file \
              (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). \
              Names in the examples come from the example platform repo (`examples/platform`); \
@@ -1198,14 +1202,14 @@ mod tests {
     #[test]
     fn a_full_document_becomes_a_reference() {
         expect![[r#"
-            <!-- Generated from the hub's OpenAPI document by hub/src/api_reference.rs: do not edit.
-                 Refresh with `UPDATE_DOCS=1 cargo test -p fleetscope-hub --test api_reference`. -->
+            <!-- Generated from the hub's OpenAPI document by tools/api-reference: do not edit.
+                 Refresh with `UPDATE_DOCS=1 cargo test -p fleetscope-api-reference --test api_reference`. -->
 
             # Sample
 
             Version 2.0.0.
 
-            This page is generated from [openapi.json](openapi.json), which the hub builds from the same route table as its router. The examples expect two shell variables: `HUB`, the hub's base URL (for example `https://hub.example`), and `TOKEN`, a token from the hub's token file (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). Names in the examples come from the example platform repo (`examples/platform`); values in angle brackets are placeholders. Health, readiness and metrics endpoints are not part of this API; [operations.md](operations.md) describes them.
+            This page is generated from [openapi.json](openapi.json), which the hub builds from the same handlers as its router. The examples expect two shell variables: `HUB`, the hub's base URL (for example `https://hub.example`), and `TOKEN`, a token from the hub's token file (see [hub.md](hub.md#tokens-and-scopes) and [operations.md](operations.md)). Names in the examples come from the example platform repo (`examples/platform`); values in angle brackets are placeholders. Health, readiness and metrics endpoints are not part of this API; [operations.md](operations.md) describes them.
 
             ## Authentication
 

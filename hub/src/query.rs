@@ -1,0 +1,533 @@
+//! Each route's query parameters as one type. A route's type lists its parameters once, from
+//! documented parts (the selection, paging, the format, what is the route's own); the OpenAPI
+//! document takes the parameters from that list, and so does the check that refuses every
+//! parameter a route does not take and every repeated one that cannot repeat (a parameter whose
+//! schema is an array repeats). The document and the routes cannot disagree on what a route
+//! takes.
+
+use std::sync::OnceLock;
+
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use fleetscope_model::{DriftState, GroupPath, Timestamp};
+use serde::Deserialize;
+use utoipa::openapi::path::{Parameter, ParameterIn};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::answers::DriftStateName;
+use crate::params::{ApiError, Params};
+
+/// A route's query: parsed from the request's parameters, documented by [`IntoParams`].
+pub trait RouteQuery: IntoParams + Sized {
+    /// The parameters the route takes and which of them repeat, from its documentation.
+    fn names() -> &'static Names;
+    fn parse(params: &Params) -> Result<Self, ApiError>;
+}
+
+/// The names of a route's query parameters, and the ones that may repeat.
+#[derive(Debug)]
+pub struct Names {
+    pub all: Vec<String>,
+    pub repeatable: Vec<String>,
+}
+
+impl Names {
+    pub fn of<T: IntoParams>() -> Names {
+        let params: Vec<Parameter> = T::into_params(|| Some(ParameterIn::Query));
+        Names {
+            all: params.iter().map(|p| p.name.clone()).collect(),
+            repeatable: params
+                .iter()
+                .filter(|p| matches!(p.schema, Some(RefOr::T(Schema::Array(_)))))
+                .map(|p| p.name.clone())
+                .collect(),
+        }
+    }
+}
+
+/// The extractor: the query string checked against the route's documented parameters, then
+/// parsed into the route's type. Every failure is a 400 naming the parameter.
+#[derive(Debug)]
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: RouteQuery> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        let Query(pairs) = Query::<Vec<(String, String)>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let names = T::names();
+        let all: Vec<&str> = names.all.iter().map(String::as_str).collect();
+        let repeatable: Vec<&str> = names.repeatable.iter().map(String::as_str).collect();
+        let params = Params::new(pairs, &all, &repeatable).map_err(IntoResponse::into_response)?;
+        T::parse(&params)
+            .map(ApiQuery)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
+/// A route's parameters: the parts' parameters in order.
+macro_rules! route_query {
+    ($route:ty: $($part:ty),* $(,)?) => {
+        impl IntoParams for $route {
+            fn into_params(parameter_in: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+                #[allow(unused_mut)]
+                let mut all = Vec::new();
+                let _ = &parameter_in;
+                $( all.extend(<$part as IntoParams>::into_params(&parameter_in)); )*
+                all
+            }
+        }
+
+        impl RouteQuery for $route {
+            fn names() -> &'static Names {
+                static NAMES: OnceLock<Names> = OnceLock::new();
+                NAMES.get_or_init(Names::of::<$route>)
+            }
+
+            fn parse(params: &Params) -> Result<Self, ApiError> {
+                <$route>::from_params(params)
+            }
+        }
+    };
+}
+
+// The documented parts. Their fields are documentation only (the parsing is in `Params`, which
+// gives every parameter the same errors on every route); they are never built.
+
+/// `group`.
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct GroupPart {
+    /// Only clusters within this group subtree (`emea/de`): the group and every group below it.
+    #[param(example = "emea/de")]
+    group: Option<String>,
+}
+
+/// `environment`.
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct EnvironmentPart {
+    /// Only clusters of this environment (a DNS label).
+    #[param(example = "prod")]
+    environment: Option<String>,
+}
+
+/// `label`.
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct LabelPart {
+    /// `key=value` a cluster's labels must have; repeatable (`label=a=1&label=b=2`), all must
+    /// match.
+    #[param(required = false, example = json!(["tier=edge"]))]
+    label: Vec<String>,
+}
+
+/// `app`, optional.
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AppPart {
+    /// Only this app.
+    #[param(example = "checkout")]
+    app: Option<String>,
+}
+
+/// `limit`.
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct LimitPart {
+    /// Items per page, a whole number from 1 to 1000 written in digits only (default 100).
+    #[param(minimum = 1, maximum = 1000, default = 100)]
+    limit: Option<u32>,
+}
+
+/// `cursor`.
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct CursorPart {
+    /// The `next_cursor` of the previous page, as it was handed out; anything else is a 400.
+    cursor: Option<String>,
+}
+
+/// How an answer is written.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    Json,
+    Csv,
+}
+
+/// `format`.
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct FormatPart {
+    /// `json` (default) or `csv`.
+    #[param(inline)]
+    format: Option<Format>,
+}
+
+/// What every listing of clusters can be narrowed to: the caller's scope is added by the
+/// handler.
+#[derive(Debug, Default)]
+pub struct Selection {
+    pub group: Option<GroupPath>,
+    pub environment: Option<String>,
+    pub labels: Vec<(String, String)>,
+    pub app: Option<String>,
+}
+
+impl Selection {
+    fn from_params(params: &Params) -> Result<Selection, ApiError> {
+        Ok(Selection {
+            group: params.group()?,
+            environment: params.environment()?,
+            labels: params.labels()?,
+            app: params.app()?,
+        })
+    }
+}
+
+/// `GET /api/v1/summary`.
+#[derive(Debug)]
+pub struct SummaryQuery {
+    pub selection: Selection,
+    pub depth: usize,
+    pub csv: bool,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct SummaryPart {
+    /// Deepest group level listed, a whole number from 0 to 16 (default 16: every level);
+    /// 0 lists only `total`.
+    #[param(minimum = 0, maximum = 16, default = 16)]
+    depth: Option<u32>,
+}
+
+route_query!(SummaryQuery: GroupPart, EnvironmentPart, LabelPart, AppPart, SummaryPart, FormatPart);
+
+impl SummaryQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        Ok(SummaryQuery {
+            selection: Selection::from_params(params)?,
+            depth: params.integer("depth", 0, 16, 16)? as usize,
+            csv: params.csv()?,
+        })
+    }
+}
+
+/// `GET /api/v1/drift`.
+#[derive(Debug)]
+pub struct DriftQuery {
+    pub selection: Selection,
+    /// Never empty: every state but `in_sync` when none is asked for.
+    pub states: Vec<DriftState>,
+    pub limit: usize,
+    pub cursor: Option<String>,
+    pub csv: bool,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DriftPart {
+    /// Drift states to list, repeatable or comma-separated (`state=failed,missing`); default
+    /// every state but `in_sync`.
+    #[param(required = false)]
+    state: Vec<DriftStateName>,
+}
+
+route_query!(DriftQuery: GroupPart, EnvironmentPart, LabelPart, AppPart, DriftPart, LimitPart, CursorPart, FormatPart);
+
+impl DriftQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        let mut states = params.states()?;
+        if states.is_empty() {
+            states = DriftState::ALL
+                .iter()
+                .copied()
+                .filter(|s| *s != DriftState::InSync)
+                .collect();
+        }
+        Ok(DriftQuery {
+            selection: Selection::from_params(params)?,
+            states,
+            limit: params.limit()?,
+            cursor: params.cursor()?,
+            csv: params.csv()?,
+        })
+    }
+}
+
+/// `GET /api/v1/clusters/{id}`.
+#[derive(Debug)]
+pub struct ClusterQuery {
+    pub history_hours: f64,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ClusterPart {
+    /// How far back the page's `history` reaches, in hours, up to 744 (default 24); 0 for
+    /// none (then ClickHouse is not read). The history holds the newest 200 transitions of the
+    /// cluster's objects within that time, newest first; `/api/v1/history?cluster=` reaches
+    /// further back, with the render group's desired-state changes beside them.
+    #[param(minimum = 0, maximum = 744, default = 24)]
+    history_hours: Option<f64>,
+}
+
+route_query!(ClusterQuery: ClusterPart);
+
+impl ClusterQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        Ok(ClusterQuery {
+            history_hours: params.number("history_hours", 0.0, 744.0, 24.0)?,
+        })
+    }
+}
+
+/// `GET /api/v1/apps/{app}/versions`.
+#[derive(Debug)]
+pub struct VersionsQuery {
+    /// Without `app`: the app is in the path.
+    pub selection: Selection,
+    pub depth: usize,
+    pub version: Option<String>,
+    pub limit: usize,
+    pub cursor: Option<String>,
+    pub csv: bool,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct VersionsPart {
+    /// Group level of the per-group counts, a whole number from 1 to 16 (default 1).
+    #[param(minimum = 1, maximum = 16, default = 1)]
+    depth: Option<u32>,
+    /// List the clusters running this version, a page at a time (`limit`, `cursor`).
+    #[param(example = "1.4.2")]
+    version: Option<String>,
+}
+
+route_query!(VersionsQuery: GroupPart, EnvironmentPart, LabelPart, VersionsPart, LimitPart, CursorPart, FormatPart);
+
+impl VersionsQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        Ok(VersionsQuery {
+            selection: Selection::from_params(params)?,
+            depth: params.integer("depth", 1, 16, 1)? as usize,
+            version: params.get("version").map(str::to_owned),
+            limit: params.limit()?,
+            cursor: params.cursor()?,
+            csv: params.csv()?,
+        })
+    }
+}
+
+/// `GET /api/v1/stale`.
+#[derive(Debug)]
+pub struct StaleQuery {
+    pub selection: Selection,
+    pub limit: usize,
+    pub cursor: Option<String>,
+    pub csv: bool,
+}
+
+route_query!(StaleQuery: GroupPart, EnvironmentPart, LabelPart, LimitPart, CursorPart, FormatPart);
+
+impl StaleQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        Ok(StaleQuery {
+            selection: Selection::from_params(params)?,
+            limit: params.limit()?,
+            cursor: params.cursor()?,
+            csv: params.csv()?,
+        })
+    }
+}
+
+/// `GET /api/v1/explain`.
+#[derive(Debug)]
+pub struct ExplainQuery {
+    pub cluster: String,
+    pub app: Option<String>,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ExplainPart {
+    /// The cluster id.
+    #[param(example = "berlin-01")]
+    cluster: String,
+}
+
+route_query!(ExplainQuery: ExplainPart, AppPart);
+
+impl ExplainQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        let cluster = params
+            .get("cluster")
+            .ok_or_else(|| ApiError::bad("cluster", "required"))?
+            .to_owned();
+        fleetscope_model::ClusterId::parse(&cluster)
+            .map_err(|err| ApiError::bad("cluster", err.to_string()))?;
+        Ok(ExplainQuery {
+            cluster,
+            app: params.app()?,
+        })
+    }
+}
+
+/// `GET /api/v1/environments`.
+#[derive(Debug)]
+pub struct EnvironmentsQuery {
+    /// Without `environment`: every environment is a column of the answer.
+    pub selection: Selection,
+    pub csv: bool,
+}
+
+route_query!(EnvironmentsQuery: GroupPart, LabelPart, AppPart, FormatPart);
+
+impl EnvironmentsQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        Ok(EnvironmentsQuery {
+            selection: Selection::from_params(params)?,
+            csv: params.csv()?,
+        })
+    }
+}
+
+/// `GET /api/v1/gate`.
+#[derive(Debug)]
+pub struct GateQuery {
+    /// `app` is required here.
+    pub selection: Selection,
+    pub app: String,
+    pub version: Option<String>,
+    pub commit: Option<String>,
+    pub threshold: f64,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct GatePart {
+    /// The app rolled out.
+    #[param(example = "checkout")]
+    app: String,
+    /// The version rolled out (give this or `commit`).
+    #[param(example = "1.4.2")]
+    version: Option<String>,
+    /// The GitOps commit rolled out (give this or `version`).
+    commit: Option<String>,
+    /// Share in sync needed to pass, from 0 to 1 (default 1).
+    #[param(minimum = 0, maximum = 1, default = 1)]
+    threshold: Option<f64>,
+}
+
+route_query!(GateQuery: GatePart, GroupPart, EnvironmentPart, LabelPart);
+
+impl GateQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        let selection = Selection::from_params(params)?;
+        let app = selection
+            .app
+            .clone()
+            .ok_or_else(|| ApiError::bad("app", "required"))?;
+        let version = params.get("version").map(str::to_owned);
+        let commit = params.get("commit").map(str::to_owned);
+        if version.is_none() == commit.is_none() {
+            return Err(ApiError::bad(
+                "version",
+                "give exactly one of version or commit",
+            ));
+        }
+        Ok(GateQuery {
+            selection,
+            app,
+            version,
+            commit,
+            threshold: params.number("threshold", 0.0, 1.0, 1.0)?,
+        })
+    }
+}
+
+/// `GET /api/v1/history`.
+#[derive(Debug)]
+pub struct HistoryQuery {
+    pub cluster: Option<String>,
+    pub group: Option<GroupPath>,
+    pub app: Option<String>,
+    pub limit: usize,
+    pub csv: bool,
+    from: Option<Timestamp>,
+    to: Option<Timestamp>,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct HistoryPart {
+    /// One cluster (or give `group` and/or `app`; not both `cluster` and `group`).
+    cluster: Option<String>,
+    /// Start: seconds since 1970 or RFC 3339 (default a day before `to`).
+    #[param(example = "2026-11-22T00:00:00Z")]
+    from: Option<String>,
+    /// End, exclusive (default now); the range spans at most 31 days.
+    to: Option<String>,
+}
+
+route_query!(HistoryQuery: HistoryPart, GroupPart, AppPart, LimitPart, FormatPart);
+
+impl HistoryQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        let cluster = params.get("cluster").map(str::to_owned);
+        if cluster.is_some() && params.get("group").is_some() {
+            return Err(ApiError::bad("group", "give cluster or group, not both"));
+        }
+        if let Some(id) = &cluster {
+            fleetscope_model::ClusterId::parse(id)
+                .map_err(|err| ApiError::bad("cluster", err.to_string()))?;
+        }
+        Ok(HistoryQuery {
+            cluster,
+            group: params.group()?,
+            app: params.app()?,
+            limit: params.limit()?,
+            csv: params.csv()?,
+            from: params.time("from")?,
+            to: params.time("to")?,
+        })
+    }
+
+    /// `from`/`to`, defaulting to the day before `now`; bounded.
+    pub fn range(&self, now: Timestamp) -> Result<(Timestamp, Timestamp), ApiError> {
+        crate::params::range(self.from, self.to, now, 86_400)
+    }
+}
+
+/// `GET /api/v1/openapi.json` takes no parameters.
+#[derive(Debug)]
+pub struct NoQuery;
+
+route_query!(NoQuery:);
+
+impl NoQuery {
+    fn from_params(_: &Params) -> Result<Self, ApiError> {
+        Ok(NoQuery)
+    }
+}
