@@ -1,10 +1,10 @@
 //! The six dashboards: what each panel asks, how it is drawn, and where its links lead.
 
-use fleetscope_model::Health;
+use fleetscope_store::panel_sql;
 use serde_json::json;
 
 use crate::grafana::{drill, Builder, Dashboard, Link, Panel, Query, Variable};
-use crate::sql;
+use crate::slots::GRAFANA;
 
 pub const OVERVIEW: &str = "fleetscope-overview";
 pub const APP_VERSIONS: &str = "fleetscope-app-versions";
@@ -18,7 +18,7 @@ fn group_variable() -> Variable {
         name: "group",
         label: "Group",
         description: "A group subtree; All is the whole fleet",
-        sql: sql::group_values(),
+        sql: panel_sql::group_values(),
         all: true,
         sort: 1,
     }
@@ -29,7 +29,7 @@ fn environment_variable() -> Variable {
         name: "environment",
         label: "Environment",
         description: "Clusters of one environment; All is every environment",
-        sql: sql::environment_values(),
+        sql: panel_sql::environment_values(),
         all: true,
         sort: 1,
     }
@@ -44,7 +44,7 @@ fn app_variable(all: bool) -> Variable {
         } else {
             "The app to look at"
         },
-        sql: sql::app_values(),
+        sql: panel_sql::app_values(),
         all,
         sort: 1,
     }
@@ -82,7 +82,6 @@ pub fn all() -> Vec<Dashboard> {
 }
 
 pub fn fleet_overview() -> Dashboard {
-    let rollup = sql::group_rollup_names();
     Builder::new(
         "fleet-overview",
         OVERVIEW,
@@ -99,7 +98,7 @@ pub fn fleet_overview() -> Dashboard {
             "Clusters and app instances",
             "How many clusters the group has, how many of them report, and how its (cluster, app) pairs divide over the drift states right now. The numbers are the store's drift rollup, the same as the hub's summary. Not filtered by environment.",
         )
-        .query(Query::table(sql::selected_group_rollup(), &rollup))
+        .query(Query::table(panel_sql::selected_group_rollup(&GRAFANA)))
         .state_colors()
         .size(24, 5),
     )
@@ -109,7 +108,7 @@ pub fn fleet_overview() -> Dashboard {
             "Rollup per group",
             "Each group directly below the selected one (the regions, for the fleet): clusters, stale clusters, app instances per drift state and the share in sync. Click a group to drill down into it. Not filtered by environment.",
         )
-        .query(Query::table(sql::child_group_rollups(), &rollup))
+        .query(Query::table(panel_sql::child_group_rollups(&GRAFANA)))
         .state_colors()
         .links("group_path", &to_group())
         .size(24, 9),
@@ -120,7 +119,7 @@ pub fn fleet_overview() -> Dashboard {
             "App instances per drift state",
             "How the selected group's drift developed over the time range, from the rollup snapshots stored in ClickHouse (`rollup_snapshots`). Empty where no snapshots were taken, and for groups deeper than the snapshot depth.",
         )
-        .query(Query::series(sql::drift_trend(), &sql::drift_trend_names()))
+        .query(Query::series(panel_sql::drift_trend(&GRAFANA)))
         .state_colors()
         .stacked()
         .size(16, 9),
@@ -130,10 +129,7 @@ pub fn fleet_overview() -> Dashboard {
             "Clusters and stale clusters",
             "How many clusters the selected group had, and how many of them were stale, at each snapshot.",
         )
-        .query(Query::series(
-            sql::cluster_trend(),
-            &["time", "clusters", "stale_clusters"],
-        ))
+        .query(Query::series(panel_sql::cluster_trend(&GRAFANA)))
         .field("stale_clusters", "color", json!({"fixedColor": "#8e8e8e", "mode": "fixed"}))
         .size(8, 9),
     )
@@ -143,7 +139,7 @@ pub fn fleet_overview() -> Dashboard {
             "Stale clusters",
             "Clusters of the selected group and environment that have not sent a heartbeat within the stale threshold, never seen first, then the longest silent. What such a cluster last reported is not trusted: its apps count as stale.",
         )
-        .query(Query::table(sql::stale_cluster_list(), &sql::STALE_LIST_COLUMNS))
+        .query(Query::table(panel_sql::stale_cluster_list(&GRAFANA)))
         .field_unit("silent_seconds", "s")
         .links("cluster_id", &[to_cluster()])
         .size(12, 10),
@@ -153,7 +149,7 @@ pub fn fleet_overview() -> Dashboard {
             "Apps with failed, drifted, missing or unexpected instances",
             "Apps in the selected group and environment with instances that need someone to act, worst first. Click an app for its versions or its deployment history.",
         )
-        .query(Query::table(sql::problem_apps(), &sql::problem_app_names()))
+        .query(Query::table(panel_sql::problem_apps(&GRAFANA)))
         .state_colors()
         .links("app", &to_app())
         .size(12, 10),
@@ -163,10 +159,7 @@ pub fn fleet_overview() -> Dashboard {
             "Failed, out-of-sync and missing instances",
             "The (cluster, app) pairs behind the numbers above: desired against running version and the reconciler's health and sync. Click a cluster for its detail.",
         )
-        .query(Query::table(
-            sql::problem_pairs(false),
-            &sql::PROBLEM_PAIR_COLUMNS,
-        ))
+        .query(Query::table(panel_sql::problem_pairs(&GRAFANA, false)))
         .state_column("state")
         .links("cluster_id", &[to_cluster()])
         .links("app", &to_app())
@@ -190,7 +183,7 @@ pub fn app_versions() -> Dashboard {
         name: "version",
         label: "Version",
         description: "The version whose rollout to follow",
-        sql: sql::version_values(),
+        sql: panel_sql::version_values(&GRAFANA),
         all: false,
         sort: 8,
     })
@@ -201,7 +194,7 @@ pub fn app_versions() -> Dashboard {
             "Drift of $app",
             "How the app's instances in the selected group and environment divide over the drift states right now.",
         )
-        .query(Query::table(sql::app_states(), &sql::state_count_names()))
+        .query(Query::table(panel_sql::app_states(&GRAFANA)))
         .state_colors(),
     )
     .panel(
@@ -210,10 +203,7 @@ pub fn app_versions() -> Dashboard {
             "Per version: how many clusters should run it (desired) and how many report running it. Two bars of unequal height for one version mean a rollout underway or drift.",
             "version",
         )
-        .query(Query::table(
-            sql::version_distribution(),
-            &["version", "desired_clusters", "running_clusters"],
-        ))
+        .query(Query::table(panel_sql::version_distribution(&GRAFANA)))
         .size(12, 9),
     )
     .panel(
@@ -221,10 +211,7 @@ pub fn app_versions() -> Dashboard {
             "Running versions by group",
             "Clusters running each version, per group one level below the selected one (regions for the fleet). A group with more than one version is mid-rollout or drifting.",
         )
-        .query(Query::table(
-            sql::versions_by_group(),
-            &["group_path", "version", "clusters"],
-        ))
+        .query(Query::table(panel_sql::versions_by_group(&GRAFANA)))
         .matrix("group_path", "version", "clusters")
         .size(12, 9),
     )
@@ -234,10 +221,7 @@ pub fn app_versions() -> Dashboard {
             "Rollout status",
             "Clusters whose desired version is the selected one (targeted), clusters reporting it (running), and targeted clusters in sync, with their share: the rollout gate's numbers.",
         )
-        .query(Query::table(
-            sql::rollout_status(),
-            &["targeted", "running", "in_sync", "in_sync_share"],
-        ))
+        .query(Query::table(panel_sql::rollout_status(&GRAFANA)))
         .field_unit("in_sync_share", "percentunit")
         .field("in_sync", "color", json!({"fixedColor": "green", "mode": "fixed"}))
         .size(8, 9),
@@ -247,7 +231,7 @@ pub fn app_versions() -> Dashboard {
             "Clusters that reached $version",
             "Cumulative count of clusters that have reported running the selected version, by when they first reported it (observed transitions). Clusters that reached it before the time range count from its start; a cluster that moved away later still counts.",
         )
-        .query(Query::series(sql::rollout_progress(), &["time", "clusters"]))
+        .query(Query::series(panel_sql::rollout_progress(&GRAFANA)))
         .size(16, 9),
     )
     .panel(
@@ -255,10 +239,7 @@ pub fn app_versions() -> Dashboard {
             "Instances of $app not in sync",
             "Failed, out-of-sync and missing instances of the app in the selected group and environment, with desired and running version.",
         )
-        .query(Query::table(
-            sql::problem_pairs(true),
-            &sql::PROBLEM_PAIR_COLUMNS,
-        ))
+        .query(Query::table(panel_sql::problem_pairs(&GRAFANA, true)))
         .state_column("state")
         .links("cluster_id", &[to_cluster()])
         .size(24, 9),
@@ -280,7 +261,7 @@ pub fn cluster_detail() -> Dashboard {
         name: "cluster",
         label: "Cluster",
         description: "A cluster of the selected group and environment",
-        sql: sql::cluster_values(),
+        sql: panel_sql::cluster_values(&GRAFANA),
         all: false,
         sort: 1,
     })
@@ -292,7 +273,7 @@ pub fn cluster_detail() -> Dashboard {
             "Cluster",
             "Where the cluster sits (group, environment, labels), which render group it belongs to, when it last sent a heartbeat and whether that makes it stale.",
         )
-        .query(Query::table(sql::cluster_info(), &sql::CLUSTER_INFO_COLUMNS))
+        .query(Query::table(panel_sql::cluster_info(&GRAFANA)))
         .size(24, 4),
     )
     .panel(
@@ -300,7 +281,7 @@ pub fn cluster_detail() -> Dashboard {
             "Drift of this cluster's apps",
             "How the cluster's (cluster, app) pairs divide over the drift states right now.",
         )
-        .query(Query::table(sql::cluster_states(), &sql::state_count_names()))
+        .query(Query::table(panel_sql::cluster_states(&GRAFANA)))
         .state_colors(),
     )
     .panel(
@@ -308,7 +289,7 @@ pub fn cluster_detail() -> Dashboard {
             "Apps: desired against running",
             "Every app desired on or reported by the cluster: its drift state, the desired and running version, the reconciler's health and sync, since when the desired state holds and when the reconciler last changed status.",
         )
-        .query(Query::table(sql::cluster_apps(), &sql::CLUSTER_APP_COLUMNS))
+        .query(Query::table(panel_sql::cluster_apps(&GRAFANA)))
         .state_column("state")
         .links("app", &to_app())
         .size(24, 10),
@@ -318,7 +299,7 @@ pub fn cluster_detail() -> Dashboard {
             "Reported objects",
             "The latest report of every reconciler object on the cluster, sources and unmanaged objects included: revision applied, health, sync, and the reconciler's own reason and message.",
         )
-        .query(Query::table(sql::cluster_objects(), &sql::OBJECT_COLUMNS))
+        .query(Query::table(panel_sql::cluster_objects(&GRAFANA)))
         .size(24, 10),
     )
     .row("History in the time range")
@@ -327,10 +308,7 @@ pub fn cluster_detail() -> Dashboard {
             "Observed transitions",
             "Every status change the cluster reported in the time range, oldest first.",
         )
-        .query(Query::table(
-            sql::cluster_history(),
-            &sql::TRANSITION_COLUMNS,
-        ))
+        .query(Query::table(panel_sql::cluster_history(&GRAFANA)))
         .size(12, 10),
     )
     .panel(
@@ -338,23 +316,13 @@ pub fn cluster_detail() -> Dashboard {
             "Desired-state changes of its render group",
             "What renders changed in the desired state of the cluster's current render group in the time range: version, commit and the policies that put each app there.",
         )
-        .query(Query::table(
-            sql::cluster_desired_history(),
-            &sql::DESIRED_CHANGE_COLUMNS,
-        ))
+        .query(Query::table(panel_sql::cluster_desired_history(&GRAFANA)))
         .size(12, 10),
     )
     .build()
 }
 
 pub fn deployment_history() -> Dashboard {
-    let mut transitions = vec!["time"];
-    transitions.extend(
-        [Health::Healthy, Health::Progressing, Health::Degraded]
-            .iter()
-            .map(|h| h.as_str()),
-    );
-    transitions.push("other");
     Builder::new(
         "deployment-history",
         HISTORY,
@@ -369,12 +337,9 @@ pub fn deployment_history() -> Dashboard {
             "Changes per interval",
             "Renders, desired-state changes (per render group and app) and observed status changes (by reported health) per interval, for the selected app and group. A render followed by a wave of degraded reports is a bad change.",
         )
-        .query(Query::series(sql::renders_over_time(), &["time", "renders"]))
-        .query(Query::series(
-            sql::desired_changes_over_time(),
-            &["time", "desired_changes"],
-        ))
-        .query(Query::series(sql::transitions_over_time(), &transitions))
+        .query(Query::series(panel_sql::renders_over_time(&GRAFANA)))
+        .query(Query::series(panel_sql::desired_changes_over_time(&GRAFANA)))
+        .query(Query::series(panel_sql::transitions_over_time(&GRAFANA)))
         .field("degraded", "color", json!({"fixedColor": "red", "mode": "fixed"}))
         .field("healthy", "color", json!({"fixedColor": "green", "mode": "fixed"}))
         .bars()
@@ -385,7 +350,7 @@ pub fn deployment_history() -> Dashboard {
             "Renders",
             "Every render in the time range, newest first: the GitOps commit it wrote, the platform commit it read, and how much it changed. Not filtered by app or group.",
         )
-        .query(Query::table(sql::renders_in_range(), &sql::RENDER_COLUMNS))
+        .query(Query::table(panel_sql::renders_in_range(&GRAFANA)))
         .size(12, 9),
     )
     .panel(
@@ -393,10 +358,7 @@ pub fn deployment_history() -> Dashboard {
             "Desired-state changes",
             "Desired-state changes of the selected app within render groups with clusters in the selected group, newest render first; removed = 1 when a render took the app away.",
         )
-        .query(Query::table(
-            sql::desired_changes(),
-            &sql::DESIRED_CHANGE_LIST_COLUMNS,
-        ))
+        .query(Query::table(panel_sql::desired_changes(&GRAFANA)))
         .links("app", &to_app())
         .size(12, 9),
     )
@@ -405,10 +367,7 @@ pub fn deployment_history() -> Dashboard {
             "Observed transitions",
             "Status changes clusters of the selected group reported for the selected app, newest first, with the reconciler's reason and message.",
         )
-        .query(Query::table(
-            sql::group_transitions(),
-            &sql::GROUP_TRANSITION_COLUMNS,
-        ))
+        .query(Query::table(panel_sql::group_transitions(&GRAFANA)))
         .links("cluster_id", &[to_cluster()])
         .links("app", &to_app())
         .size(24, 10),
@@ -433,10 +392,7 @@ pub fn environment_comparison() -> Dashboard {
             "Desired version per environment",
             "For each app (rows) and environment (columns): the version the renderer wants there. Several versions in one cell mean render groups of that environment differ.",
         )
-        .query(Query::table(
-            sql::desired_by_environment(),
-            &["app", "environment", "desired"],
-        ))
+        .query(Query::table(panel_sql::desired_by_environment(&GRAFANA)))
         .matrix("app", "environment", "desired")
         .size(12, 12),
     )
@@ -445,10 +401,7 @@ pub fn environment_comparison() -> Dashboard {
             "Running versions per environment",
             "For each app and environment: the versions clusters report, each with its number of clusters, most common first.",
         )
-        .query(Query::table(
-            sql::running_by_environment(),
-            &["app", "environment", "running"],
-        ))
+        .query(Query::table(panel_sql::running_by_environment(&GRAFANA)))
         .matrix("app", "environment", "running")
         .size(12, 12),
     )
@@ -457,10 +410,7 @@ pub fn environment_comparison() -> Dashboard {
             "Drift per app and environment",
             "App instances per drift state for each app and environment, with the share in sync.",
         )
-        .query(Query::table(
-            sql::states_by_environment(),
-            &sql::states_by_environment_names(),
-        ))
+        .query(Query::table(panel_sql::states_by_environment(&GRAFANA)))
         .state_colors()
         .links("app", &to_app())
         .size(24, 12),

@@ -214,13 +214,13 @@ mod tests {
 
     #[test]
     fn variables_and_macros_expand_like_grafana_and_the_plugin() {
-        let sql =
-            "SELECT ${group:sqlstring}, ${app:sqlstring}, ${grace_seconds} WHERE $__timeFilter(t) \
-AND x < $__toTime AND y > $__fromTime GROUP BY $__timeInterval(t), intDiv(t, $__interval_s)";
+        // Expansion is textual, so any text around the references will do.
+        let text = "[${group:sqlstring}, ${app:sqlstring}, ${grace_seconds}] $__timeFilter(t) \
+AND x < $__toTime AND y > $__fromTime; $__timeInterval(t), intDiv(t, $__interval_s)";
         assert_eq!(
-            expand(sql, &dashboard(), &context(Choice::All)).unwrap(),
-            "SELECT '', 'it''s', 900 WHERE t >= toDateTime(100) AND t <= toDateTime(200) \
-AND x < toDateTime(200) AND y > toDateTime(100) GROUP BY toStartOfInterval(toDateTime(t), INTERVAL 60 second), intDiv(t, 60)"
+            expand(text, &dashboard(), &context(Choice::All)).unwrap(),
+            "['', 'it''s', 900] t >= toDateTime(100) AND t <= toDateTime(200) \
+AND x < toDateTime(200) AND y > toDateTime(100); toStartOfInterval(toDateTime(t), INTERVAL 60 second), intDiv(t, 60)"
         );
         assert_eq!(
             expand(

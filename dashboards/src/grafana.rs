@@ -3,6 +3,7 @@
 //! left to right in rows of the 24-column grid.
 
 use fleetscope_model::DriftState;
+use fleetscope_store::panel_sql::PanelQuery;
 use serde_json::{json, Map, Value};
 
 /// The ClickHouse data source plugin the SQL panels are written for.
@@ -60,19 +61,21 @@ pub enum Query {
 }
 
 impl Query {
-    pub fn table(sql: impl Into<String>, columns: &[&str]) -> Query {
-        Query::ClickHouse {
-            sql: sql.into(),
-            format: Format::Table,
-            columns: columns.iter().map(|c| (*c).to_owned()).collect(),
-        }
+    /// A ClickHouse query drawn as a table: one of the store's panel queries.
+    pub fn table(panel: PanelQuery) -> Query {
+        Query::clickhouse(panel, Format::Table)
     }
 
-    pub fn series(sql: impl Into<String>, columns: &[&str]) -> Query {
+    /// A ClickHouse query drawn as time series (a `time` column first).
+    pub fn series(panel: PanelQuery) -> Query {
+        Query::clickhouse(panel, Format::TimeSeries)
+    }
+
+    fn clickhouse(panel: PanelQuery, format: Format) -> Query {
         Query::ClickHouse {
-            sql: sql.into(),
-            format: Format::TimeSeries,
-            columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+            sql: panel.sql,
+            format,
+            columns: panel.columns.iter().map(|c| (*c).to_owned()).collect(),
         }
     }
 
@@ -336,7 +339,7 @@ impl Panel {
 
     /// Fields named after drift states (and the in-sync share) drawn in the states' colors.
     pub fn state_colors(mut self) -> Panel {
-        for state in crate::sql::STATE_ORDER {
+        for state in fleetscope_store::panel_sql::STATE_ORDER {
             self = self.field(
                 state.as_str(),
                 "color",
@@ -357,7 +360,7 @@ impl Panel {
     /// A text column holding drift state names, each shown in its state's color.
     pub fn state_column(self, field: &str) -> Panel {
         let mut options = Map::new();
-        for (index, state) in crate::sql::STATE_ORDER.iter().enumerate() {
+        for (index, state) in fleetscope_store::panel_sql::STATE_ORDER.iter().enumerate() {
             options.insert(
                 state.as_str().to_owned(),
                 json!({"color": state_color(*state), "index": index}),

@@ -1,7 +1,8 @@
 //! Fleetscope's Grafana dashboards, generated from Rust so that their SQL is the store's SQL.
 //!
-//! [`sql`] renders the store's public query builders with Grafana expressions in place of their
-//! parameters (one drift definition: the store's); [`grafana`] builds dashboard JSON;
+//! The statements come from the store's panel queries (`fleetscope_store::panel_sql`), one
+//! drift definition with the store's own; [`slots`] is what Grafana puts into them (template
+//! variables, dashboard constants, the plugin's macros); [`grafana`] builds dashboard JSON;
 //! [`boards`] lays out the six dashboards; [`expand`] replaces Grafana's variables and the
 //! ClickHouse plugin's macros the way they are replaced at query time, for tests and for trying
 //! a panel's query by hand. `cargo run -p fleetscope-dashboards` writes the files into
@@ -12,7 +13,7 @@
 pub mod boards;
 pub mod expand;
 pub mod grafana;
-pub mod sql;
+pub mod slots;
 
 pub use grafana::{to_text, Dashboard, SqlQuery};
 

@@ -1,5 +1,5 @@
 //! Fleetscope's ClickHouse store: the schema and its migrations, typed rows, the batch writer,
-//! retention and every read query the services need.
+//! retention, every read query the services need, and the SQL of the dashboards' panels.
 //!
 //! **Boundary**: this is the only crate that contains SQL. Values from outside reach a query
 //! only as bound parameters (`?`), escaped by the client; identifiers come from constants or
@@ -13,6 +13,7 @@
 pub mod catalog;
 pub mod cluster;
 pub mod drift_sql;
+pub mod panel_sql;
 pub mod queries;
 pub mod retention;
 pub mod rows;

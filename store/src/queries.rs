@@ -1,6 +1,10 @@
 //! The read queries the services need. Each is built by a `*_query` function (so the SQL
 //! conformance test can render it with sample parameters) and run by a method on [`Store`].
 //!
+//! The texts the dashboards' panels share with these queries are written once, by `*_sql`
+//! functions that take each input as a SQL expression: here always `?` (or `toDateTime(?)`),
+//! with the value bound; in [`crate::panel_sql`] the expression Grafana fills in.
+//!
 //! Tables fed by `ReplacingMergeTree` may still hold superseded or duplicate rows until a
 //! merge; every query here reads through them (`argMax` by version, `LIMIT 1 BY`), so results
 //! never depend on when ClickHouse merged.
@@ -43,8 +47,9 @@ argMax(content_hash, render_id) AS d_hash, argMax(desired_since, render_id) AS d
 argMax(removed, render_id) AS d_removed \
 FROM desired_latest GROUP BY render_group, app HAVING d_removed = 0";
 
-/// Current clusters of the inventory, removed clusters left out.
-const INVENTORY_CURRENT: &str = "SELECT cluster_id, current_prefixes AS group_prefixes, current_environment AS environment FROM (\
+/// Current clusters of the inventory, removed clusters left out: `cluster_id`,
+/// `group_prefixes`, `environment`.
+pub(crate) const INVENTORY_CURRENT: &str = "SELECT cluster_id, current_prefixes AS group_prefixes, current_environment AS environment FROM (\
 SELECT cluster_id, argMax(group_prefixes, version) AS current_prefixes, \
 argMax(environment, version) AS current_environment, argMax(removed, version) AS cluster_removed \
 FROM clusters GROUP BY cluster_id) WHERE cluster_removed = 0";
@@ -88,26 +93,35 @@ GROUP BY cluster_id, object_kind, object_namespace, object_name\
     })
 }
 
-/// Pairs of current clusters with everything classification needs, parameters included:
-/// `now`, grace and stale thresholds are bound in that order.
-fn classified_pairs_sql() -> &'static str {
-    static SQL: OnceLock<String> = OnceLock::new();
-    SQL.get_or_init(|| {
-        format!(
-            "SELECT cluster_id, app, group_prefixes, {expression} AS state \
+/// Pairs of current clusters with everything classification needs, selecting `columns` (any
+/// of the pairs', the inventory's and `last_seen_s`, `now_s`, `grace_s`, `stale_s`) and the
+/// drift `state` last. `now`, `grace` and `stale` are integer expressions for the moment
+/// classified at (seconds) and the [`DriftPolicy`]: `?` in the store's own queries, bound in
+/// that order.
+pub(crate) fn classified_pairs_sql(columns: &str, now: &str, grace: &str, stale: &str) -> String {
+    format!(
+        "SELECT {columns}, {expression} AS state \
 FROM (\
-SELECT *, toInt64(toUInt32(last_seen)) AS last_seen_s, toInt64(?) AS now_s, toInt64(?) AS grace_s, toInt64(?) AS stale_s \
+SELECT *, toInt64(toUInt32(last_seen)) AS last_seen_s, toInt64({now}) AS now_s, toInt64({grace}) AS grace_s, toInt64({stale}) AS stale_s \
 FROM (\
 SELECT * FROM ({pairs}) AS pairs ALL INNER JOIN ({INVENTORY_CURRENT}) AS inventory USING cluster_id\
 ) AS current_pairs ALL LEFT JOIN ({LAST_SEEN}) AS seen USING cluster_id\
 )",
-            expression = drift_state_expression(),
-            pairs = pairs_sql(),
-        )
-    })
+        expression = drift_state_expression(),
+        pairs = pairs_sql(),
+    )
 }
 
-/// A query over [`classified_pairs_sql`] with its three parameters bound, in their order.
+/// The columns the store's own pair queries read from [`classified_pairs_sql`].
+pub(crate) const PAIR_KEY_COLUMNS: &str = "cluster_id, app, group_prefixes";
+
+/// [`classified_pairs_sql`] with the store's columns and its parameters as `?`.
+fn classified_pairs_bound_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| classified_pairs_sql(PAIR_KEY_COLUMNS, "?", "?", "?"))
+}
+
+/// A query over [`classified_pairs_bound_sql`] with its three parameters bound, in their order.
 fn classified_pairs_query(store: &Store, sql: &str, now: Timestamp, policy: &DriftPolicy) -> Query {
     store
         .client()
@@ -173,31 +187,40 @@ impl GroupRollup {
     }
 }
 
-pub fn pair_counts_query(store: &Store, now: Timestamp, policy: &DriftPolicy) -> Query {
-    static SQL: OnceLock<String> = OnceLock::new();
-    let sql = SQL.get_or_init(|| {
-        format!(
-            "SELECT group_path, state, count() AS pairs FROM (\
+/// App instances per group (every level, `''` for the fleet) and drift state: `group_path`,
+/// `state`, `pairs`. `now`, `grace` and `stale` as for [`classified_pairs_sql`].
+pub(crate) fn pair_counts_sql(now: &str, grace: &str, stale: &str) -> String {
+    format!(
+        "SELECT group_path, state, count() AS pairs FROM (\
 SELECT arrayJoin(arrayConcat([''], group_prefixes)) AS group_path, state FROM ({})\
 ) GROUP BY group_path, state ORDER BY group_path, state",
-            classified_pairs_sql()
-        )
-    });
+        classified_pairs_sql(PAIR_KEY_COLUMNS, now, grace, stale)
+    )
+}
+
+pub fn pair_counts_query(store: &Store, now: Timestamp, policy: &DriftPolicy) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| pair_counts_sql("?", "?", "?"));
     classified_pairs_query(store, sql, now, policy)
+}
+
+/// Clusters per group (every level, `''` for the fleet) and how many are stale: `group_path`,
+/// `clusters`, `stale_clusters`. `now` and `stale` are integer expressions (seconds): `?` in
+/// the store's own query, bound in that order.
+pub(crate) fn cluster_counts_sql(now: &str, stale: &str) -> String {
+    format!(
+        "SELECT group_path, count() AS clusters, \
+countIf(last_seen_s = 0 OR now_s - last_seen_s > stale_s) AS stale_clusters FROM (\
+SELECT arrayJoin(arrayConcat([''], group_prefixes)) AS group_path, toInt64(toUInt32(last_seen)) AS last_seen_s, \
+toInt64({now}) AS now_s, toInt64({stale}) AS stale_s \
+FROM ({INVENTORY_CURRENT}) AS inventory ALL LEFT JOIN ({LAST_SEEN}) AS seen USING cluster_id\
+) GROUP BY group_path ORDER BY group_path"
+    )
 }
 
 pub fn cluster_counts_query(store: &Store, now: Timestamp, policy: &DriftPolicy) -> Query {
     static SQL: OnceLock<String> = OnceLock::new();
-    let sql = SQL.get_or_init(|| {
-        format!(
-            "SELECT group_path, count() AS clusters, \
-countIf(last_seen_s = 0 OR now_s - last_seen_s > stale_s) AS stale_clusters FROM (\
-SELECT arrayJoin(arrayConcat([''], group_prefixes)) AS group_path, toInt64(toUInt32(last_seen)) AS last_seen_s, \
-toInt64(?) AS now_s, toInt64(?) AS stale_s \
-FROM ({INVENTORY_CURRENT}) AS inventory ALL LEFT JOIN ({LAST_SEEN}) AS seen USING cluster_id\
-) GROUP BY group_path ORDER BY group_path"
-        )
-    });
+    let sql = SQL.get_or_init(|| cluster_counts_sql("?", "?"));
     store
         .client()
         .query(sql)
@@ -215,7 +238,7 @@ pub fn cluster_pair_states_query(
     let sql = SQL.get_or_init(|| {
         format!(
             "SELECT cluster_id, app, state FROM ({}) WHERE cluster_id = ? ORDER BY cluster_id, app",
-            classified_pairs_sql()
+            classified_pairs_bound_sql()
         )
     });
     classified_pairs_query(store, sql, now, policy).bind(cluster_id)
@@ -226,21 +249,25 @@ pub fn all_pair_states_query(store: &Store, now: Timestamp, policy: &DriftPolicy
     let sql = SQL.get_or_init(|| {
         format!(
             "SELECT cluster_id, app, state FROM ({}) ORDER BY cluster_id, app",
-            classified_pairs_sql()
+            classified_pairs_bound_sql()
         )
     });
     classified_pairs_query(store, sql, now, policy)
 }
 
-pub fn observed_for_cluster_query(store: &Store, cluster_id: &str) -> Query {
-    static SQL: OnceLock<String> = OnceLock::new();
-    let sql = SQL.get_or_init(|| {
-        format!(
-            "SELECT ?fields FROM observed_latest WHERE cluster_id = ? \
+/// The latest row of every object one cluster reported (deleted ones included), selecting
+/// `fields`; `cluster` is a string expression (`?` in the store's own query).
+pub(crate) fn observed_for_cluster_sql(fields: &str, cluster: &str) -> String {
+    format!(
+        "SELECT {fields} FROM observed_latest WHERE cluster_id = {cluster} \
 ORDER BY cluster_id, object_kind, object_namespace, object_name, {OBSERVED_ORDER_DESC} \
 LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name"
-        )
-    });
+    )
+}
+
+pub fn observed_for_cluster_query(store: &Store, cluster_id: &str) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| observed_for_cluster_sql("?fields", "?"));
     store.client().query(sql).bind(cluster_id)
 }
 
@@ -287,20 +314,30 @@ GROUP BY cluster_id, object_kind, object_namespace, object_name\
     store.client().query(sql).bind(cluster_ids)
 }
 
+/// One cluster's observed transitions in a time range, each change once, oldest first,
+/// selecting `fields`. `cluster` is a string expression, `from` and `to` `DateTime` expressions
+/// (the range includes `from`, not `to`): `?` and `toDateTime(?)` in the store's own query.
+pub(crate) fn observed_history_sql(fields: &str, cluster: &str, from: &str, to: &str) -> String {
+    format!(
+        "SELECT {fields} FROM observed_transitions \
+WHERE cluster_id = {cluster} AND observed_at >= {from} AND observed_at < {to} \
+ORDER BY observed_at, seq, object_kind, object_namespace, object_name \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq"
+    )
+}
+
 pub fn observed_history_query(
     store: &Store,
     cluster_id: &str,
     from: Timestamp,
     to: Timestamp,
 ) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql =
+        SQL.get_or_init(|| observed_history_sql("?fields", "?", "toDateTime(?)", "toDateTime(?)"));
     store
         .client()
-        .query(
-            "SELECT ?fields FROM observed_transitions \
-WHERE cluster_id = ? AND observed_at >= toDateTime(?) AND observed_at < toDateTime(?) \
-ORDER BY observed_at, seq, object_kind, object_namespace, object_name \
-LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq",
-        )
+        .query(sql)
         .bind(cluster_id)
         .bind(to_datetime(from))
         .bind(to_datetime(to))
@@ -354,6 +391,18 @@ pub fn latest_heartbeats_query(store: &Store) -> Query {
     )
 }
 
+/// Current clusters not seen within the stale threshold, or never: `cluster_id`,
+/// `last_seen_seconds` (0 = never), never seen first, then oldest. `now` and `stale` are
+/// integer expressions (seconds): `?` in the store's own query, bound in that order.
+pub(crate) fn stale_clusters_sql(now: &str, stale: &str) -> String {
+    format!(
+        "SELECT cluster_id, toUInt32(last_seen) AS last_seen_seconds FROM (\
+SELECT cluster_id, last_seen FROM ({INVENTORY_CURRENT}) AS inventory ALL LEFT JOIN ({LAST_SEEN}) AS seen USING cluster_id\
+) WHERE toUInt32(last_seen) = 0 OR toInt64({now}) - toInt64(toUInt32(last_seen)) > toInt64({stale}) \
+ORDER BY last_seen_seconds, cluster_id"
+    )
+}
+
 pub fn stale_clusters_query(
     store: &Store,
     now: Timestamp,
@@ -361,14 +410,7 @@ pub fn stale_clusters_query(
     limit: u64,
 ) -> Query {
     static SQL: OnceLock<String> = OnceLock::new();
-    let sql = SQL.get_or_init(|| {
-        format!(
-            "SELECT cluster_id, toUInt32(last_seen) AS last_seen_seconds FROM (\
-SELECT cluster_id, last_seen FROM ({INVENTORY_CURRENT}) AS inventory ALL LEFT JOIN ({LAST_SEEN}) AS seen USING cluster_id\
-) WHERE toUInt32(last_seen) = 0 OR toInt64(?) - toInt64(toUInt32(last_seen)) > toInt64(?) \
-ORDER BY last_seen_seconds, cluster_id LIMIT ?"
-        )
-    });
+    let sql = SQL.get_or_init(|| format!("{} LIMIT ?", stale_clusters_sql("?", "?")));
     store
         .client()
         .query(sql)
@@ -567,19 +609,29 @@ impl GroupRollup {
     }
 }
 
+/// Rollup snapshots of one group in a time range, oldest first, selecting `fields`. `group` is
+/// a string expression (`''` for the fleet), `from` and `to` `DateTime` expressions (the range
+/// includes `from`, not `to`): `?` and `toDateTime(?)` in the store's own query.
+pub(crate) fn rollup_trend_sql(fields: &str, group: &str, from: &str, to: &str) -> String {
+    format!(
+        "SELECT {fields} FROM rollup_snapshots \
+WHERE group_path = {group} AND taken_at >= {from} AND taken_at < {to} \
+ORDER BY taken_at LIMIT 1 BY taken_at"
+    )
+}
+
 pub fn rollup_trend_query(
     store: &Store,
     group_path: &str,
     from: Timestamp,
     to: Timestamp,
 ) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql =
+        SQL.get_or_init(|| rollup_trend_sql("?fields", "?", "toDateTime(?)", "toDateTime(?)"));
     store
         .client()
-        .query(
-            "SELECT ?fields FROM rollup_snapshots \
-WHERE group_path = ? AND taken_at >= toDateTime(?) AND taken_at < toDateTime(?) \
-ORDER BY taken_at LIMIT 1 BY taken_at",
-        )
+        .query(sql)
         .bind(group_path)
         .bind(to_datetime(from))
         .bind(to_datetime(to))
@@ -662,11 +714,15 @@ FROM desired_latest GROUP BY render_group, app ORDER BY render_group, app",
     )
 }
 
+/// Each cluster's current render group, removed memberships included: `cluster_id`,
+/// `current_group`, `current_removed`.
+pub(crate) const CURRENT_MEMBERS: &str = "SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS current_removed \
+FROM render_group_members GROUP BY cluster_id";
+
 pub fn current_members_query(store: &Store) -> Query {
-    store.client().query(
-        "SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS current_removed \
-FROM render_group_members GROUP BY cluster_id ORDER BY cluster_id",
-    )
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| format!("{CURRENT_MEMBERS} ORDER BY cluster_id"));
+    store.client().query(sql)
 }
 
 /// Each cluster's current reason set, removed memberships included.
@@ -932,6 +988,24 @@ pub fn recent_renders_query(store: &Store, limit: u64) -> Query {
         .bind(limit)
 }
 
+/// Desired-state changes of one render group (every app, or one) in a time range, oldest
+/// first, selecting `fields`. `render_group` and `app` are string expressions (`''` for every
+/// app), `from` and `to` `DateTime` expressions (the range includes `from`, not `to`): `?` and
+/// `toDateTime(?)` in the store's own query.
+pub(crate) fn desired_history_sql(
+    fields: &str,
+    render_group: &str,
+    app: &str,
+    from: &str,
+    to: &str,
+) -> String {
+    format!(
+        "SELECT {fields} FROM desired_history WHERE render_group = {render_group} AND ({app} = '' OR app = {app}) \
+AND desired_since >= {from} AND desired_since < {to} \
+ORDER BY render_id, app LIMIT 1 BY render_group, app, render_id"
+    )
+}
+
 /// Desired-state changes of one render group (every app, or one) in a time range, oldest first.
 pub fn desired_history_query(
     store: &Store,
@@ -940,13 +1014,12 @@ pub fn desired_history_query(
     from: Timestamp,
     to: Timestamp,
 ) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL
+        .get_or_init(|| desired_history_sql("?fields", "?", "?", "toDateTime(?)", "toDateTime(?)"));
     store
         .client()
-        .query(
-            "SELECT ?fields FROM desired_history WHERE render_group = ? AND (? = '' OR app = ?) \
-AND desired_since >= toDateTime(?) AND desired_since < toDateTime(?) \
-ORDER BY render_id, app LIMIT 1 BY render_group, app, render_id",
-        )
+        .query(sql)
         .bind(render_group)
         .bind(app.unwrap_or_default())
         .bind(app.unwrap_or_default())
@@ -1118,6 +1191,29 @@ impl Store {
     }
 }
 
+/// Observed transitions in a time range, newest first, at most `limit`, of one app and of the
+/// clusters within one group subtree (by the inventory's group prefixes), selecting `fields`.
+/// `group` and `app` are string expressions (`''` for every group or app), `from` and `to`
+/// `DateTime` expressions (the range includes `from`, not `to`), `limit` an integer expression:
+/// `?` and `toDateTime(?)` in the store's own query. `in_` is `IN`, or `GLOBAL IN` where
+/// `observed_transitions` is Distributed.
+pub(crate) fn observed_transitions_sql(
+    fields: &str,
+    in_: &str,
+    group: &str,
+    app: &str,
+    from: &str,
+    to: &str,
+    limit: &str,
+) -> String {
+    format!(
+        "SELECT {fields} FROM observed_transitions \
+WHERE observed_at >= {from} AND observed_at < {to} AND ({app} = '' OR app = {app}) \
+AND ({group} = '' OR cluster_id {in_} (SELECT cluster_id FROM clusters WHERE has(group_prefixes, {group}))) \
+ORDER BY observed_at DESC, cluster_id, seq DESC LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq LIMIT {limit}"
+    )
+}
+
 /// Observed transitions in a time range, newest first, optionally of one app and/or of the
 /// clusters within one group subtree (by the inventory's group prefixes).
 pub fn observed_transitions_query(
@@ -1134,11 +1230,14 @@ pub fn observed_transitions_query(
     static SQL: OnceLock<[String; 2]> = OnceLock::new();
     let [single, clustered] = SQL.get_or_init(|| {
         let sql = |in_: &str| {
-            format!(
-                "SELECT ?fields FROM observed_transitions \
-WHERE observed_at >= toDateTime(?) AND observed_at < toDateTime(?) AND (? = '' OR app = ?) \
-AND (? = '' OR cluster_id {in_} (SELECT cluster_id FROM clusters WHERE has(group_prefixes, ?))) \
-ORDER BY observed_at DESC, cluster_id, seq DESC LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq LIMIT ?"
+            observed_transitions_sql(
+                "?fields",
+                in_,
+                "?",
+                "?",
+                "toDateTime(?)",
+                "toDateTime(?)",
+                "?",
             )
         };
         [sql("IN"), sql("GLOBAL IN")]
@@ -1159,14 +1258,24 @@ ORDER BY observed_at DESC, cluster_id, seq DESC LIMIT 1 BY cluster_id, object_ki
         .bind(limit)
 }
 
+/// Renders in a time range, newest first, at most `limit`, selecting `fields`. `from` and `to`
+/// are `DateTime` expressions (the range includes `from`, not `to`), `limit` an integer
+/// expression: `toDateTime(?)` and `?` in the store's own query.
+pub(crate) fn renders_between_sql(fields: &str, from: &str, to: &str, limit: &str) -> String {
+    format!(
+        "SELECT {fields} FROM renders WHERE rendered_at >= {from} AND rendered_at < {to} \
+ORDER BY render_id DESC LIMIT 1 BY render_id LIMIT {limit}"
+    )
+}
+
 /// Renders in a time range, newest first.
 pub fn renders_between_query(store: &Store, from: Timestamp, to: Timestamp, limit: u64) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql =
+        SQL.get_or_init(|| renders_between_sql("?fields", "toDateTime(?)", "toDateTime(?)", "?"));
     store
         .client()
-        .query(
-            "SELECT ?fields FROM renders WHERE rendered_at >= toDateTime(?) AND rendered_at < toDateTime(?) \
-ORDER BY render_id DESC LIMIT 1 BY render_id LIMIT ?",
-        )
+        .query(sql)
         .bind(to_datetime(from))
         .bind(to_datetime(to))
         .bind(limit)
