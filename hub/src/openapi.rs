@@ -133,10 +133,18 @@ fn complete(document: &mut OpenApi) {
     for (name, schema) in components.schemas.iter_mut() {
         require_every_property(name, schema);
     }
-    for item in document.paths.paths.values_mut() {
+    let examples = crate::answers::examples();
+    for (path, item) in document.paths.paths.iter_mut() {
         let Some(operation) = item.get.as_mut() else {
             continue;
         };
+        if let Some((_, example)) = examples.iter().find(|(p, _)| p == path) {
+            if let Some(RefOr::T(ok)) = operation.responses.responses.get_mut("200") {
+                if let Some(RefOr::T(json)) = ok.content.get_mut("application/json") {
+                    json.example = Some(example.clone());
+                }
+            }
+        }
         for (status, name) in [
             ("400", "BadRequest"),
             ("401", "Unauthorized"),

@@ -338,3 +338,34 @@ async fn every_answer_fits_the_documented_schema() {
         }
     }
 }
+
+/// Every route's JSON answer has an example in the document, and every example fits the
+/// schema it illustrates (closed, as above): an example cannot drift from the answer.
+#[test]
+fn every_example_fits_its_schema() {
+    let document = closed(serde_json::to_value(fleetscope_hub::openapi::document()).unwrap());
+    let mut checked = 0;
+    for (path, item) in document["paths"].as_object().unwrap() {
+        let ok = &item["get"]["responses"]["200"]["content"]["application/json"];
+        if path == "/api/v1/openapi.json" {
+            continue;
+        }
+        let example = &ok["example"];
+        assert!(!example.is_null(), "{path}: no example answer");
+        let mut root = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "components": document["components"].clone(),
+        });
+        for (key, value) in ok["schema"].as_object().unwrap() {
+            root[key] = value.clone();
+        }
+        let validator = jsonschema::validator_for(&root).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(example)
+            .map(|e| format!("{} at {}", e, e.instance_path))
+            .collect();
+        assert!(errors.is_empty(), "{path}: {}", errors.join("\n"));
+        checked += 1;
+    }
+    assert_eq!(checked, document["paths"].as_object().unwrap().len() - 1);
+}
