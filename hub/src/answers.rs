@@ -605,29 +605,6 @@ pub enum HistoryEvent {
     },
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn by_state_names_every_state_in_the_order_of_the_rules() {
-        let value = serde_json::to_value(ByState::from([0, 1, 2, 3, 4, 5, 6, 7])).unwrap();
-        let names: Vec<&str> = value
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .collect();
-        let expected: Vec<&str> = DriftState::ALL.iter().map(|s| s.as_str()).collect();
-        let mut sorted = expected.clone();
-        sorted.sort_unstable();
-        assert_eq!(names, sorted, "every state, nothing else");
-        for (i, state) in DriftState::ALL.iter().enumerate() {
-            assert_eq!(value[state.as_str()], i as u64, "{state:?}");
-        }
-    }
-}
-
 /// One example answer per route, as the document shows them (validated against the schemas by
 /// `hub/tests/openapi_schemas.rs`, so an example cannot drift from what the hub sends). Names
 /// are those of the example platform repo.
@@ -765,4 +742,27 @@ pub(crate) fn examples() -> Vec<(&'static str, serde_json::Value)> {
             }),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn by_state_names_every_state_in_the_order_of_the_rules() {
+        let value = serde_json::to_value(ByState::from([0, 1, 2, 3, 4, 5, 6, 7])).unwrap();
+        let names: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let expected: Vec<&str> = DriftState::ALL.iter().map(|s| s.as_str()).collect();
+        let mut sorted = expected.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted, "every state, nothing else");
+        for (i, state) in DriftState::ALL.iter().enumerate() {
+            assert_eq!(value[state.as_str()], i as u64, "{state:?}");
+        }
+    }
 }
