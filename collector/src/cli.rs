@@ -167,7 +167,13 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         Duration::from_secs(args.crd_retry_seconds.max(1)),
     );
     tracing::info!(cluster = %config.cluster, collector = %config.collector_url, "agent started");
-    agent::run(config, receiver, fleetscope_store::shutdown_signal(), stats).await
+    agent::run(
+        config,
+        receiver,
+        fleetscope_runtime::shutdown_signal(),
+        stats,
+    )
+    .await
 }
 
 /// Runs the central collector until SIGTERM or Ctrl-C.
@@ -243,7 +249,7 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         listener,
         collector.router(),
         tls,
-        fleetscope_store::shutdown_signal(),
+        fleetscope_runtime::shutdown_signal(),
     )
     .await?;
     Ok(())
@@ -257,7 +263,7 @@ fn spawn_retention(store: Store, keep_days: u32) {
         loop {
             ticker.tick().await;
             match store
-                .apply_retention(crate::central::now(), keep_days)
+                .apply_retention(fleetscope_runtime::clock::now(), keep_days)
                 .await
             {
                 Ok(dropped) if !dropped.is_empty() => {
@@ -281,7 +287,7 @@ fn spawn_arrivals_trim(store: Store) {
         let mut ticker = tokio::time::interval(Duration::from_secs(600));
         loop {
             ticker.tick().await;
-            match store.trim_arrivals(crate::central::now()).await {
+            match store.trim_arrivals(fleetscope_runtime::clock::now()).await {
                 Ok(hours) if !hours.is_empty() => {
                     tracing::info!(?hours, "dropped old hours of observed_arrivals")
                 }

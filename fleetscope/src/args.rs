@@ -141,44 +141,16 @@ impl ClickHouseArgs {
     }
 }
 
-/// Logs to stderr as `--log` filters them and, when an OTLP endpoint is set, exports spans too.
-/// Runs inside the runtime: the exporter's guard is held by a task that never finishes, so it
-/// is dropped, and the last spans exported, when the runtime shuts down at the end of `main`.
+/// Logs to stderr as `--log` filters them and, when an OTLP endpoint is set, exports spans too
+/// (see `fleetscope_runtime::telemetry::init`). Runs inside the runtime.
 pub fn init_tracing(args: &LogArgs) {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::Layer;
-
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|err| {
-        eprintln!("warning: ignoring invalid log filter {:?}: {err}", args.log);
-        tracing_subscriber::EnvFilter::new("warn")
-    });
-    let telemetry = fleetscope_hub::telemetry::TelemetryConfig {
+    let otlp = fleetscope_runtime::telemetry::TelemetryConfig {
         endpoint: args.otlp_endpoint.clone(),
         traces_endpoint: args.otlp_traces_endpoint.clone(),
         protocol: args.otlp_protocol.clone(),
         service_name: args.otel_service_name.clone(),
     };
-    let (otlp, guard) = fleetscope_hub::telemetry::init_layer(&telemetry)
-        .unwrap_or_else(|err| {
-            eprintln!("warning: not exporting traces: {err}");
-            None
-        })
-        .unzip();
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_filter(filter),
-        )
-        .with(otlp)
-        .init();
-    if let Some(guard) = guard {
-        tokio::spawn(async move {
-            let _guard = guard;
-            std::future::pending::<()>().await
-        });
-    }
+    fleetscope_runtime::telemetry::init(&args.log, &otlp);
 }
 
 pub async fn dispatch(command: Command) -> anyhow::Result<()> {
@@ -220,7 +192,7 @@ async fn until_interrupted<T>(
 ) -> anyhow::Result<T> {
     tokio::select! {
         result = work => result,
-        () = fleetscope_store::shutdown_signal() => {
+        () = fleetscope_runtime::shutdown_signal() => {
             anyhow::bail!("{what} interrupted; the services it started were stopped")
         }
     }

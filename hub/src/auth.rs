@@ -21,9 +21,9 @@
 //! [`Admin`] for routes that change something). Which routes are open is the router's
 //! decision: it puts the middleware only on the others.
 //!
-//! A presented token is hashed and the digest looked up, so no comparison ever runs over the
-//! token itself; the time a lookup takes depends only on the digest, which a caller cannot steer
-//! towards a stored one. Tokens never appear in logs, errors or response bodies.
+//! Reading the file, hashing tokens and reporting a bad file at start or on reload are shared
+//! with the collector's agent tokens (`fleetscope_runtime::tokens`); roles and scopes are the
+//! hub's own. Tokens never appear in logs, errors or response bodies.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -39,12 +39,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fleetscope_model::GroupPath;
+use fleetscope_runtime::tokens::{self, TokenDigest};
 use serde::Serialize;
 use serde_yaml_ng::{Mapping, Value};
-use sha2::{Digest, Sha256};
 
-/// The shortest plain token accepted: shorter ones are guessable.
-pub const MIN_TOKEN_LEN: usize = 16;
+/// Why a token file could not be used: the same errors as for the collector's token file.
+pub use fleetscope_runtime::tokens::TokenFileError as AuthError;
+pub use fleetscope_runtime::tokens::MIN_TOKEN_LEN;
 
 /// The longest caller name accepted; names go into logs.
 pub const MAX_NAME_LEN: usize = 128;
@@ -150,26 +151,10 @@ pub fn require_group(principal: &Principal, group: &GroupPath) -> Result<(), Aut
     }
 }
 
-/// Why a token file could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthError {
-    #[error("reading token file {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    /// Every problem found in the file, each naming its entry and field.
-    #[error("token file {}:\n  {}", path.display(), problems.join("\n  "))]
-    Invalid {
-        path: PathBuf,
-        problems: Vec<String>,
-    },
-}
-
 /// The callers a token file admits, by the SHA-256 of their token.
 #[derive(Clone)]
 pub struct TokenTable {
-    by_digest: HashMap<[u8; 32], Principal>,
+    by_digest: HashMap<TokenDigest, Principal>,
 }
 
 impl TokenTable {
@@ -181,7 +166,7 @@ impl TokenTable {
     }
 
     fn find(&self, token: &str) -> Option<&Principal> {
-        self.by_digest.get(&sha256(token))
+        self.by_digest.get(&tokens::digest(token))
     }
 }
 
@@ -205,14 +190,7 @@ pub enum Auth {
 impl Auth {
     /// Reads a token file, reporting every problem in it at once.
     pub fn load(path: &Path) -> Result<Auth, AuthError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AuthError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Auth::parse(&text).map_err(|problems| AuthError::Invalid {
-            path: path.to_owned(),
-            problems,
-        })
+        tokens::load(path, Auth::parse)
     }
 
     /// Reads the text of a token file. On failure, returns every problem found, each starting
@@ -246,8 +224,8 @@ impl Auth {
             }
         };
         let mut names: HashMap<&str, usize> = HashMap::new();
-        let mut digests: HashMap<[u8; 32], usize> = HashMap::new();
-        let mut by_digest: HashMap<[u8; 32], Principal> = HashMap::new();
+        let mut digests: HashMap<TokenDigest, usize> = HashMap::new();
+        let mut by_digest: HashMap<TokenDigest, Principal> = HashMap::new();
         for (index, entry) in entries.iter().enumerate() {
             let at = format!("tokens[{index}]");
             let Value::Mapping(fields) = entry else {
@@ -330,16 +308,7 @@ impl LiveAuth {
 
     /// Reads a token file as [`Auth::load`] does, with the version of the file read.
     pub fn load_versioned(path: &Path) -> Result<(Auth, String), String> {
-        let contents = fleetscope_serve::reload::read(&[path.to_owned()])
-            .map_err(|err| format!("token file: {err}"))?;
-        let auth = parse_bytes(&contents.files[0]).map_err(|problems| {
-            AuthError::Invalid {
-                path: path.to_owned(),
-                problems,
-            }
-            .to_string()
-        })?;
-        Ok((auth, contents.version))
+        tokens::load_versioned(path, Auth::parse)
     }
 
     /// Reloads the token file when it changes or on SIGHUP, starting from `version` (what
@@ -352,15 +321,13 @@ impl LiveAuth {
         metrics: fleetscope_serve::reload::ReloadMetrics,
     ) -> tokio::task::JoinHandle<()> {
         let live = self.clone();
-        fleetscope_serve::reload::Watch {
-            what: "token file",
-            paths: vec![path],
+        tokens::watch(
+            "token file",
+            path,
+            version,
             interval,
             metrics,
-        }
-        .spawn(
-            version,
-            |files| parse_bytes(&files[0]),
+            Auth::parse,
             move |auth| live.replace(auth),
         )
     }
@@ -378,16 +345,10 @@ impl From<Arc<Auth>> for LiveAuth {
     }
 }
 
-fn parse_bytes(bytes: &[u8]) -> Result<Auth, Vec<String>> {
-    let text =
-        std::str::from_utf8(bytes).map_err(|err| vec![format!("the file is not UTF-8: {err}")])?;
-    Auth::parse(text)
-}
-
 /// What could be made of one entry: its token's digest when the token is valid, its caller
 /// when every field is.
 struct Checked {
-    digest: Option<[u8; 32]>,
+    digest: Option<TokenDigest>,
     principal: Option<Principal>,
 }
 
@@ -422,13 +383,13 @@ fn check_entry(fields: &Mapping, at: &str, problems: &mut Vec<String>) -> Checke
     let token_sha256 = string_field(fields, "tokenSha256", at, problems);
     let digest = match (token, token_sha256) {
         (Some(Some(token)), Some(None)) => match check_token(token) {
-            Ok(()) => Some(sha256(token)),
+            Ok(()) => Some(tokens::digest(token)),
             Err(why) => {
                 problems.push(format!("{at}.token: {why}"));
                 None
             }
         },
-        (Some(None), Some(Some(hex))) => match parse_hex(hex) {
+        (Some(None), Some(Some(hex))) => match tokens::parse_hex_digest(hex) {
             Ok(digest) => Some(digest),
             Err(why) => {
                 problems.push(format!("{at}.tokenSha256: {why}"));
@@ -529,30 +490,6 @@ fn check_token(token: &str) -> Result<(), String> {
         );
     }
     Ok(())
-}
-
-fn sha256(text: &str) -> [u8; 32] {
-    Sha256::digest(text.as_bytes()).into()
-}
-
-fn parse_hex(hex: &str) -> Result<[u8; 32], String> {
-    if hex.len() != 64 {
-        return Err(format!(
-            "expected 64 hex digits, found {} characters",
-            hex.chars().count()
-        ));
-    }
-    if let Some(position) = hex.bytes().position(|b| !b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "expected 64 hex digits, found another character at position {position}"
-        ));
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
-            .map_err(|_| format!("expected 64 hex digits near position {}", 2 * i))?;
-    }
-    Ok(out)
 }
 
 /// The token of an `Authorization: Bearer <token>` header. The scheme is matched without
@@ -699,6 +636,7 @@ mod tests {
     use axum::routing::{get, post};
     use axum::Router;
     use serde_json::json;
+    use sha2::{Digest, Sha256};
     use tower::ServiceExt;
 
     use super::*;

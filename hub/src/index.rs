@@ -1666,7 +1666,7 @@ async fn complete_tables(store: &Store) -> fleetscope_store::Result<Tables> {
     loop {
         let markers = store.change_markers().await?;
         let tables = Tables::read(store, markers).await?;
-        match tables.render_in_progress(system_now()) {
+        match tables.render_in_progress(fleetscope_runtime::clock::now()) {
             Some(render) => {
                 tracing::info!(
                     render,
@@ -2012,15 +2012,6 @@ fn cpu_bound<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// The system clock in whole seconds.
-pub fn system_now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64),
-    )
-}
-
 impl Index {
     /// Loads the whole fleet from `store` and classifies it at the system clock's now with the
     /// default policy (see [`Index::view`] for another clock or policy).
@@ -2028,7 +2019,7 @@ impl Index {
         let started = Instant::now();
         let (horizons, heartbeat_horizons) = arrival_horizons(&store).await;
         let mut fleet = load(&store).await?;
-        fleet.advance(system_now(), &DriftPolicy::default());
+        fleet.advance(fleetscope_runtime::clock::now(), &DriftPolicy::default());
         Ok(Index {
             store,
             current: std::sync::RwLock::new(Arc::new(fleet.snapshot())),
@@ -2311,7 +2302,8 @@ impl Index {
     /// [`Index::refresh_at`] at the system clock, under the policy in force.
     pub async fn refresh(&self) -> fleetscope_store::Result<Refreshed> {
         let policy = self.current().policy;
-        self.refresh_at(system_now(), &policy).await
+        self.refresh_at(fleetscope_runtime::clock::now(), &policy)
+            .await
     }
 }
 

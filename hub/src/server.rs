@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use fleetscope_model::{DriftPolicy, Timestamp};
+use fleetscope_runtime::clock;
 use fleetscope_store::Store;
 
 use crate::auth::{Auth, LiveAuth};
@@ -115,7 +116,7 @@ impl AppState {
                 .build(),
             metrics: HubMetrics::new(metrics),
             fixed_now: None,
-            last_refresh: AtomicI64::new(system_now().seconds()),
+            last_refresh: AtomicI64::new(clock::now().seconds()),
             refresh_failures: AtomicU64::new(0),
             reloads: prometheus_client::registry::Registry::default(),
         }
@@ -131,7 +132,7 @@ impl AppState {
     }
 
     pub fn now(&self) -> Timestamp {
-        self.fixed_now.unwrap_or_else(system_now)
+        self.fixed_now.unwrap_or_else(clock::now)
     }
 
     /// A snapshot of the fleet whose maintained states are right at the returned moment: now,
@@ -188,8 +189,6 @@ impl AppState {
     }
 }
 
-use crate::index::system_now;
-
 /// The router: health and readiness open, metrics open when configured, the API behind auth
 /// (the token file in force, see [`LiveAuth`]). Every route has [`REQUEST_TIMEOUT`].
 pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: bool) -> Router {
@@ -237,7 +236,7 @@ pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: boo
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    let age = system_now().seconds() - state.last_refresh.load(Ordering::Relaxed);
+    let age = clock::now().seconds() - state.last_refresh.load(Ordering::Relaxed);
     if age > READY_MAX_REFRESH_AGE {
         (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -305,7 +304,7 @@ pub fn spawn_refresher(state: Arc<AppState>, interval: Duration) -> tokio::task:
                 Ok(refreshed) => {
                     state
                         .last_refresh
-                        .store(system_now().seconds(), Ordering::Relaxed);
+                        .store(clock::now().seconds(), Ordering::Relaxed);
                     state.metrics.refreshed(started.elapsed(), true);
                     state.metrics.refresh_phases(&refreshed.phases);
                     tracing::debug!(?refreshed, elapsed = ?started.elapsed(), "refreshed");
@@ -355,7 +354,7 @@ pub fn spawn_snapshots(
     tokio::spawn(async move {
         let step = every.as_secs().max(1) as i64;
         loop {
-            let now = system_now().seconds();
+            let now = clock::now().seconds();
             let next = (now / step + 1) * step;
             tokio::time::sleep(Duration::from_secs((next - now).max(1) as u64)).await;
             match take_snapshot(&state, Timestamp(next), max_depth).await {
@@ -449,7 +448,7 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
         listener,
         router(state, auth, args.open_metrics),
         tls,
-        fleetscope_store::shutdown_signal(),
+        fleetscope_runtime::shutdown_signal(),
     )
     .await?;
     Ok(())

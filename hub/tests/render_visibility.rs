@@ -14,7 +14,7 @@ use fleetscope_testkit::TestStore;
 const GROUP: &str = "rg-1";
 
 fn now() -> Timestamp {
-    fleetscope_hub::index::system_now()
+    fleetscope_runtime::clock::now()
 }
 
 fn inventory(render_id: u64, at: u32) -> Vec<ClusterRow> {

@@ -7,23 +7,14 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use fleetscope_collector::agent::sender::{SendOutcome, Sender, REQUEST_OVERHEAD_BYTES};
 use fleetscope_collector::protocol::ReportKind;
-use fleetscope_model::Timestamp;
+use fleetscope_runtime::clock;
 use tokio::sync::Notify;
 
 use crate::sim::SimFleet;
-
-pub fn wall_clock() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
-    )
-}
 
 /// One acknowledged request.
 #[derive(Debug, Clone, Copy)]
@@ -232,7 +223,7 @@ impl Agents {
             }
             schedule.in_flight[c] = true;
             schedule.heartbeat_due[c] = None;
-            let body = fleet.heartbeat(c, wall_clock()).encode();
+            let body = fleet.heartbeat(c, clock::now()).encode();
             return Some(Taken {
                 job: Job::Heartbeat(c, body),
                 waited: now.saturating_duration_since(due),
@@ -280,7 +271,7 @@ impl Agents {
         schedule.in_flight[c] = false;
         let sim = &mut fleet.clusters[c];
         if retry_in.is_none() {
-            sim.last_ack = Some(wall_clock().seconds());
+            sim.last_ack = Some(clock::now().seconds());
             if let Some(seq) = acked_report {
                 if sim.outbox.front().is_some_and(|r| r.seq == seq) {
                     sim.outbox.pop_front();

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_model::DriftPolicy;
+use fleetscope_runtime::clock;
 use fleetscope_store::{Store, StoreConfig};
 
-use crate::agents::wall_clock;
 use crate::pipeline::{HubReader, Pipeline, PipelineConfig};
 use crate::procs::{self, Sampler};
 use crate::report::{self, LoadtestReport, RenderNumbers};
@@ -225,7 +225,7 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     );
 
     // The desired state has been in place for a day: older versions count as drift.
-    let now = wall_clock();
+    let now = clock::now();
     let published_at = now.plus_seconds(-86_400);
     let t = Instant::now();
     fleetscope_renderer::desired::publish(

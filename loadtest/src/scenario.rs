@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use fleetscope_collector::protocol::{Report, ReportKind};
 use fleetscope_model::{Health, Timestamp};
+use fleetscope_runtime::clock;
 use fleetscope_store::Store;
 use serde::{Deserialize, Serialize};
 
-use crate::agents::{wall_clock, Agents};
+use crate::agents::Agents;
 use crate::hubcheck::{
     converge, first_rollup_mismatch, inventory_mismatch, CheckOutcome, HubClient,
 };
@@ -363,14 +364,10 @@ pub struct RolloutReport {
 }
 
 impl Ctx {
-    fn now() -> Timestamp {
-        wall_clock()
-    }
-
     /// A line of running commentary, with the time, when the knobs ask for it.
     fn say(&self, text: &str) {
         if self.knobs.live {
-            println!("{} {text}", clock_time(Ctx::now()));
+            println!("{} {text}", clock_time(clock::now()));
         }
     }
 
@@ -404,7 +401,7 @@ impl Ctx {
                 let a = agents.clone();
                 let (truth, apps) = tokio::task::spawn_blocking(move || {
                     let fleet = a.fleet.lock().expect("fleet lock");
-                    (fleet.rollups(Ctx::now()), fleet.apps.clone())
+                    (fleet.rollups(clock::now()), fleet.apps.clone())
                 })
                 .await?;
                 if let Some(m) = first_rollup_mismatch(&hub_rollups, &truth) {
@@ -451,7 +448,7 @@ impl Ctx {
         let mut reports = Vec::with_capacity(clusters.len());
         {
             let mut fleet = self.agents.fleet.lock().expect("fleet lock");
-            let now = Ctx::now();
+            let now = clock::now();
             for &c in &clusters {
                 let report = fleet.snapshot(c, now);
                 rows += report.changes.len() as u64;
@@ -500,7 +497,7 @@ impl Ctx {
             .map(|o| o.version.to_string())
             .unwrap_or_default();
         let revision = self.next_revision(&version);
-        let now = Ctx::now();
+        let now = clock::now();
         let rev: Arc<str> = Arc::from(revision.as_str());
         fleet.change(cluster, app, now, |o| {
             o.revision = rev;
@@ -617,7 +614,7 @@ impl Ctx {
             tokio::task::spawn_blocking(move || fleetscope_renderer::render(&platform, &gitops))
                 .await??;
         let render_seconds = started.elapsed().as_secs_f64();
-        let published_at = Ctx::now();
+        let published_at = clock::now();
         let started = Instant::now();
         let published = fleetscope_renderer::desired::publish(
             &self.store,
@@ -709,7 +706,7 @@ impl Ctx {
             // Every cluster in the wave starts applying the new version.
             {
                 let mut fleet = self.agents.fleet.lock().expect("fleet lock");
-                let now = Ctx::now();
+                let now = clock::now();
                 for &(_, c) in slice {
                     let want = fleet.clusters[c]
                         .wants
@@ -734,7 +731,7 @@ impl Ctx {
             let mut failed = 0;
             {
                 let mut fleet = self.agents.fleet.lock().expect("fleet lock");
-                let now = Ctx::now();
+                let now = clock::now();
                 for (n, &(_, c)) in slice.iter().enumerate() {
                     let fails = rng.chance(self.knobs.rollout.failure_rate);
                     failed += u64::from(fails);
@@ -844,7 +841,7 @@ impl Ctx {
         for round in 0..rounds {
             {
                 let mut fleet = self.agents.fleet.lock().expect("fleet lock");
-                let now = Ctx::now();
+                let now = clock::now();
                 for &(c, app) in &chosen {
                     let version = fleet.clusters[c]
                         .objects

@@ -145,7 +145,7 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
     }
     if let Some(every) = args.service.every {
         // Installed before the first pass, so that a signal during it is not lost.
-        let shutdown = fleetscope_store::shutdown_signal();
+        let shutdown = fleetscope_runtime::shutdown_signal();
         let report = watch(args, Duration::from_secs(every), shutdown).await?;
         println!(
             "render: stopped after {} pass(es): {} commit(s), {} failed pass(es)",

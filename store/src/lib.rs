@@ -18,7 +18,6 @@ pub mod queries;
 pub mod retention;
 pub mod rows;
 pub mod schema;
-pub mod signal;
 pub mod sizes;
 pub mod writer;
 
@@ -30,7 +29,6 @@ pub use rows::{
     ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow,
     ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow,
 };
-pub use signal::shutdown_signal;
 pub use sizes::TableSize;
 pub use writer::{BatchOutcome, BatchWriter, BatchWriterConfig, Receipt, WriteError};
 

@@ -12,9 +12,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use fleetscope_model::{ClusterId, ObjectKind, ObservedItem, Timestamp};
+use fleetscope_model::{ClusterId, ObjectKind, ObservedItem};
+use fleetscope_runtime::clock::now;
 use tokio::sync::{mpsc, Notify};
 
 use crate::normalize::normalize;
@@ -105,15 +106,6 @@ pub struct AgentStats {
 }
 
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-fn now() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
-    )
-}
 
 struct Shared {
     config: AgentConfig,

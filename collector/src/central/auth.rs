@@ -8,15 +8,23 @@
 //!   - cluster: store-0002
 //!     token: a-long-random-secret
 //! ```
+//!
+//! Reading the file, hashing tokens and reporting a bad file at start or on reload are shared
+//! with the hub's API tokens (`fleetscope_runtime::tokens`); binding a token to one cluster is
+//! the collector's own.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use axum::http::header::AUTHORIZATION;
 use axum::http::HeaderMap;
 use fleetscope_model::ClusterId;
+use fleetscope_runtime::tokens::{self, TokenDigest};
+use fleetscope_serve::reload::ReloadMetrics;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
+
+pub use fleetscope_runtime::tokens::MIN_TOKEN_LEN;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,15 +42,12 @@ struct AgentEntry {
     token_sha256: Option<String>,
 }
 
-/// The shortest plain token accepted: shorter ones are guessable.
-pub const MIN_TOKEN_LEN: usize = 16;
-
 /// Who may report for which cluster.
 #[derive(Debug, Clone)]
 pub enum AgentAuth {
     /// Local use only: every request is accepted for the cluster it names.
     Insecure,
-    Tokens(HashMap<[u8; 32], ClusterId>),
+    Tokens(HashMap<TokenDigest, ClusterId>),
 }
 
 /// Why a request was not allowed.
@@ -59,47 +64,43 @@ pub enum AuthError {
     WrongCluster { allowed: String, claimed: String },
 }
 
-fn sha256(text: &str) -> [u8; 32] {
-    Sha256::digest(text.as_bytes()).into()
-}
-
-fn parse_hex(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
 impl AgentAuth {
     /// Reads a token file, reporting every problem in it at once.
     pub fn load(path: &Path) -> Result<AgentAuth, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("reading token file {}: {err}", path.display()))?;
-        Self::parse(&text)
-            .map_err(|errors| format!("token file {}:\n  {}", path.display(), errors.join("\n  ")))
+        tokens::load(path, AgentAuth::parse).map_err(|err| err.to_string())
     }
 
     /// Like [`AgentAuth::load`], with the version of the file read (see
-    /// `fleetscope_serve::reload`), for watching it from there on.
+    /// `fleetscope_serve::reload`), for [`AgentAuth::watch`]ing it from there on.
     pub fn load_versioned(path: &Path) -> Result<(AgentAuth, String), String> {
-        let contents = fleetscope_serve::reload::read(&[path.to_owned()])
-            .map_err(|err| format!("token file: {err}"))?;
-        let text = std::str::from_utf8(&contents.files[0])
-            .map_err(|err| format!("token file {}: not UTF-8: {err}", path.display()))?;
-        let auth = Self::parse(text).map_err(|errors| {
-            format!("token file {}:\n  {}", path.display(), errors.join("\n  "))
-        })?;
-        Ok((auth, contents.version))
+        tokens::load_versioned(path, AgentAuth::parse)
+    }
+
+    /// Reloads the token file at `path` when it changes or on SIGHUP, starting from `version`
+    /// (what [`AgentAuth::load_versioned`] returned at start); `apply` puts a valid new file
+    /// in force.
+    pub fn watch(
+        path: PathBuf,
+        version: String,
+        interval: Duration,
+        metrics: ReloadMetrics,
+        apply: impl Fn(AgentAuth) + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        tokens::watch(
+            "agent token file",
+            path,
+            version,
+            interval,
+            metrics,
+            AgentAuth::parse,
+            apply,
+        )
     }
 
     pub fn parse(text: &str) -> Result<AgentAuth, Vec<String>> {
         let file: TokenFile = serde_yaml_ng::from_str(text).map_err(|err| vec![err.to_string()])?;
         let mut errors = Vec::new();
-        let mut tokens = HashMap::new();
+        let mut by_digest = HashMap::new();
         for (index, entry) in file.agents.iter().enumerate() {
             let at = format!("agents[{index}]");
             let cluster = match ClusterId::parse(&entry.cluster) {
@@ -110,16 +111,16 @@ impl AgentAuth {
                 }
             };
             let hash = match (&entry.token, &entry.token_sha256) {
-                (Some(token), None) if token.len() >= MIN_TOKEN_LEN => sha256(token),
+                (Some(token), None) if token.len() >= MIN_TOKEN_LEN => tokens::digest(token),
                 (Some(_), None) => {
                     errors.push(format!(
                         "{at}.token: shorter than {MIN_TOKEN_LEN} characters"
                     ));
                     continue;
                 }
-                (None, Some(hex)) => match parse_hex(&hex.to_ascii_lowercase()) {
-                    Some(hash) => hash,
-                    None => {
+                (None, Some(hex)) => match tokens::parse_hex_digest(hex) {
+                    Ok(hash) => hash,
+                    Err(_) => {
                         errors.push(format!("{at}.tokenSha256: {hex:?} is not 64 hex digits"));
                         continue;
                     }
@@ -129,14 +130,14 @@ impl AgentAuth {
                     continue;
                 }
             };
-            if let Some(other) = tokens.insert(hash, cluster.clone()) {
+            if let Some(other) = by_digest.insert(hash, cluster.clone()) {
                 errors.push(format!(
                     "{at}: the same token is already given to cluster {other}"
                 ));
             }
         }
         if errors.is_empty() {
-            Ok(AgentAuth::Tokens(tokens))
+            Ok(AgentAuth::Tokens(by_digest))
         } else {
             Err(errors)
         }
@@ -148,7 +149,7 @@ impl AgentAuth {
         &self,
         authorization: Option<&str>,
     ) -> Result<Option<&ClusterId>, AuthError> {
-        let AgentAuth::Tokens(tokens) = self else {
+        let AgentAuth::Tokens(by_digest) = self else {
             return Ok(None);
         };
         let token = authorization
@@ -157,8 +158,8 @@ impl AgentAuth {
             .map(|(_, token)| token.trim())
             .filter(|token| !token.is_empty())
             .ok_or(AuthError::Missing)?;
-        tokens
-            .get(&sha256(token))
+        by_digest
+            .get(&tokens::digest(token))
             .map(Some)
             .ok_or(AuthError::Unknown)
     }
@@ -199,6 +200,8 @@ impl AgentAuth {
 
 #[cfg(test)]
 mod tests {
+    use sha2::{Digest, Sha256};
+
     use super::*;
 
     #[test]

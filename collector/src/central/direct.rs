@@ -4,7 +4,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fleetscope_model::{ClusterId, ObservedItem, Timestamp};
+use fleetscope_model::{ClusterId, ObservedItem};
+use fleetscope_runtime::clock::now;
 use tokio::sync::mpsc;
 
 use super::{Collector, IngestError};
@@ -12,15 +13,6 @@ use crate::agent::tracker::Tracker;
 use crate::agent::{SourceEvent, AGENT_VERSION};
 use crate::normalize::normalize;
 use crate::protocol::{ReportKind, ValidReport};
-
-fn now() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
-    )
-}
 
 /// Watches one cluster through `client` and stores what changes, until the task is dropped.
 pub async fn run(

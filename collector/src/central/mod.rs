@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use fleetscope_model::{ClusterId, GroupPath, Timestamp};
-use fleetscope_serve::reload::{ReloadMetrics, Watch};
+use fleetscope_runtime::clock::now;
+use fleetscope_serve::reload::ReloadMetrics;
 use fleetscope_store::writer::{BatchWriter, BatchWriterConfig, Pending, WriteError};
 use fleetscope_store::{ClusterRow, HeartbeatRow, ObservedRow, Store};
 use prometheus_client::registry::Registry;
@@ -145,16 +146,6 @@ impl std::fmt::Debug for Collector {
     }
 }
 
-/// The collector's clock, in whole seconds.
-pub(crate) fn now() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
-    )
-}
-
 impl Collector {
     /// Starts the batch writers. The schema must already be migrated.
     pub fn new(store: Store, options: CollectorOptions) -> Collector {
@@ -262,19 +253,11 @@ impl Collector {
         interval: Duration,
     ) -> tokio::task::JoinHandle<()> {
         let collector = self.clone();
-        Watch {
-            what: "agent token file",
-            paths: vec![path],
-            interval,
-            metrics: self.inner.token_reloads.clone(),
-        }
-        .spawn(
+        AgentAuth::watch(
+            path,
             version,
-            |files| {
-                let text = std::str::from_utf8(&files[0])
-                    .map_err(|err| vec![format!("the file is not UTF-8: {err}")])?;
-                AgentAuth::parse(text)
-            },
+            interval,
+            self.inner.token_reloads.clone(),
             move |auth| collector.replace_auth(auth),
         )
     }

@@ -19,7 +19,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use fleetscope_loadtest::agents::wall_clock;
 use fleetscope_loadtest::pipeline::{HubReader, Pipeline, PipelineConfig};
 use fleetscope_loadtest::procs::{self, Service};
 use fleetscope_loadtest::rng::SplitMix64;
@@ -27,6 +26,7 @@ use fleetscope_loadtest::scenario::{clock_time, Ctx, Knobs, RolloutKnobs};
 use fleetscope_loadtest::sim::{SimFleet, UNEXPECTED_APP};
 use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_model::{DriftPolicy, DriftState};
+use fleetscope_runtime::clock;
 use fleetscope_store::{Store, StoreConfig};
 
 pub use seed::{write_fleet, Written};
@@ -236,7 +236,7 @@ async fn run_in(args: &DemoArgs, exe: &Path, work: &Path) -> anyhow::Result<()> 
     );
 
     // The desired state has been in place for a day, so older versions count as drift.
-    let now = wall_clock();
+    let now = clock::now();
     let published_at = now.plus_seconds(-86_400);
     let t = Instant::now();
     let published = fleetscope_renderer::desired::publish(
@@ -418,7 +418,7 @@ fn first_cluster(ctx: &Ctx) -> String {
 /// The drift rollup as ClickHouse computes it (the SQL twin of the hub's rules), by region.
 async fn print_sql_rollup(store: &Store, policy: &DriftPolicy) -> anyhow::Result<()> {
     let started = Instant::now();
-    let rollups = store.drift_rollup(wall_clock(), policy).await?;
+    let rollups = store.drift_rollup(clock::now(), policy).await?;
     println!(
         "\nDrift per group, computed in ClickHouse by the same rules in SQL ({} ms):",
         started.elapsed().as_millis()
@@ -511,7 +511,7 @@ async fn drive(
         }
     };
     tokio::pin!(work);
-    let interrupted = fleetscope_store::shutdown_signal();
+    let interrupted = fleetscope_runtime::shutdown_signal();
     tokio::pin!(interrupted);
     let deadline = async {
         match args.duration {
@@ -546,7 +546,7 @@ async fn drive(
 }
 
 fn now_clock() -> String {
-    clock_time(wall_clock())
+    clock_time(clock::now())
 }
 
 /// Sends a share of the delivering clusters dark: they stop reporting and keep their changes in

@@ -1,5 +1,5 @@
-//! The stop signal every long-running command waits for. It lives in the store crate because
-//! every service (collector, hub, renderer's watch loop, demo) depends on it.
+//! The stop signal every long-running command waits for (collector, hub, agent, the renderer's
+//! watch loop, the demo and the load test), so that all of them stop on the same signals.
 
 use std::future::Future;
 
