@@ -567,7 +567,10 @@ impl IntoResponse for AuthRejection {
         };
         let mut response = (
             self.status(),
-            Json(serde_json::json!({ "error": self.to_string() })),
+            Json(crate::answers::ErrorBody {
+                error: self.to_string(),
+                parameter: None,
+            }),
         )
             .into_response();
         if let Some(challenge) = challenge {
