@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fleetscope_collector::protocol::{Report, ReportKind};
+use fleetscope_fixtures::rng::SplitMix64;
 use fleetscope_model::{Health, Timestamp};
 use fleetscope_store::Store;
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,6 @@ use crate::agents::{wall_clock, Agents};
 use crate::hubcheck::{
     converge, first_rollup_mismatch, inventory_mismatch, CheckOutcome, HubClient,
 };
-use crate::rng::SplitMix64;
 use crate::sim::failure;
 
 /// The scenarios, in the order given on the command line.
