@@ -374,17 +374,17 @@ async fn every_panel_and_variable_query_runs_on_both_clickhouse_versions() {
 async fn the_overview_rollup_is_the_store_rollup() {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let test = TestStore::start().await;
-    let fleet = fleetscope_loadtest::GeneratedFleet::new(fleetscope_loadtest::FleetSpec {
+    let fleet = fleetscope_fixtures::GeneratedFleet::new(fleetscope_fixtures::FleetSpec {
         clusters: 1_500,
         apps: 30,
         seed: 11,
         now: NOW,
         policy: POLICY,
-        ..fleetscope_loadtest::FleetSpec::default()
+        ..fleetscope_fixtures::FleetSpec::default()
     })
     .expect("a valid fleet");
     // Written the way the demo writes a fleet: through the store's batch writer.
-    let written = fleetscope_demo::write_fleet(&test.store, &fleet)
+    let written = fleetscope_fixtures::write_fleet(&test.store, &fleet)
         .await
         .expect("the fleet is written");
     let rollups = test

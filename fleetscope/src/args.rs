@@ -51,9 +51,11 @@ pub enum Command {
     },
     /// Run the whole pipeline locally on a simulated fleet (private ClickHouse, renderer,
     /// collector, hub, simulated agents with rollouts) until interrupted.
+    #[cfg(feature = "dev-tools")]
     Demo(fleetscope_demo::DemoArgs),
     /// Drive a simulated fleet through the collector into a private ClickHouse and check the
     /// hub's rollup against the simulator's ground truth.
+    #[cfg(feature = "dev-tools")]
     Loadtest(fleetscope_loadtest::run::LoadtestArgs),
     /// Render the platform repo into GitOps output per render group (and explain the result).
     Render(fleetscope_renderer::cli::RenderArgs),
@@ -166,7 +168,9 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        #[cfg(feature = "dev-tools")]
         Command::Demo(args) => fleetscope_demo::run(args).await,
+        #[cfg(feature = "dev-tools")]
         Command::Loadtest(args) => {
             until_interrupted("loadtest", fleetscope_loadtest::run::run(args)).await?;
             Ok(())
@@ -186,6 +190,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
 /// Runs `work` until it ends or the process is asked to stop (Ctrl-C or SIGTERM). On a signal
 /// the work is dropped, and with it the child processes it started (each stops its child when
 /// dropped), so an interrupted run leaves no ClickHouse, collector or hub behind.
+#[cfg(feature = "dev-tools")]
 async fn until_interrupted<T>(
     what: &str,
     work: impl std::future::Future<Output = anyhow::Result<T>>,

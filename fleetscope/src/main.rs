@@ -77,3 +77,29 @@ fn main() -> std::process::ExitCode {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// `demo` and `loadtest` are there exactly when the `dev-tools` feature is: a binary built
+    /// without it (the release image) neither offers them nor links what they need.
+    #[test]
+    fn the_dev_tools_subcommands_follow_the_feature() {
+        let mut cli = super::args::Cli::command();
+        let help = cli.render_help().to_string();
+        for name in ["demo", "loadtest"] {
+            let listed = help
+                .lines()
+                .any(|line| line.trim_start().starts_with(&format!("{name} ")));
+            assert_eq!(
+                (cli.find_subcommand(name).is_some(), listed),
+                (cfg!(feature = "dev-tools"), cfg!(feature = "dev-tools")),
+                "{name} in:\n{help}"
+            );
+        }
+        for name in ["migrate", "render", "agent", "hub", "collector"] {
+            assert!(cli.find_subcommand(name).is_some(), "{name}");
+        }
+    }
+}

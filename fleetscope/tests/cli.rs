@@ -1,5 +1,5 @@
 //! The binary as a user runs it: `migrate` against a ClickHouse server, the demo on the real
-//! pipeline (and its cleanup when interrupted),
+//! pipeline (and its cleanup when interrupted; with the `dev-tools` feature, on by default),
 //! and clear errors for bad input.
 
 use std::process::Command;
@@ -100,6 +100,7 @@ fn migrate_against_nothing_says_what_failed() {
     );
 }
 
+#[cfg(feature = "dev-tools")]
 /// The pids after `label` in lines like `collector http://… (pid 123), hub http://… (pid 456)`.
 fn pid_after(line: &str, label: &str) -> Option<i32> {
     let rest = &line[line.find(label)? + label.len()..];
@@ -108,10 +109,12 @@ fn pid_after(line: &str, label: &str) -> Option<i32> {
         .and_then(|n| n.parse().ok())
 }
 
+#[cfg(feature = "dev-tools")]
 fn alive(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+#[cfg(feature = "dev-tools")]
 /// The pids of ClickHouse, the collector and the hub from the demo's output.
 fn service_pids(out: &str) -> Vec<i32> {
     let mut pids = Vec::new();
@@ -127,6 +130,7 @@ fn service_pids(out: &str) -> Vec<i32> {
     pids
 }
 
+#[cfg(feature = "dev-tools")]
 fn all_gone(pids: &[i32]) -> Vec<i32> {
     // The demo stops its children before it exits; allow the kernel a moment.
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -136,6 +140,7 @@ fn all_gone(pids: &[i32]) -> Vec<i32> {
     pids.iter().copied().filter(|&p| alive(p)).collect()
 }
 
+#[cfg(feature = "dev-tools")]
 /// `hub: 300 clusters, 12 stale · … 5 failed, …` → (stale clusters, failed app instances).
 fn status_numbers(line: &str) -> Option<(u64, u64)> {
     let rest = &line[line.find("hub: ")? + 5..];
@@ -155,6 +160,7 @@ fn status_numbers(line: &str) -> Option<(u64, u64)> {
     Some((stale, failed))
 }
 
+#[cfg(feature = "dev-tools")]
 #[test]
 fn demo_runs_the_real_pipeline_with_a_rollout_drift_and_stale_clusters() {
     let _one_at_a_time = one_at_a_time();
@@ -266,6 +272,7 @@ fn demo_runs_the_real_pipeline_with_a_rollout_drift_and_stale_clusters() {
     assert!(out.contains(&format!("Kept {}.", dir.display())), "{out}");
 }
 
+#[cfg(feature = "dev-tools")]
 #[test]
 fn an_interrupted_demo_stops_everything_and_removes_its_files() {
     let _one_at_a_time = one_at_a_time();
@@ -339,6 +346,7 @@ fn an_interrupted_demo_stops_everything_and_removes_its_files() {
     assert!(!dir.exists(), "{} was not removed", dir.display());
 }
 
+#[cfg(feature = "dev-tools")]
 #[test]
 fn demo_refuses_bad_arguments() {
     let _one_at_a_time = one_at_a_time();

@@ -21,11 +21,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_hub::auth::Auth;
 use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::{router, AppState};
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
 use fleetscope_store::{Store, StoreConfig};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
@@ -250,7 +250,9 @@ async fn write_fleet(args: &[String]) {
     };
     let store = Store::connect(&StoreConfig::new(url.clone(), database.clone())).unwrap();
     let fleet = fleet_of(clusters.parse().unwrap(), apps.parse().unwrap());
-    let written = fleetscope_demo::write_fleet(&store, &fleet).await.unwrap();
+    let written = fleetscope_fixtures::write_fleet(&store, &fleet)
+        .await
+        .unwrap();
     println!(
         "{} {} {}",
         written.clusters, written.observed, written.desired

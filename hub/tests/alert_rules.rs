@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_hub::auth::Auth;
 use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::{router, AppState};
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
 use fleetscope_testkit::prometheus::{promtool, Alert, Prometheus, PrometheusConfig, ScrapeJob};
 use fleetscope_testkit::TestStore;
 use serde_yaml_ng::Value;
@@ -247,7 +247,7 @@ async fn prometheus_raises_the_alerts_the_generated_fleet_calls_for() {
     })
     .unwrap();
     let spec = fleet.spec().clone();
-    fleetscope_demo::write_fleet(&test.store, &fleet)
+    fleetscope_fixtures::write_fleet(&test.store, &fleet)
         .await
         .unwrap();
     let index = Index::load(test.store.clone()).await.unwrap();

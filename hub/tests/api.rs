@@ -6,11 +6,11 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_hub::auth::Auth;
 use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::{router, AppState};
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
 use fleetscope_model::{DriftState, GroupPath};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
@@ -39,7 +39,7 @@ impl Hub {
         })
         .unwrap();
         let spec = fleet.spec().clone();
-        fleetscope_demo::write_fleet(&test.store, &fleet)
+        fleetscope_fixtures::write_fleet(&test.store, &fleet)
             .await
             .unwrap();
         let index = Index::load(test.store.clone()).await.unwrap();

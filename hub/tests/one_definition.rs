@@ -2,8 +2,8 @@
 //! the store's SQL (what dashboards query) and the simulator's ground truth (the model's
 //! `classify` in Rust) give the same numbers for every group at every level.
 
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_hub::index::{as_group_rollups, Filter, Index};
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
 use fleetscope_testkit::TestStore;
 
 #[tokio::test]
@@ -16,7 +16,7 @@ async fn hub_sql_and_ground_truth_agree() {
     })
     .unwrap();
     let spec = fleet.spec().clone();
-    let written = fleetscope_demo::write_fleet(&test.store, &fleet)
+    let written = fleetscope_fixtures::write_fleet(&test.store, &fleet)
         .await
         .unwrap();
     let truth = written.truth.rollups();

@@ -113,13 +113,13 @@ async fn the_hub_router_exports_request_and_clickhouse_spans() {
 
     let receiver = OtlpReceiver::start();
     let test = fleetscope_testkit::TestStore::start().await;
-    let fleet = fleetscope_loadtest::GeneratedFleet::new(fleetscope_loadtest::FleetSpec {
+    let fleet = fleetscope_fixtures::GeneratedFleet::new(fleetscope_fixtures::FleetSpec {
         clusters: 50,
         apps: 3,
-        ..fleetscope_loadtest::FleetSpec::default()
+        ..fleetscope_fixtures::FleetSpec::default()
     })
     .expect("a valid fleet");
-    fleetscope_demo::write_fleet(&test.store, &fleet)
+    fleetscope_fixtures::write_fleet(&test.store, &fleet)
         .await
         .expect("the fleet is written");
     let cluster = fleet.cluster(0).cluster.cluster_id;

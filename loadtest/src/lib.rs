@@ -1,20 +1,18 @@
-//! Fleet simulation: a generated fleet of clusters and apps, with the desired state, what the
-//! clusters report, and the ground truth the model says about every pair. The demo writes it
-//! into ClickHouse; benchmarks and the load test drive it through the real pipeline.
+//! The load test (`fleetscope loadtest`): a fleet rendered from a generated platform repo,
+//! simulated agents reporting it through the real collector, the hub checked against the
+//! ground truth of what was delivered, and the measurements. The demo runs the same pipeline.
+//! The generated fleet that tests and benchmarks write straight into a store is not here but in
+//! `fleetscope-fixtures`, below the services.
 
 #![forbid(unsafe_code)]
 
 pub mod agents;
-pub mod fleet;
 pub mod hubcheck;
 pub mod pipeline;
 pub mod plot;
 pub mod procs;
 pub mod readers;
 pub mod report;
-pub mod rng;
 pub mod run;
 pub mod scenario;
 pub mod sim;
-
-pub use fleet::{FleetSpec, FleetSpecError, GeneratedFleet};

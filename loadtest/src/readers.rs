@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use fleetscope_fixtures::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 
 use crate::hubcheck::HubClient;
-use crate::rng::SplitMix64;
 
 /// What the readers ask for; the `{cluster}`, `{app}` and `{region}` holes are filled at random.
 const ROUTES: &[(&str, &str)] = &[

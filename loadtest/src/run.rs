@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use fleetscope_fixtures::rng::SplitMix64;
 use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_model::DriftPolicy;
 use fleetscope_runtime::clock;
@@ -18,7 +19,6 @@ use fleetscope_store::{Store, StoreConfig};
 use crate::pipeline::{HubReader, Pipeline, PipelineConfig};
 use crate::procs::{self, Sampler};
 use crate::report::{self, LoadtestReport, RenderNumbers};
-use crate::rng::SplitMix64;
 use crate::scenario::{
     DarkKnobs, FlapKnobs, Knobs, PhaseReport, RolloutKnobs, Scenario, SteadyKnobs,
 };

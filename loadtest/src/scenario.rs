@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fleetscope_collector::protocol::{Report, ReportKind};
+use fleetscope_fixtures::rng::SplitMix64;
 use fleetscope_model::{Health, Timestamp};
 use fleetscope_runtime::clock;
 use fleetscope_store::Store;
@@ -17,7 +18,6 @@ use crate::agents::Agents;
 use crate::hubcheck::{
     converge, first_rollup_mismatch, inventory_mismatch, CheckOutcome, HubClient,
 };
-use crate::rng::SplitMix64;
 use crate::sim::failure;
 
 /// The scenarios, in the order given on the command line.

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use fleetscope_collector::protocol::{Change, Report, ReportKind};
+use fleetscope_fixtures::rng::SplitMix64;
 use fleetscope_model::state::ObjectKind;
 use fleetscope_model::{
     classify, DesiredForDrift, DriftInput, DriftPolicy, DriftState, Health, ObservedForDrift,
@@ -18,8 +19,6 @@ use fleetscope_model::{
 };
 use fleetscope_renderer::RenderOutcome;
 use sha2::{Digest, Sha256};
-
-use crate::rng::SplitMix64;
 
 /// Shares of the initial state, per ten thousand pairs (or clusters).
 const FAILED: u64 = 150;

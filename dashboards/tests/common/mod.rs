@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use fleetscope_dashboards::expand::{self, Choice, Context, MacroStyle};
-use fleetscope_loadtest::fleet::{GroundTruth, SimCluster};
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
+use fleetscope_fixtures::fleet::{GroundTruth, SimCluster};
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_model::{DriftPolicy, GroupPath, Health, SyncStatus, Timestamp};
 use fleetscope_store::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,

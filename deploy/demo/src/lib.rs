@@ -10,7 +10,6 @@
 #![forbid(unsafe_code)]
 
 pub mod platform;
-pub mod seed;
 pub mod table;
 pub mod where_to_look;
 
@@ -19,9 +18,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use fleetscope_fixtures::rng::SplitMix64;
 use fleetscope_loadtest::pipeline::{HubReader, Pipeline, PipelineConfig};
 use fleetscope_loadtest::procs::{self, Service};
-use fleetscope_loadtest::rng::SplitMix64;
 use fleetscope_loadtest::scenario::{clock_time, Ctx, Knobs, RolloutKnobs};
 use fleetscope_loadtest::sim::{SimFleet, UNEXPECTED_APP};
 use fleetscope_local_clickhouse::LocalClickHouse;
@@ -29,7 +28,6 @@ use fleetscope_model::{DriftPolicy, DriftState};
 use fleetscope_runtime::clock;
 use fleetscope_store::{Store, StoreConfig};
 
-pub use seed::{write_fleet, Written};
 use table::thousands;
 
 /// The hub token the demo prints in its example requests: reads the whole fleet.

@@ -594,7 +594,10 @@ fn pods_run_hardened_with_resources_set() {
 #[test]
 fn every_fleetscope_container_runs_the_one_image_with_a_subcommand() {
     let dockerfile = std::fs::read_to_string(repo_root().join("deploy/Dockerfile")).unwrap();
-    assert!(dockerfile.contains("cargo build --release --locked -p fleetscope"));
+    assert!(
+        dockerfile.contains("cargo build --release --locked -p fleetscope --no-default-features"),
+        "the image carries the services, not the demo and load test"
+    );
     assert!(
         dockerfile.contains("USER 65532:65532"),
         "the manifests run as 65532"

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::AppState;
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
 use fleetscope_testkit::TestStore;
 
 /// A private ClickHouse holding a generated fleet of `clusters` × `apps`.
@@ -20,7 +20,7 @@ pub async fn simulated_fleet(clusters: usize, apps: usize) -> (TestStore, Genera
         ..FleetSpec::default()
     })
     .expect("a valid fleet");
-    fleetscope_demo::write_fleet(&test.store, &fleet)
+    fleetscope_fixtures::write_fleet(&test.store, &fleet)
         .await
         .expect("the fleet is written");
     (test, fleet)

@@ -10,7 +10,7 @@ use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::openapi;
 use fleetscope_hub::server::{router, AppState};
-use fleetscope_loadtest::{FleetSpec, GeneratedFleet};
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
@@ -123,7 +123,7 @@ async fn every_example_request_is_accepted_by_a_running_hub() {
         ..FleetSpec::default()
     })
     .expect("a valid fleet");
-    fleetscope_demo::write_fleet(&test.store, &fleet)
+    fleetscope_fixtures::write_fleet(&test.store, &fleet)
         .await
         .expect("the fleet is written");
     let index = Index::load(test.store.clone())
