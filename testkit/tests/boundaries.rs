@@ -228,6 +228,34 @@ fn the_services_do_not_depend_on_each_other() {
     );
 }
 
+#[test]
+fn the_runtime_sits_below_the_services_and_above_the_model() {
+    check(
+        "of the workspace, the runtime depends on the model and on serve only, and never on the store or the clickhouse client",
+        |e| {
+            e.from == "fleetscope-runtime"
+                && ((is_member(&e.to)
+                    && !["fleetscope-model", "fleetscope-serve"].contains(&e.to.as_str()))
+                    || e.to == "clickhouse")
+        },
+    );
+}
+
+#[test]
+fn nothing_links_the_api_reference_generator() {
+    check(
+        "no crate depends on the API reference generator, a development tool",
+        |e| e.to == "fleetscope-api-reference",
+    );
+}
+
+#[test]
+fn only_the_hub_makes_the_openapi_document() {
+    check("only the hub depends on utoipa", |e| {
+        e.to.starts_with("utoipa") && e.from != "fleetscope-hub" && e.kind != Kind::Dev
+    });
+}
+
 /// The packages of `cargo tree -p fleetscope -e normal` with these extra arguments.
 fn binary_tree(features: &[&str]) -> BTreeSet<String> {
     let mut args = vec!["tree", "-p", "fleetscope", "-e", "normal"];
