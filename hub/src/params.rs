@@ -307,7 +307,7 @@ fn decode_cursor(text: &str) -> Result<String, ApiError> {
             _ => None,
         }
     }
-    if text.len() > 1_024 || text.len() % 2 != 0 {
+    if text.len() > 1_024 || !text.len().is_multiple_of(2) {
         return Err(bad());
     }
     let bytes = text

@@ -623,7 +623,7 @@ fn cdf_points(sorted: &[f64], max: usize) -> Vec<(f64, f64)> {
         points.push((sorted[i], 100.0 * (i + 1) as f64 / n as f64));
         i += step;
     }
-    if (n - 1) % step != 0 {
+    if !(n - 1).is_multiple_of(step) {
         points.push((sorted[n - 1], 100.0));
     }
     points

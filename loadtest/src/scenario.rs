@@ -547,7 +547,7 @@ impl Ctx {
             let mut touched = Vec::new();
             while made < due.min(total) && !clusters.is_empty() {
                 let c = clusters[rng.below(clusters.len() as u64) as usize];
-                if self.touch(c, rng, made % probe_every == 0) {
+                if self.touch(c, rng, made.is_multiple_of(probe_every)) {
                     touched.push(c);
                 }
                 made += 1;
@@ -867,7 +867,7 @@ impl Ctx {
                         }
                         health = o.health;
                     });
-                    if changes % probe_every as u64 == 0 {
+                    if changes.is_multiple_of(probe_every as u64) {
                         self.prober.offer(Probe {
                             cluster: fleet.clusters[c].id.clone(),
                             app: fleet.apps[usize::from(app)].clone(),

@@ -28,7 +28,7 @@ fn row(cluster: usize, app: usize, seq: u64) -> ObservedRow {
     let name = format!("app-{app:03}");
     ObservedRow {
         cluster_id: format!("store-{cluster:06}"),
-        object_kind: if app % 2 == 0 {
+        object_kind: if app.is_multiple_of(2) {
             "Kustomization"
         } else {
             "HelmRelease"

@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use fleetscope_api_reference::{markdown, EXAMPLES, REFRESH_COMMAND};
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_hub::auth::Auth;
 use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::openapi;
 use fleetscope_hub::server::{router, AppState};
-use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
