@@ -1,0 +1,100 @@
+//! Aligned plain-text tables, as `kubectl get` prints them: upper-case headers, every column
+//! padded to its widest cell, three spaces between columns, no borders.
+
+use std::fmt;
+
+/// A table: headers and rows of cells, written as text by `Display`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+/// Between two columns.
+const GAP: &str = "   ";
+
+impl Table {
+    pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
+        Table {
+            headers: headers.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row; missing cells are empty, cells beyond the headers are dropped.
+    pub fn push<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        let mut row: Vec<String> = cells.into_iter().map(Into::into).collect();
+        row.resize(self.headers.len(), String::new());
+        self.rows.push(row);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let widths: Vec<usize> = (0..self.headers.len())
+            .map(|column| {
+                std::iter::once(&self.headers)
+                    .chain(&self.rows)
+                    .map(|row| row[column].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for row in std::iter::once(&self.headers).chain(&self.rows) {
+            let mut line = String::new();
+            for (column, cell) in row.iter().enumerate() {
+                if column > 0 {
+                    line.push_str(GAP);
+                }
+                line.push_str(cell);
+                let pad = widths[column] - cell.chars().count();
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+            writeln!(f, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+/// `text` on one line and at most `max` characters, the cut marked with `…`.
+pub fn shorten(text: &str, max: usize) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// A share from 0 to 1 as a percentage with one decimal.
+pub fn percent(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_padded_to_the_widest_cell_without_trailing_spaces() {
+        let mut table = Table::new(["GROUP", "CLUSTERS", "MESSAGE"]);
+        table.push(["emea/de", "12", "ok"]);
+        table.push(["amer", "3"]);
+        assert_eq!(
+            table.to_string(),
+            "GROUP     CLUSTERS   MESSAGE\nemea/de   12         ok\namer      3\n"
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_one_line() {
+        assert_eq!(shorten("a\nb  c", 10), "a b c");
+        assert_eq!(shorten("0123456789abc", 8), "0123456…");
+        assert_eq!(percent(0.825), "82.5%");
+    }
+}
