@@ -464,3 +464,67 @@ fn cell(value: &Value) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gate answer with parameters newer than this client: their values become columns, and
+    /// `holding_back` a table of its own.
+    #[test]
+    fn a_gate_with_newer_fields_prints_them_and_what_holds_back() {
+        let answer: Gate = serde_json::from_value(serde_json::json!({
+            "app": "checkout", "version": "1.5.0", "commit": null, "group": "emea",
+            "targeted_clusters": 120, "in_sync": 99,
+            "by_state": { "failed": 3, "in_sync": 99, "progressing": 18 },
+            "share_in_sync": 0.825, "threshold": 0.95, "verdict": "fail",
+            "reason": "the share in sync is below the threshold",
+            "soak_seconds": 600, "max_failed": 2,
+            "holding_back": [
+                { "cluster": "berlin-01", "state": "failed", "since": "2026-11-22T09:41:07Z" },
+                { "cluster": "paris-02", "state": "progressing", "since": null },
+            ],
+        }))
+        .unwrap();
+        let printed: Vec<String> = gate_tables(&answer).iter().map(Table::to_string).collect();
+        assert_eq!(
+            printed.join("\n"),
+            "\
+VERDICT   SHARE_IN_SYNC   THRESHOLD   TARGETED   IN_SYNC   MAX_FAILED   SOAK_SECONDS   REASON
+fail      82.5%           95.0%       120        99        2            600            the share in sync is below the threshold
+
+STATE         CLUSTERS
+failed        3
+in_sync       99
+progressing   18
+
+CLUSTER     SINCE                  STATE
+berlin-01   2026-11-22T09:41:07Z   failed
+paris-02    <none>                 progressing
+"
+        );
+    }
+
+    #[test]
+    fn versions_merge_desired_and_running_per_version_and_group() {
+        let answer: Versions = serde_json::from_value(serde_json::json!({
+            "app": "checkout",
+            "desired": [{ "version": "1.5.0", "clusters": 3, "groups": { "amer": 1, "emea": 2 } }],
+            "running": [
+                { "version": "1.4.2", "clusters": 1, "groups": { "emea": 1 } },
+                { "version": "1.5.0", "clusters": 2, "groups": { "amer": 1, "emea": 1 } },
+            ],
+            "clusters": [], "next_cursor": null,
+        }))
+        .unwrap();
+        let (by_version, by_group) = versions_tables(&answer);
+        assert_eq!(
+            by_version.to_string(),
+            "VERSION   DESIRED   RUNNING\n1.4.2     0         1\n1.5.0     3         2\n"
+        );
+        assert_eq!(
+            by_group.to_string(),
+            "GROUP   VERSION   DESIRED   RUNNING\namer    1.5.0     1         1\nemea    1.4.2     0         1\nemea    1.5.0     2         1\n"
+        );
+    }
+}

@@ -1,5 +1,6 @@
 //! Command-line arguments shared by the subcommands, and the dispatch to each component.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -68,6 +69,14 @@ pub enum Command {
         #[command(flatten)]
         clickhouse: ClickHouseArgs,
     },
+    /// The fleet and its groups from a hub: clusters, reporting, stale, app instances per state.
+    Status(fleetscope_cli::StatusArgs),
+    /// An app's desired and running versions from a hub, with clusters per group.
+    Versions(fleetscope_cli::VersionsArgs),
+    /// (cluster, app) pairs that drift, from a hub, desired against observed.
+    Drift(fleetscope_cli::DriftArgs),
+    /// A rollout gate from a hub: exits 0 on pass, 1 on fail.
+    Gate(fleetscope_cli::GateArgs),
     /// Receive agents' reports (and watch reachable clusters) and write them to ClickHouse.
     Collector {
         #[command(flatten)]
@@ -155,7 +164,19 @@ pub fn init_tracing(args: &LogArgs) {
     fleetscope_runtime::telemetry::init(&args.log, &otlp);
 }
 
-pub async fn dispatch(command: Command) -> anyhow::Result<()> {
+/// Runs `command`; the hub's client commands choose their own exit codes (docs/cli.md).
+pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    let client = match command {
+        Command::Status(args) => fleetscope_cli::Command::Status(args),
+        Command::Versions(args) => fleetscope_cli::Command::Versions(args),
+        Command::Drift(args) => fleetscope_cli::Command::Drift(args),
+        Command::Gate(args) => fleetscope_cli::Command::Gate(args),
+        service => return run(service).await.map(|()| ExitCode::SUCCESS),
+    };
+    Ok(fleetscope_cli::main(client).await)
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Migrate { clickhouse } => {
             let store = clickhouse.connect()?;
@@ -184,6 +205,9 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
             collector,
             clickhouse,
         } => fleetscope_collector::cli::run_collector(collector, clickhouse.connect()?).await,
+        Command::Status(_) | Command::Versions(_) | Command::Drift(_) | Command::Gate(_) => {
+            unreachable!("dispatch runs the client commands")
+        }
     }
 }
 

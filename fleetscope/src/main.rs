@@ -69,7 +69,7 @@ fn main() -> std::process::ExitCode {
     runtime.block_on(async {
         args::init_tracing(&cli.log);
         match args::dispatch(cli.command).await {
-            Ok(()) => std::process::ExitCode::SUCCESS,
+            Ok(code) => code,
             Err(err) => {
                 eprintln!("error: {err:#}");
                 std::process::ExitCode::FAILURE
@@ -98,7 +98,17 @@ mod tests {
                 "{name} in:\n{help}"
             );
         }
-        for name in ["migrate", "render", "agent", "hub", "collector"] {
+        for name in [
+            "migrate",
+            "render",
+            "agent",
+            "hub",
+            "collector",
+            "status",
+            "versions",
+            "drift",
+            "gate",
+        ] {
             assert!(cli.find_subcommand(name).is_some(), "{name}");
         }
     }

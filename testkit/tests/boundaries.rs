@@ -242,6 +242,18 @@ fn the_runtime_sits_below_the_services_and_above_the_model() {
 }
 
 #[test]
+fn the_command_line_client_knows_the_hub_by_its_json_only() {
+    check(
+        "the command-line client depends on no workspace crate and on no clickhouse client other than for tests",
+        |e| {
+            e.from == "fleetscope-cli"
+                && (is_member(&e.to) || e.to == "clickhouse")
+                && e.kind != Kind::Dev
+        },
+    );
+}
+
+#[test]
 fn nothing_links_the_api_reference_generator() {
     check(
         "no crate depends on the API reference generator, a development tool",

@@ -226,6 +226,11 @@ pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> S
     }
     let _ = writeln!(
         t,
+        "  # the same from the command line: tables, `-o json` for scripts; the gate exits 1 on fail\n  export FLEETSCOPE_HUB_URL={hub} FLEETSCOPE_HUB_TOKEN={READ_TOKEN}\n  fleetscope status\n  fleetscope versions {app}\n  fleetscope drift --state failed --limit 5\n  fleetscope gate --app {app} --version <the new version> --threshold 0.9; echo \"exit $?\"",
+        app = e.rollout_app
+    );
+    let _ = writeln!(
+        t,
         "\nPrometheus (scrapes both, loads the alert rules):\n  prometheus --config.file={} --storage.tsdb.path={} --web.listen-address=127.0.0.1:{PROMETHEUS_PORT}",
         prometheus.display(),
         e.work.join("prometheus/data").display()

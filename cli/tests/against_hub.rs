@@ -1,0 +1,539 @@
+//! The commands against a real hub, served in-process on a generated fleet in a private
+//! ClickHouse: every table agrees with the hub's JSON, `-o json` is that JSON, and the exit
+//! codes are the documented ones for a gate that passes or fails, a usage error, a bad token
+//! and a hub that cannot be reached.
+
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use fleetscope_cli::{DriftArgs, GateArgs, StatusArgs, VersionsArgs};
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
+use fleetscope_hub::auth::Auth;
+use fleetscope_hub::index::Index;
+use fleetscope_hub::metrics::MetricsConfig;
+use fleetscope_hub::server::{router, AppState};
+use fleetscope_testkit::TestStore;
+use serde_json::Value;
+
+const TOKEN: &str = "operator-token-0123456789";
+
+/// The four commands as the binary offers them.
+#[derive(Debug, Parser)]
+struct TestCli {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Debug, Subcommand)]
+enum Sub {
+    Status(StatusArgs),
+    Versions(VersionsArgs),
+    Drift(DriftArgs),
+    Gate(GateArgs),
+}
+
+/// What a command run printed and how it ended.
+#[derive(Debug)]
+struct Run {
+    code: u8,
+    stdout: String,
+    error: String,
+}
+
+async fn run(args: &[&str]) -> Run {
+    let cli = TestCli::try_parse_from(std::iter::once("fleetscope").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("{args:?} parses: {e}"));
+    let command = match cli.command {
+        Sub::Status(a) => fleetscope_cli::Command::Status(a),
+        Sub::Versions(a) => fleetscope_cli::Command::Versions(a),
+        Sub::Drift(a) => fleetscope_cli::Command::Drift(a),
+        Sub::Gate(a) => fleetscope_cli::Command::Gate(a),
+    };
+    let mut out = Vec::new();
+    let (code, error) = match command.run(&mut out).await {
+        Ok(outcome) => (outcome.exit_code(), String::new()),
+        Err(err) => (err.exit_code(), err.to_string()),
+    };
+    Run {
+        code,
+        stdout: String::from_utf8(out).expect("utf-8 output"),
+        error,
+    }
+}
+
+/// The table's lines as cells (no cell of these tables holds a space but the last column).
+fn rows(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+struct Hub {
+    _test: TestStore,
+    base: String,
+}
+
+impl Hub {
+    async fn start() -> Hub {
+        let test = TestStore::start().await;
+        let fleet = GeneratedFleet::new(FleetSpec {
+            clusters: 300,
+            apps: 5,
+            ..FleetSpec::default()
+        })
+        .expect("a valid fleet");
+        fleetscope_fixtures::write_fleet(&test.store, &fleet)
+            .await
+            .expect("the fleet is written");
+        let index = Index::load(test.store.clone())
+            .await
+            .expect("the index loads");
+        let mut state = AppState::new(
+            Arc::new(index),
+            fleet.spec().policy,
+            MetricsConfig::default(),
+        );
+        state.fixed_now = Some(fleet.spec().now);
+        let auth = Auth::parse(&format!(
+            "tokens:\n  - name: operators\n    token: {TOKEN}\n    role: read\n"
+        ))
+        .expect("a valid token file");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let base = format!("http://{}", listener.local_addr().expect("bound address"));
+        let app = router(Arc::new(state), Arc::new(auth), false);
+        tokio::spawn(async move { axum::serve(listener, app).await.expect("the hub serves") });
+        Hub { _test: test, base }
+    }
+
+    /// The hub's JSON answer to `path_and_query`, read directly.
+    async fn json(&self, path_and_query: &str) -> Value {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path_and_query}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .expect("the hub answers");
+        assert_eq!(response.status(), 200, "{path_and_query}");
+        response.json().await.expect("json")
+    }
+
+    /// `command` with the connection flags, then `args`.
+    async fn run(&self, command: &str, args: &[&str]) -> Run {
+        let mut all = vec![command, "--hub-url", &self.base, "--token", TOKEN];
+        all.extend(args);
+        run(&all).await
+    }
+}
+
+fn parse_json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("json: {e}: {text}"))
+}
+
+#[tokio::test]
+async fn the_commands_print_the_hubs_answers_with_the_documented_exit_codes() {
+    let hub = Hub::start().await;
+
+    // status: the total, then every group at depth 1, each row the hub's numbers.
+    let summary = hub.json("/api/v1/summary?depth=1").await;
+    let status = hub.run("status", &[]).await;
+    assert_eq!((status.code, &*status.error), (0, ""), "{status:?}");
+    let table = rows(&status.stdout);
+    assert_eq!(
+        table[0].join(" "),
+        "GROUP CLUSTERS REPORTING STALE IN_SYNC PROGRESSING FAILED OUT_OF_SYNC MISSING UNEXPECTED STALE_APPS UNKNOWN IN_SYNC%"
+    );
+    let groups = summary["groups"].as_array().unwrap();
+    assert!(!groups.is_empty());
+    assert_eq!(table.len(), 2 + groups.len());
+    for (row, counts) in table[1..]
+        .iter()
+        .zip(std::iter::once(&summary["total"]).chain(groups))
+    {
+        let by = &counts["app_instances_by_state"];
+        let expected: Vec<String> = [
+            counts["group"].as_str().unwrap_or("(total)").to_owned(),
+            counts["clusters"].to_string(),
+            counts["reporting_clusters"].to_string(),
+            counts["stale_clusters"].to_string(),
+        ]
+        .into_iter()
+        .chain(
+            [
+                "in_sync",
+                "progressing",
+                "failed",
+                "out_of_sync",
+                "missing",
+                "unexpected",
+                "stale",
+                "unknown",
+            ]
+            .map(|state| by[state].to_string()),
+        )
+        .chain([format!(
+            "{:.1}%",
+            by["in_sync"].as_f64().unwrap() * 100.0 / counts["app_instances"].as_f64().unwrap()
+        )])
+        .collect();
+        assert_eq!(row, &expected);
+    }
+    let json = hub.run("status", &["-o", "json"]).await;
+    assert_eq!(json.code, 0);
+    assert_eq!(parse_json(&json.stdout), summary);
+    let group = groups[0]["group"].as_str().unwrap();
+    let filtered = hub
+        .run("status", &["--group", group, "--depth", "0", "-o", "json"])
+        .await;
+    assert_eq!(
+        parse_json(&filtered.stdout),
+        hub.json(&format!("/api/v1/summary?group={group}&depth=0"))
+            .await
+    );
+
+    // versions: clusters per version desired and running, then per group, as the hub counts.
+    let environments = hub.json("/api/v1/environments").await;
+    let app = environments["apps"][0]["app"].as_str().unwrap().to_owned();
+    let versions = hub
+        .json(&format!("/api/v1/apps/{app}/versions?depth=1"))
+        .await;
+    let printed = hub.run("versions", &[&app]).await;
+    assert_eq!(printed.code, 0, "{printed:?}");
+    let (by_version, by_group) = printed.stdout.split_once("\n\n").expect("two tables");
+    let by_version = rows(by_version);
+    assert_eq!(by_version[0].join(" "), "VERSION DESIRED RUNNING");
+    let count = |list: &str, version: &str, group: Option<&str>| -> u64 {
+        versions[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["version"] == version)
+            .map(|v| match group {
+                None => v["clusters"].as_u64().unwrap(),
+                Some(g) => v["groups"][g].as_u64().unwrap_or(0),
+            })
+            .sum()
+    };
+    let mut listed = 0;
+    for row in &by_version[1..] {
+        assert_eq!(
+            row[1],
+            count("desired", &row[0], None).to_string(),
+            "{row:?}"
+        );
+        assert_eq!(
+            row[2],
+            count("running", &row[0], None).to_string(),
+            "{row:?}"
+        );
+        listed += 1;
+    }
+    let distinct: std::collections::BTreeSet<&str> = ["desired", "running"]
+        .iter()
+        .flat_map(|list| versions[*list].as_array().unwrap())
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, distinct.len());
+    let by_group = rows(by_group);
+    assert_eq!(by_group[0].join(" "), "GROUP VERSION DESIRED RUNNING");
+    for row in &by_group[1..] {
+        assert_eq!(row[2], count("desired", &row[1], Some(&row[0])).to_string());
+        assert_eq!(row[3], count("running", &row[1], Some(&row[0])).to_string());
+    }
+    let json = hub.run("versions", &[&app, "-o", "json"]).await;
+    assert_eq!(parse_json(&json.stdout), versions);
+
+    // drift: the default page as the hub sends it, and beyond one page by following the cursor.
+    let first_page = hub.json("/api/v1/drift?limit=100").await;
+    let json = hub.run("drift", &["-o", "json"]).await;
+    assert_eq!(json.code, 0, "{json:?}");
+    assert_eq!(parse_json(&json.stdout), first_page);
+    let printed = hub.run("drift", &["--limit", "7"]).await;
+    let lines: Vec<&str> = printed.stdout.lines().collect();
+    assert_eq!(
+        rows(lines[0]).concat().join(" "),
+        "CLUSTER APP STATE SINCE DESIRED OBSERVED MESSAGE"
+    );
+    assert_eq!(lines.len(), 8, "{}", printed.stdout);
+    for (line, item) in lines[1..]
+        .iter()
+        .zip(first_page["items"].as_array().unwrap())
+    {
+        let cells = rows(line).concat();
+        let text = |key: &str| item[key].as_str().unwrap_or("<none>").to_owned();
+        assert_eq!(
+            cells[..6],
+            [
+                text("cluster"),
+                text("app"),
+                text("state"),
+                text("since"),
+                text("desired_version"),
+                text("observed_version")
+            ]
+        );
+    }
+    let every_state = "unknown,stale,unexpected,missing,failed,out_of_sync,progressing,in_sync";
+    let page_one = hub
+        .json(&format!("/api/v1/drift?state={every_state}&limit=1000"))
+        .await;
+    let cursor = page_one["next_cursor"]
+        .as_str()
+        .expect("more than one page");
+    let page_two = hub
+        .json(&format!(
+            "/api/v1/drift?state={every_state}&limit=200&cursor={cursor}"
+        ))
+        .await;
+    let joined = hub
+        .run(
+            "drift",
+            &["--state", every_state, "--limit", "1200", "-o", "json"],
+        )
+        .await;
+    let joined = parse_json(&joined.stdout);
+    let expected_items: Vec<Value> = page_one["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(page_two["items"].as_array().unwrap())
+        .cloned()
+        .collect();
+    assert_eq!(joined["items"].as_array().unwrap(), &expected_items);
+    assert_eq!(joined["next_cursor"], page_two["next_cursor"]);
+    let table = hub
+        .run("drift", &["--state", every_state, "--limit", "1200"])
+        .await;
+    assert_eq!(table.stdout.lines().count(), 1 + expected_items.len());
+
+    // gate: a pass exits 0, a fail 1; extra parameters reach the hub as they are.
+    let version = versions["desired"][0]["version"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pass = hub
+        .run(
+            "gate",
+            &["--app", &app, "--version", &version, "--threshold", "0"],
+        )
+        .await;
+    assert_eq!((pass.code, &*pass.error), (0, ""), "{pass:?}");
+    let gate = hub
+        .json(&format!(
+            "/api/v1/gate?app={app}&version={version}&threshold=0"
+        ))
+        .await;
+    assert_eq!(gate["verdict"], "pass");
+    let table = rows(&pass.stdout);
+    assert_eq!(
+        table[0][..5].join(" "),
+        "VERDICT SHARE_IN_SYNC THRESHOLD TARGETED IN_SYNC"
+    );
+    assert_eq!(
+        table[1][..5],
+        [
+            "pass".to_owned(),
+            format!("{:.1}%", gate["share_in_sync"].as_f64().unwrap() * 100.0),
+            "0.0%".to_owned(),
+            gate["targeted_clusters"].to_string(),
+            gate["in_sync"].to_string(),
+        ]
+    );
+    let states: Vec<Vec<String>> = table[3..].to_vec();
+    assert_eq!(states[0].join(" "), "STATE CLUSTERS");
+    let by_state = gate["by_state"].as_object().unwrap();
+    assert_eq!(states.len(), 1 + by_state.len());
+    for row in &states[1..] {
+        assert_eq!(by_state[&row[0]].to_string(), row[1]);
+    }
+    let fail = hub
+        .run(
+            "gate",
+            &["--app", &app, "--version", "0.0.0-nobody", "-o", "json"],
+        )
+        .await;
+    assert_eq!(fail.code, 1, "{fail:?}");
+    assert_eq!(
+        parse_json(&fail.stdout),
+        hub.json(&format!("/api/v1/gate?app={app}&version=0.0.0-nobody"))
+            .await
+    );
+    let environment = environments["apps"][0]["environments"][0]["environment"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let forwarded = hub
+        .run(
+            "gate",
+            &[
+                "--app",
+                &app,
+                "--version",
+                &version,
+                "--param",
+                &format!("environment={environment}"),
+                "-o",
+                "json",
+            ],
+        )
+        .await;
+    assert_eq!(
+        parse_json(&forwarded.stdout),
+        hub.json(&format!(
+            "/api/v1/gate?app={app}&version={version}&environment={environment}"
+        ))
+        .await
+    );
+    let unknown = hub
+        .run(
+            "gate",
+            &["--app", &app, "--version", &version, "--param", "bogus=1"],
+        )
+        .await;
+    assert_eq!(unknown.code, 3, "{unknown:?}");
+    assert!(
+        unknown
+            .error
+            .starts_with("the hub answered 400 to /api/v1/gate: ")
+            && unknown.error.contains("bogus"),
+        "{}",
+        unknown.error
+    );
+
+    // A token the hub does not know: the hub's 401 and its message, exit 3.
+    let refused = run(&[
+        "status",
+        "--hub-url",
+        &hub.base,
+        "--token",
+        "not-a-known-token-000",
+    ])
+    .await;
+    assert_eq!(refused.code, 3, "{refused:?}");
+    assert!(
+        refused
+            .error
+            .starts_with("the hub answered 401 to /api/v1/summary: "),
+        "{}",
+        refused.error
+    );
+    assert!(refused.stdout.is_empty());
+
+    // The token read from a file, and a file that cannot be read (a usage error).
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let from_file = run(&[
+        "status",
+        "--hub-url",
+        &hub.base,
+        "--token-file",
+        token_file.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(from_file.stdout, status.stdout);
+    let missing = dir.path().join("missing");
+    let unreadable = run(&[
+        "status",
+        "--hub-url",
+        &hub.base,
+        "--token-file",
+        missing.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(unreadable.code, 2, "{unreadable:?}");
+    assert!(
+        unreadable
+            .error
+            .starts_with(&format!("token file {missing:?}: ")),
+        "{}",
+        unreadable.error
+    );
+}
+
+#[tokio::test]
+async fn a_hub_that_cannot_be_reached_exits_3_naming_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let unreachable = run(&["drift", "--hub-url", &base, "--timeout", "5"]).await;
+    assert_eq!(unreachable.code, 3, "{unreachable:?}");
+    assert!(
+        unreachable
+            .error
+            .starts_with(&format!("cannot reach the hub at {base}/: ")),
+        "{}",
+        unreachable.error
+    );
+    assert!(unreachable.stdout.is_empty());
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["gate", "--hub-url", "http://hub", "--app", "a"][..],
+        &[
+            "gate",
+            "--hub-url",
+            "http://hub",
+            "--app",
+            "a",
+            "--version",
+            "1",
+            "--commit",
+            "c",
+        ],
+        &[
+            "gate",
+            "--hub-url",
+            "http://hub",
+            "--app",
+            "a",
+            "--version",
+            "1",
+            "--threshold",
+            "1.5",
+        ],
+        &[
+            "gate",
+            "--hub-url",
+            "http://hub",
+            "--app",
+            "a",
+            "--version",
+            "1",
+            "--param",
+            "soak",
+        ],
+        &[
+            "status",
+            "--hub-url",
+            "http://hub",
+            "--token",
+            "t",
+            "--token-file",
+            "f",
+        ],
+        &["drift", "--hub-url", "http://hub", "--limit", "0"],
+        &["status", "--hub-url", "http://hub", "-o", "yaml"],
+        &["versions", "--hub-url", "http://hub"],
+    ] {
+        let err =
+            TestCli::try_parse_from(std::iter::once("fleetscope").chain(args.iter().copied()))
+                .expect_err(&format!("{args:?} is refused"));
+        assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn a_hub_url_that_is_not_one_is_a_usage_error() {
+    let bad = run(&["status", "--hub-url", "hub:8080/x"]).await;
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(
+        bad.error.starts_with("hub url \"hub:8080/x\": "),
+        "{}",
+        bad.error
+    );
+}
