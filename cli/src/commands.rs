@@ -349,7 +349,7 @@ fn join_pages(pages: &[String]) -> Result<String, CliError> {
 
 async fn gate(args: &GateArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let client = HubClient::new(&args.hub)?;
-    let mut query = vec![("app", args.app.clone())];
+    let mut query: Vec<(&str, String)> = vec![("app", args.app.clone())];
     if let Some(version) = &args.version {
         query.push(("version", version.clone()));
     }
@@ -360,13 +360,10 @@ async fn gate(args: &GateArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         query.push(("threshold", threshold.to_string()));
     }
     query.extend(args.selection.query());
-    let text = {
-        let mut query: Vec<(&str, String)> = query;
-        for (key, value) in &args.params {
-            query.push((key.as_str(), value.clone()));
-        }
-        client.get(&["gate"], &query).await?
-    };
+    for (key, value) in &args.params {
+        query.push((key, value.clone()));
+    }
+    let text = client.get(&["gate"], &query).await?;
     let answer: Gate = parse("/api/v1/gate", &text)?;
     let outcome = if answer.verdict == "pass" {
         Outcome::Ok
