@@ -33,6 +33,36 @@ enum Side {
 /// attribute has its value in the first place.
 type ValueKey = (InsightAttribute, u32, u32);
 
+/// A hasher for [`ValueKey`]s: a multiply-and-rotate over the three numbers (the scheme of
+/// rustc's FxHash). Keys are small integers the hub assigned, not caller input, and a pass
+/// over 30,000 clusters hashes some ten keys each, so SipHash's cost showed in the route's time.
+#[derive(Debug, Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 /// Counts of clusters per attribute value, on each side.
 #[derive(Debug, Default)]
 struct Tally {
@@ -40,7 +70,7 @@ struct Tally {
     in_sync: u64,
     other: u64,
     /// (failing, in sync) clusters with the value.
-    values: HashMap<ValueKey, (u64, u64)>,
+    values: HashMap<ValueKey, (u64, u64), std::hash::BuildHasherDefault<KeyHasher>>,
 }
 
 /// The question, as the handler narrowed it to the caller's scope.
