@@ -303,6 +303,11 @@ impl ClusterInfo {
             .map(|at| symbols.text(self.labels[at].1))
     }
 
+    /// Every label of the cluster as (key, value) symbols, sorted by key symbol.
+    pub fn label_symbols(&self) -> &[(u32, u32)] {
+        &self.labels
+    }
+
     /// Every label of the cluster, by key.
     pub fn labels(&self, symbols: &Symbols) -> BTreeMap<String, String> {
         self.labels

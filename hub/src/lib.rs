@@ -13,6 +13,7 @@ pub mod answers;
 pub mod api;
 pub mod auth;
 pub mod index;
+pub mod insights;
 pub mod metrics;
 pub mod openapi;
 pub mod params;

@@ -98,6 +98,7 @@ pub fn routes() -> (Router<Arc<AppState>>, OpenApi) {
         .routes(routes!(api::environments))
         .routes(routes!(api::gate))
         .routes(routes!(api::history))
+        .routes(routes!(api::insights_failures))
         .routes(routes!(serve))
         .split_for_parts();
     complete(&mut document);

@@ -520,6 +520,51 @@ impl HistoryQuery {
     }
 }
 
+/// `GET /api/v1/insights/failures`.
+#[derive(Debug)]
+pub struct InsightsQuery {
+    /// `app` is required here.
+    pub selection: Selection,
+    pub app: String,
+    pub version: Option<String>,
+    pub limit: usize,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct InsightsPart {
+    /// The app whose failing clusters are compared with its in-sync ones.
+    #[param(example = "checkout")]
+    app: String,
+    /// Only clusters whose desired version of `app` is this one (what runs may differ: a
+    /// cluster failing to roll out the version still runs the one before).
+    #[param(example = "1.5.0")]
+    version: Option<String>,
+    /// Findings listed at most, a whole number from 1 to 1000 written in digits only (default
+    /// 20).
+    #[param(minimum = 1, maximum = 1000, default = 20)]
+    limit: Option<u32>,
+}
+
+route_query!(InsightsQuery: InsightsPart, GroupPart, EnvironmentPart, LabelPart);
+
+impl InsightsQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        let selection = Selection::from_params(params)?;
+        let app = selection
+            .app
+            .clone()
+            .ok_or_else(|| ApiError::bad("app", "required"))?;
+        Ok(InsightsQuery {
+            selection,
+            app,
+            version: params.get("version").map(str::to_owned),
+            limit: params.integer("limit", 1, 1000, 20)? as usize,
+        })
+    }
+}
+
 /// `GET /api/v1/openapi.json` takes no parameters.
 #[derive(Debug)]
 pub struct NoQuery;

@@ -604,6 +604,25 @@ async fn a_scoped_token_is_confined_on_every_route() {
             "/api/v1/openapi.json" => {
                 assert_eq!(hub.get(Some(SCOPED), "/api/v1/openapi.json").await.0, 200);
             }
+            "/api/v1/insights/failures" => {
+                let q = "/api/v1/insights/failures?app=checkout&limit=1000";
+                let mut mine = hub.json(SCOPED, q).await;
+                let everywhere = hub.json(ADMIN, q).await;
+                assert!(
+                    mine["considered"].as_u64().unwrap()
+                        < everywhere["considered"].as_u64().unwrap()
+                );
+                for f in mine["findings"].as_array().unwrap() {
+                    if f["attribute"] == "group" {
+                        assert!(within(f["value"].as_str().unwrap(), SCOPE), "{f}");
+                    }
+                }
+                // The same answer as the scope asked for as a group, but for naming the group.
+                let admin = hub.json(ADMIN, &format!("{q}&group={SCOPE}")).await;
+                assert_eq!(mine["group"], Value::Null);
+                mine["group"] = admin["group"].clone();
+                assert_eq!(mine, admin);
+            }
             other => panic!("route {other} has no scope check in this test"),
         }
         checked.insert(route.path);

@@ -265,6 +265,18 @@ async fn every_answer_fits_the_documented_schema() {
         ),
         ("/api/v1/history", "/api/v1/history?format=csv".to_owned()),
         ("/api/v1/openapi.json", "/api/v1/openapi.json".to_owned()),
+        (
+            "/api/v1/insights/failures",
+            format!("/api/v1/insights/failures?app={app}"),
+        ),
+        (
+            "/api/v1/insights/failures",
+            format!("/api/v1/insights/failures?app={app}&version={desired}&group={group}&limit=2"),
+        ),
+        (
+            "/api/v1/insights/failures",
+            "/api/v1/insights/failures?app=no-such-app".to_owned(),
+        ),
     ];
     for (template, uri) in &ok {
         let (status, _) = c.check(r, template, uri).await;
@@ -275,6 +287,10 @@ async fn every_answer_fits_the_documented_schema() {
         ("/api/v1/summary", "/api/v1/summary".to_owned()),
         ("/api/v1/history", "/api/v1/history?group=amer".to_owned()),
         ("/api/v1/history", "/api/v1/history".to_owned()),
+        (
+            "/api/v1/insights/failures",
+            format!("/api/v1/insights/failures?app={app}"),
+        ),
     ] {
         let (status, _) = c.check(Some(SCOPED), template, &uri).await;
         assert_eq!(status, 200, "{uri}");

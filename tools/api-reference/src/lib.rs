@@ -140,6 +140,15 @@ pub const EXAMPLES: &[Example] = &[
         ],
         note: None,
     },
+    Example {
+        method: "get",
+        path: "/api/v1/insights/failures",
+        requests: &[
+            "/api/v1/insights/failures?app=checkout",
+            "/api/v1/insights/failures?app=checkout&version=1.4.0&group=emea&limit=5",
+        ],
+        note: None,
+    },
 ];
 
 /// The reference of `document` as Markdown, with `examples` for the operations they name.
