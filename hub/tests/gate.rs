@@ -375,6 +375,23 @@ async fn the_gate_applies_soak_max_failed_and_stale_at_their_boundaries() {
         ("fail", "threshold")
     );
 
+    // The worked example of docs/hub.md.
+    let example = hub
+        .gate("version=2.0.0&soak=2h&threshold=0.25&max_failed=2")
+        .await;
+    assert_eq!(decided(&example), ("pass", "threshold"));
+    for (field, value) in [
+        ("targeted_clusters", 7),
+        ("in_sync", 3),
+        ("soaked", 2),
+        ("failed", 2),
+        ("failed_allowed", 2),
+        ("stale_clusters", 1),
+    ] {
+        assert_eq!(example[field], value, "{field}");
+    }
+    assert_eq!(holding(&example), ["a02", "a04", "a05", "a06", "a07"]);
+
     // max_failed: two clusters are failed; the gate fails on it whatever the share.
     let at_count = hub.gate("version=2.0.0&threshold=0&max_failed=2").await;
     assert_eq!(decided(&at_count), ("pass", "threshold"));
