@@ -474,7 +474,7 @@ pub struct GateAnswer<'a> {
     /// The group, as asked; null when none was (a scoped token's scope applies all the same).
     pub group: Option<&'a str>,
     /// Selected clusters whose desired state of `app` is that version (or comes from that
-    /// commit).
+    /// commit); with `stale=exclude`, not counting the stale ones.
     pub targeted_clusters: u64,
     /// Of those, how many are in sync.
     pub in_sync: u64,
@@ -485,11 +485,68 @@ pub struct GateAnswer<'a> {
     pub share_in_sync: f64,
     /// The threshold applied (1 unless asked otherwise).
     pub threshold: f64,
-    /// `pass` when at least one cluster is targeted and `share_in_sync >= threshold`.
+    /// `pass` when at least one cluster is targeted, no rule before `threshold` failed the
+    /// gate (see `rule`), and `share_soaked >= threshold`.
     #[schema(value_type = GateVerdict)]
     pub verdict: &'static str,
     /// The verdict in words.
     pub reason: &'static str,
+    /// The rule that decided the verdict, in the order they are checked: `nothing_targeted`
+    /// (fail), `stale` (fail: `stale=fail` and a targeted cluster is stale), `max_failed`
+    /// (fail: more targeted clusters failed than allowed), `threshold` (pass or fail on
+    /// `share_soaked`).
+    #[schema(value_type = GateRule)]
+    pub rule: &'static str,
+    /// The soak applied, in seconds (0 unless asked: then in sync now is enough).
+    pub soak_seconds: u64,
+    /// Targeted clusters in sync for at least `soak_seconds`, as far as the data shows (in
+    /// sync since the later of the render that made the version desired and the arrival of
+    /// the object's latest report, up to the cluster's last heartbeat). Equals `in_sync` when
+    /// `soak_seconds` is 0.
+    pub soaked: u64,
+    /// `soaked / targeted_clusters`; 0 when nothing is targeted. The share `threshold` applies
+    /// to.
+    pub share_soaked: f64,
+    /// Targeted clusters in the `failed` state.
+    pub failed: u64,
+    /// `max_failed` as asked; null when it was not.
+    pub max_failed: Option<&'a str>,
+    /// The most failed targeted clusters `max_failed` allows (a share of
+    /// `targeted_clusters`, rounded down); null when `max_failed` was not asked.
+    pub failed_allowed: Option<u64>,
+    /// How stale targeted clusters were handled: `exclude`, `count` (the default) or `fail`.
+    #[schema(value_type = GateStaleHandling)]
+    pub stale: &'static str,
+    /// Selected clusters whose desired state matches and that are stale; with
+    /// `stale=exclude` they are not in `targeted_clusters` or `by_state`.
+    pub stale_clusters: u64,
+    /// Targeted clusters that are not soaked, by cluster id, at most `limit` (one page):
+    /// not in sync (failed and stale ones included, unless excluded), or in sync for less
+    /// than `soak_seconds`.
+    pub holding_back: Vec<HoldingBack<'a>>,
+    /// Pass as `cursor` for the next page of `holding_back`; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A targeted cluster that holds a gate back.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HoldingBack<'a> {
+    /// The cluster id.
+    pub cluster: &'a str,
+    /// The cluster's group.
+    pub group: &'a str,
+    /// The pair's drift state; `in_sync` for a cluster still soaking.
+    #[schema(value_type = DriftStateName)]
+    pub state: &'static str,
+    /// In sync: the moment it counts as in sync from (the later of the render that made the
+    /// version desired and the arrival of the object's latest report). Otherwise the pair's
+    /// `since` as `drift` lists it: the object's last transition (the reporter's clock), or
+    /// when the version became desired if the object was never reported. Null when unknown.
+    pub since: Option<String>,
+    /// In sync but not yet for `soak_seconds`: `since` plus the soak, the moment it will have
+    /// soaked if it stays in sync and heartbeats keep arriving (it counts once a heartbeat at
+    /// or after that moment arrived). Null otherwise.
+    pub soaks_at: Option<String>,
 }
 
 /// A gate's verdict.
@@ -585,6 +642,25 @@ pub enum InsightAttribute {
     Reconciler,
     /// The agent version of the cluster's last heartbeat.
     AgentVersion,
+}
+
+/// The rule that decided a gate's verdict.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GateRule {
+    NothingTargeted,
+    Stale,
+    MaxFailed,
+    Threshold,
+}
+
+/// How a gate handles stale targeted clusters.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GateStaleHandling {
+    Exclude,
+    Count,
+    Fail,
 }
 
 /// `GET /api/v1/history?cluster=`.
@@ -807,7 +883,17 @@ pub(crate) fn examples() -> Vec<(&'static str, serde_json::Value)> {
                 "targeted_clusters": 120, "in_sync": 99,
                 "by_state": { "failed": 3, "in_sync": 99, "progressing": 16, "stale": 2 },
                 "share_in_sync": 0.825, "threshold": 0.95, "verdict": "fail",
-                "reason": "the share in sync is below the threshold",
+                "reason": "more targeted clusters are failed than max_failed allows",
+                "rule": "max_failed", "soak_seconds": 7200, "soaked": 97, "share_soaked": 0.8083,
+                "failed": 3, "max_failed": "2%", "failed_allowed": 2,
+                "stale": "count", "stale_clusters": 2,
+                "holding_back": [
+                    { "cluster": "berlin-01", "group": "emea/de/berlin", "state": "failed",
+                      "since": "2026-11-22T09:41:07Z", "soaks_at": null },
+                    { "cluster": "berlin-02", "group": "emea/de/berlin", "state": "in_sync",
+                      "since": "2026-11-22T09:12:30Z", "soaks_at": "2026-11-22T11:12:30Z" },
+                ],
+                "next_cursor": "6265726c696e2d3032",
             }),
         ),
         (

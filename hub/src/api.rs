@@ -20,8 +20,8 @@ use crate::answers::InsightsAnswer;
 use crate::answers::{
     AppEnvironments, ByState, ClusterHistory, ClusterPage, DesiredApp, DriftPage,
     EnvironmentVersions, EnvironmentsAnswer, ExplainAnswer, Explained, GateAnswer, GroupCounts,
-    GroupHistory, HistoryEvent, NotDesiredApp, ObjectTransition, PairItem, PolicyAnswer, StaleItem,
-    StalePage, SummaryAnswer, VersionCount, VersionsAnswer,
+    GroupHistory, HistoryEvent, HoldingBack, NotDesiredApp, ObjectTransition, PairItem,
+    PolicyAnswer, StaleItem, StalePage, SummaryAnswer, VersionCount, VersionsAnswer,
 };
 use crate::auth::Principal;
 use crate::index::{ClusterRec, Counts, Filter, Fleet, Pair};
@@ -903,12 +903,13 @@ pub async fn environments(
 }
 
 /// `GET /api/v1/gate`: for an app at a version (or a render commit) within a group, the share
-/// of targeted clusters in sync, and a verdict against `threshold`.
+/// of targeted clusters in sync (for at least `soak`), the failed and stale rules, a verdict
+/// against `threshold`, and a page of the clusters holding the gate back ([`crate::gate`]).
 #[utoipa::path(
     get,
     path = "/api/v1/gate",
-    summary = "Rollout gate: for an app version (or render commit) within a selection, the share of targeted clusters in sync and a pass/fail verdict at `threshold`.",
-    description = "A targeted cluster is a selected cluster whose desired state of `app` is `version` (or was published by `commit`); stale clusters count, in the `stale` state. The verdict is `pass` when at least one cluster is targeted and `share_in_sync >= threshold`.",
+    summary = "Rollout gate: for an app version (or render commit) within a selection, the share of targeted clusters in sync (for at least `soak`), a pass/fail verdict with the rule that decided it, and the clusters holding the gate back.",
+    description = "A targeted cluster is a selected cluster whose desired state of `app` is `version` (or was published by `commit`); stale clusters count, in the `stale` state, unless `stale=exclude` leaves them out (`stale=fail` fails the gate while any is stale). The rules are checked in order: nothing targeted fails; `stale=fail` with a stale targeted cluster fails; more `failed` clusters than `max_failed` allows fails; otherwise the verdict is `pass` when `share_soaked >= threshold`. `holding_back` is paged like the other listings (`limit`, `cursor`, `next_cursor`), by cluster id; the counts always cover every targeted cluster, and each page reads the fleet anew.",
     params(GateQuery),
     responses((status = 200, body = GateAnswer, description = "The verdict.")),
 )]
@@ -919,60 +920,48 @@ pub async fn gate(
 ) -> Result<Answer, ApiError> {
     let GateQuery {
         selection,
-        app,
-        version,
-        commit,
-        threshold,
+        rules,
+        max_failed,
+        limit,
+        cursor,
     } = query;
     let group = selection.group.as_ref().map(|g| g.as_str().to_owned());
     let filter = scoped_filter(&principal, selection);
     let rendered = on_fleet(&state, move |fleet, _| {
-        let s = &fleet.symbols;
-        let mut targeted = 0u64;
-        let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
-        if let Some(app_id) = s.find(&app) {
-            for cluster in fleet.clusters.values() {
-                if !fleet.cluster_matches(cluster, &filter) {
-                    continue;
-                }
-                let Some(pair) = fleet.current_pair(cluster, app_id) else {
-                    continue;
-                };
-                let Some(d) = pair.desired else { continue };
-                if version.as_deref().is_some_and(|v| s.text(d.version) != v)
-                    || commit.as_deref().is_some_and(|c| s.text(d.commit) != c)
-                {
-                    continue;
-                }
-                targeted += 1;
-                *by_state.entry(pair.state.as_str()).or_default() += 1;
-            }
-        }
-        let in_sync = by_state.get("in_sync").copied().unwrap_or(0);
-        let share = if targeted == 0 {
-            0.0
-        } else {
-            in_sync as f64 / targeted as f64
-        };
-        let pass = targeted > 0 && share >= threshold;
+        let tally = crate::gate::tally(fleet, &filter, &rules, limit, cursor.as_deref());
         Rendered::json(&GateAnswer {
-            app: &app,
-            version: version.as_deref(),
-            commit: commit.as_deref(),
+            app: &rules.app,
+            version: rules.version.as_deref(),
+            commit: rules.commit.as_deref(),
             group: group.as_deref(),
-            targeted_clusters: targeted,
-            in_sync,
-            by_state,
-            share_in_sync: share,
-            threshold,
-            verdict: if pass { "pass" } else { "fail" },
-            reason: if targeted == 0 {
-                "no cluster in this selection desires that version or commit"
-            } else if pass {
-                "the share in sync reaches the threshold"
-            } else {
-                "the share in sync is below the threshold"
-            },
+            targeted_clusters: tally.targeted,
+            in_sync: tally.in_sync,
+            by_state: tally.by_state.clone(),
+            share_in_sync: tally.share(tally.in_sync),
+            threshold: rules.threshold,
+            verdict: if tally.pass { "pass" } else { "fail" },
+            reason: crate::gate::reason(&tally, &rules),
+            rule: tally.rule.as_str(),
+            soak_seconds: rules.soak,
+            soaked: tally.soaked,
+            share_soaked: tally.share(tally.soaked),
+            failed: tally.failed,
+            max_failed: max_failed.as_deref(),
+            failed_allowed: tally.failed_allowed,
+            stale: rules.stale.as_str(),
+            stale_clusters: tally.stale,
+            holding_back: tally
+                .holding_back
+                .iter()
+                .map(|h| HoldingBack {
+                    cluster: h.cluster,
+                    group: h.group,
+                    state: h.state.as_str(),
+                    since: time_string(h.since),
+                    soaks_at: h.soaks_at.and_then(time_string),
+                })
+                .collect(),
+            next_cursor: tally.next_after.map(encode_cursor),
         })
     })
     .await?;

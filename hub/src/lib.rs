@@ -12,6 +12,7 @@
 pub mod answers;
 pub mod api;
 pub mod auth;
+pub mod gate;
 pub mod index;
 pub mod insights;
 pub mod metrics;

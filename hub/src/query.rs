@@ -416,10 +416,20 @@ impl EnvironmentsQuery {
 pub struct GateQuery {
     /// `app` is required here.
     pub selection: Selection,
-    pub app: String,
-    pub version: Option<String>,
-    pub commit: Option<String>,
-    pub threshold: f64,
+    pub rules: crate::gate::Rules,
+    /// `max_failed` as asked, to say it back.
+    pub max_failed: Option<String>,
+    pub limit: usize,
+    pub cursor: Option<String>,
+}
+
+/// `stale` of the gate.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum GateStale {
+    Exclude,
+    Count,
+    Fail,
 }
 
 #[allow(dead_code)]
@@ -434,12 +444,31 @@ struct GatePart {
     version: Option<String>,
     /// The GitOps commit rolled out (give this or `version`).
     commit: Option<String>,
-    /// Share in sync needed to pass, from 0 to 1 (default 1).
+    /// Share of the targeted clusters that must be soaked (in sync, for at least `soak`) to
+    /// pass, from 0 to 1 (default 1).
     #[param(minimum = 0, maximum = 1, default = 1)]
     threshold: Option<f64>,
+    /// How long a targeted cluster must have been in sync to count towards `threshold`:
+    /// whole seconds (`7200`) or a whole number with unit `s`, `m` or `h` (`2h`), at most 30
+    /// days (default 0: in sync now is enough). In sync since the later of the render that
+    /// made the version desired and the arrival of the object's latest report, confirmed up
+    /// to the cluster's last heartbeat (docs/hub.md, "Rollout gates").
+    #[param(example = "2h")]
+    soak: Option<String>,
+    /// The most targeted clusters that may be `failed`: a count (`3`, digits only), a share
+    /// of the targeted clusters from 0 to 1 (`0.02`) or a percentage (`2%`), rounded down to
+    /// whole clusters. More failed clusters than that fail the gate, whatever the share in
+    /// sync (default: no limit).
+    #[param(example = "2%")]
+    max_failed: Option<String>,
+    /// Stale targeted clusters: `exclude` leaves them out of the targeted clusters, `count`
+    /// (default, as before this parameter) counts them as not in sync, `fail` fails the gate
+    /// while any is stale.
+    #[param(inline)]
+    stale: Option<GateStale>,
 }
 
-route_query!(GateQuery: GatePart, GroupPart, EnvironmentPart, LabelPart);
+route_query!(GateQuery: GatePart, GroupPart, EnvironmentPart, LabelPart, LimitPart, CursorPart);
 
 impl GateQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
@@ -456,12 +485,28 @@ impl GateQuery {
                 "give exactly one of version or commit",
             ));
         }
+        let max_failed = params.get("max_failed").map(str::to_owned);
         Ok(GateQuery {
             selection,
-            app,
-            version,
-            commit,
-            threshold: params.number("threshold", 0.0, 1.0, 1.0)?,
+            rules: crate::gate::Rules {
+                app,
+                version,
+                commit,
+                threshold: params.number("threshold", 0.0, 1.0, 1.0)?,
+                soak: params
+                    .get("soak")
+                    .map(crate::gate::parse_soak)
+                    .transpose()?
+                    .unwrap_or(0),
+                max_failed: max_failed
+                    .as_deref()
+                    .map(crate::gate::MaxFailed::parse)
+                    .transpose()?,
+                stale: crate::gate::StaleMode::parse(params)?,
+            },
+            max_failed,
+            limit: params.limit()?,
+            cursor: params.cursor()?,
         })
     }
 }

@@ -252,6 +252,16 @@ async fn every_answer_fits_the_documented_schema() {
             "/api/v1/gate?app=no-such-app&version=1.0.0".to_owned(),
         ),
         (
+            "/api/v1/gate",
+            format!(
+                "/api/v1/gate?app={app}&version={desired}&soak=2h&max_failed=2%25&stale=exclude&limit=1"
+            ),
+        ),
+        (
+            "/api/v1/gate",
+            format!("/api/v1/gate?app={app}&version={desired}&stale=fail&max_failed=0"),
+        ),
+        (
             "/api/v1/history",
             format!("/api/v1/history?cluster={cluster}"),
         ),

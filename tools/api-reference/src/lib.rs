@@ -125,6 +125,7 @@ pub const EXAMPLES: &[Example] = &[
         requests: &[
             "/api/v1/gate?app=checkout&version=1.4.0&group=emea&threshold=0.95",
             "/api/v1/gate?app=checkout&commit=$COMMIT",
+            "/api/v1/gate?app=checkout&version=1.4.0&soak=2h&max_failed=0.02&stale=exclude&limit=20",
         ],
         note: Some(
             "`COMMIT` is a commit of the GitOps output repository, for example \

@@ -1,0 +1,403 @@
+//! The rollout gate's rules: which clusters a gate targets, how long a targeted cluster has
+//! been in sync as far as the fleet's data shows (the soak), how failed and stale clusters
+//! count, which rule decides the verdict, and which clusters hold the gate back. The handler
+//! (`api::gate`) turns a [`Tally`] into the answer.
+
+use std::collections::BTreeMap;
+
+use fleetscope_model::DriftState;
+
+use crate::index::{ClusterRec, Filter, Fleet, Pair};
+use crate::params::{ApiError, Params};
+
+/// The longest soak a gate may ask for: 30 days.
+pub const MAX_SOAK_SECONDS: u64 = 30 * 86_400;
+
+/// `max_failed`: at most this many targeted clusters may be failed, as a count or as a share
+/// of the targeted clusters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MaxFailed {
+    Count(u64),
+    Share(f64),
+}
+
+impl MaxFailed {
+    /// `3` (a count: digits only), `0.02` (a share from 0 to 1) or `2%` (a percentage from 0
+    /// to 100).
+    pub fn parse(text: &str) -> Result<MaxFailed, ApiError> {
+        let bad = || {
+            ApiError::bad(
+                "max_failed",
+                format!(
+                    "{text:?} is neither a count (digits), a share from 0 to 1 nor a percentage from 0% to 100%"
+                ),
+            )
+        };
+        let number = |t: &str| -> Option<f64> {
+            // Digits with at most one point: no sign, exponent or `inf`.
+            let plain = !t.is_empty()
+                && t.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+                && t.bytes().filter(|b| *b == b'.').count() <= 1
+                && t.bytes().any(|b| b.is_ascii_digit());
+            plain.then(|| t.parse::<f64>().ok()).flatten()
+        };
+        if let Some(percent) = text.strip_suffix('%') {
+            return match number(percent) {
+                Some(p) if p <= 100.0 => Ok(MaxFailed::Share(p / 100.0)),
+                _ => Err(bad()),
+            };
+        }
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            return text.parse().map(MaxFailed::Count).map_err(|_| bad());
+        }
+        match number(text) {
+            Some(share) if share <= 1.0 => Ok(MaxFailed::Share(share)),
+            _ => Err(bad()),
+        }
+    }
+
+    /// The most failed clusters allowed among `targeted`: a count as it is, a share of the
+    /// targeted clusters rounded down (a billionth of a cluster of slack absorbs the rounding
+    /// of the share's decimal form: 2% of 150 allows 3).
+    pub fn allowed(&self, targeted: u64) -> u64 {
+        match *self {
+            MaxFailed::Count(count) => count,
+            MaxFailed::Share(share) => (share * targeted as f64 + 1e-9).floor() as u64,
+        }
+    }
+}
+
+/// `soak`: seconds (`7200`), or a whole number with a unit `s`, `m` or `h` (`2h`); at most
+/// [`MAX_SOAK_SECONDS`].
+pub fn parse_soak(text: &str) -> Result<u64, ApiError> {
+    let bad = |why: &str| ApiError::bad("soak", format!("{text:?} {why}"));
+    let (digits, unit) = match text.as_bytes().last() {
+        Some(b's') => (&text[..text.len() - 1], 1),
+        Some(b'm') => (&text[..text.len() - 1], 60),
+        Some(b'h') => (&text[..text.len() - 1], 3_600),
+        _ => (text, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad(
+            "is not a duration: whole seconds, or a whole number with s, m or h (2h)",
+        ));
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|seconds| *seconds <= MAX_SOAK_SECONDS)
+        .ok_or_else(|| bad("is longer than 30 days"))
+}
+
+/// `stale`: what a targeted cluster that is stale does to the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StaleMode {
+    /// Left out of the targeted clusters.
+    Exclude,
+    /// Targeted, and not in sync (its pair is in the `stale` state).
+    #[default]
+    Count,
+    /// Targeted, and the gate fails while any is stale.
+    Fail,
+}
+
+impl StaleMode {
+    pub fn parse(params: &Params) -> Result<StaleMode, ApiError> {
+        match params.get("stale") {
+            None | Some("count") => Ok(StaleMode::Count),
+            Some("exclude") => Ok(StaleMode::Exclude),
+            Some("fail") => Ok(StaleMode::Fail),
+            Some(other) => Err(ApiError::bad(
+                "stale",
+                format!("{other:?} is not exclude, count or fail"),
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StaleMode::Exclude => "exclude",
+            StaleMode::Count => "count",
+            StaleMode::Fail => "fail",
+        }
+    }
+}
+
+/// What a gate asks, after parsing.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    pub app: String,
+    pub version: Option<String>,
+    pub commit: Option<String>,
+    pub threshold: f64,
+    pub soak: u64,
+    pub max_failed: Option<MaxFailed>,
+    pub stale: StaleMode,
+}
+
+/// The rule that decided a verdict, checked in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// No selected cluster desires the version or commit (after `stale=exclude`): fail.
+    NothingTargeted,
+    /// `stale=fail` and a targeted cluster is stale: fail.
+    Stale,
+    /// More targeted clusters are failed than `max_failed` allows: fail.
+    MaxFailed,
+    /// The share soaked against `threshold`: pass or fail.
+    Threshold,
+}
+
+impl Rule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::NothingTargeted => "nothing_targeted",
+            Rule::Stale => "stale",
+            Rule::MaxFailed => "max_failed",
+            Rule::Threshold => "threshold",
+        }
+    }
+}
+
+/// A targeted cluster that holds the gate back.
+#[derive(Debug, Clone)]
+pub struct Holding<'a> {
+    pub cluster: &'a str,
+    pub group: &'a str,
+    pub state: DriftState,
+    /// In sync: when it counts as in sync from ([`in_sync_since`]); otherwise the pair's
+    /// `since` as `drift` lists it. 0 when unknown.
+    pub since: u32,
+    /// In sync but not soaked yet: `since` + soak.
+    pub soaks_at: Option<u32>,
+}
+
+/// A gate's counts, its verdict and a page of the clusters holding it back.
+#[derive(Debug, Clone)]
+pub struct Tally<'a> {
+    pub targeted: u64,
+    pub in_sync: u64,
+    pub soaked: u64,
+    pub failed: u64,
+    /// Selected clusters that desire the version or commit and are stale, excluded or not.
+    pub stale: u64,
+    pub by_state: BTreeMap<&'static str, u64>,
+    pub failed_allowed: Option<u64>,
+    pub pass: bool,
+    pub rule: Rule,
+    pub holding_back: Vec<Holding<'a>>,
+    /// The last cluster of a full page, when more clusters hold the gate back after it.
+    pub next_after: Option<&'a str>,
+}
+
+impl Tally<'_> {
+    pub fn share(&self, count: u64) -> f64 {
+        if self.targeted == 0 {
+            0.0
+        } else {
+            count as f64 / self.targeted as f64
+        }
+    }
+}
+
+/// Since when an in-sync pair counts as in sync, and until when the data confirms it, both in
+/// the collector's and the renderer's clocks (never the reporter's):
+///
+/// - since: the later of the desired state's `since` (the render that made it desired) and
+///   the time the collector received the object's latest report (`received_at`). The
+///   reporter's own transition time is not used: it is on the cluster's clock, and a report
+///   received later than it says would otherwise claim time the hub cannot vouch for. Any new
+///   report of the object starts the count again, whatever it changed.
+/// - until: the later of the cluster's last heartbeat and that report's arrival; what holds
+///   after the last word from the cluster is not counted.
+///
+/// `None` for a pair that is not in sync.
+pub fn in_sync_span(pair: &Pair<'_>, cluster: &ClusterRec) -> Option<(u32, u32)> {
+    if pair.state != DriftState::InSync {
+        return None;
+    }
+    let desired = pair.desired?;
+    let observed = pair.observed?;
+    let since = desired.since.max(observed.received_at);
+    let until = cluster.last_seen.unwrap_or(0).max(observed.received_at);
+    Some((since, until))
+}
+
+/// Whether an in-sync span covers `soak` seconds.
+fn soaked(span: (u32, u32), soak: u64) -> bool {
+    u64::from(span.1.saturating_sub(span.0)) >= soak
+}
+
+/// Counts the gate over every selected cluster, decides the verdict, and lists up to `limit`
+/// clusters holding it back after the cluster `after` (by cluster id).
+pub fn tally<'a>(
+    fleet: &'a Fleet,
+    filter: &Filter,
+    rules: &Rules,
+    limit: usize,
+    after: Option<&str>,
+) -> Tally<'a> {
+    let s = &fleet.symbols;
+    let mut tally = Tally {
+        targeted: 0,
+        in_sync: 0,
+        soaked: 0,
+        failed: 0,
+        stale: 0,
+        by_state: BTreeMap::new(),
+        failed_allowed: None,
+        pass: false,
+        rule: Rule::NothingTargeted,
+        holding_back: Vec::new(),
+        next_after: None,
+    };
+    if let Some(app_id) = s.find(&rules.app) {
+        for (id, cluster) in fleet.clusters.iter() {
+            if !fleet.cluster_matches(cluster, filter) {
+                continue;
+            }
+            let Some(pair) = fleet.current_pair(cluster, app_id) else {
+                continue;
+            };
+            let Some(d) = pair.desired else { continue };
+            if rules
+                .version
+                .as_deref()
+                .is_some_and(|v| s.text(d.version) != v)
+                || rules
+                    .commit
+                    .as_deref()
+                    .is_some_and(|c| s.text(d.commit) != c)
+            {
+                continue;
+            }
+            if pair.state == DriftState::Stale {
+                tally.stale += 1;
+                if rules.stale == StaleMode::Exclude {
+                    continue;
+                }
+            }
+            tally.targeted += 1;
+            *tally.by_state.entry(pair.state.as_str()).or_default() += 1;
+            let span = in_sync_span(&pair, cluster);
+            match pair.state {
+                DriftState::InSync => tally.in_sync += 1,
+                DriftState::Failed => tally.failed += 1,
+                _ => {}
+            }
+            if span.is_some_and(|span| soaked(span, rules.soak)) {
+                tally.soaked += 1;
+                continue;
+            }
+            if after.is_some_and(|a| id <= a) {
+                continue;
+            }
+            if tally.holding_back.len() == limit {
+                if tally.next_after.is_none() {
+                    tally.next_after = tally.holding_back.last().map(|h| h.cluster);
+                }
+                continue;
+            }
+            let since = match (span, pair.observed) {
+                (Some((since, _)), _) => since,
+                (None, Some(o)) => o.transitioned_at,
+                (None, None) => d.since,
+            };
+            tally.holding_back.push(Holding {
+                cluster: id,
+                group: cluster.info.as_ref().map_or("", |i| i.group.as_str()),
+                state: pair.state,
+                since,
+                soaks_at: span.map(|(since, _)| {
+                    u32::try_from(u64::from(since) + rules.soak).unwrap_or(u32::MAX)
+                }),
+            });
+        }
+    }
+    tally.failed_allowed = rules.max_failed.map(|m| m.allowed(tally.targeted));
+    let stale_targeted = rules.stale == StaleMode::Fail && tally.stale > 0;
+    (tally.pass, tally.rule) = if tally.targeted == 0 {
+        (false, Rule::NothingTargeted)
+    } else if stale_targeted {
+        (false, Rule::Stale)
+    } else if tally.failed_allowed.is_some_and(|a| tally.failed > a) {
+        (false, Rule::MaxFailed)
+    } else {
+        (
+            tally.share(tally.soaked) >= rules.threshold,
+            Rule::Threshold,
+        )
+    };
+    tally
+}
+
+/// The verdict in words: the texts of the gate before `soak`, `max_failed` and `stale` for the
+/// rules it had.
+pub fn reason(tally: &Tally<'_>, rules: &Rules) -> &'static str {
+    match (tally.rule, tally.pass, rules.soak > 0) {
+        (Rule::NothingTargeted, _, _) => {
+            "no cluster in this selection desires that version or commit"
+        }
+        (Rule::Stale, _, _) => "a targeted cluster is stale and stale=fail",
+        (Rule::MaxFailed, _, _) => "more targeted clusters are failed than max_failed allows",
+        (Rule::Threshold, true, false) => "the share in sync reaches the threshold",
+        (Rule::Threshold, false, false) => "the share in sync is below the threshold",
+        (Rule::Threshold, true, true) => "the share in sync for the soak reaches the threshold",
+        (Rule::Threshold, false, true) => "the share in sync for the soak is below the threshold",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soak_takes_seconds_and_units_up_to_30_days() {
+        assert_eq!(parse_soak("0").unwrap(), 0);
+        assert_eq!(parse_soak("90").unwrap(), 90);
+        assert_eq!(parse_soak("90s").unwrap(), 90);
+        assert_eq!(parse_soak("15m").unwrap(), 900);
+        assert_eq!(parse_soak("2h").unwrap(), 7_200);
+        assert_eq!(parse_soak("720h").unwrap(), MAX_SOAK_SECONDS);
+        assert_eq!(parse_soak("2592000").unwrap(), MAX_SOAK_SECONDS);
+        for bad in [
+            "2592001",
+            "721h",
+            "",
+            "h",
+            "-1",
+            "1.5h",
+            "2d",
+            "+3",
+            "1e3",
+            "99999999999999999999h",
+        ] {
+            let err = parse_soak(bad).unwrap_err();
+            assert_eq!(err.parameter.as_deref(), Some("soak"), "{bad}");
+            assert!(err.message.contains(&format!("{bad:?}")), "{}", err.message);
+        }
+    }
+
+    #[test]
+    fn max_failed_is_a_count_a_share_or_a_percentage() {
+        assert_eq!(MaxFailed::parse("3").unwrap(), MaxFailed::Count(3));
+        assert_eq!(MaxFailed::parse("0").unwrap(), MaxFailed::Count(0));
+        assert_eq!(MaxFailed::parse("0.02").unwrap(), MaxFailed::Share(0.02));
+        assert_eq!(MaxFailed::parse("1.0").unwrap(), MaxFailed::Share(1.0));
+        assert_eq!(MaxFailed::parse("2%").unwrap(), MaxFailed::Share(0.02));
+        assert_eq!(MaxFailed::parse("100%").unwrap(), MaxFailed::Share(1.0));
+        for bad in [
+            "", "%", "1.5", "101%", "-1", "1e-2", "inf", "NaN", "2 %", "0.0.1",
+        ] {
+            let err = MaxFailed::parse(bad).unwrap_err();
+            assert_eq!(err.parameter.as_deref(), Some("max_failed"), "{bad}");
+        }
+        // Shares round down, and their decimal form's rounding does not cost a cluster.
+        assert_eq!(MaxFailed::Share(0.02).allowed(150), 3);
+        assert_eq!(MaxFailed::Share(0.02).allowed(149), 2);
+        assert_eq!(MaxFailed::parse("7%").unwrap().allowed(100), 7);
+        assert_eq!(MaxFailed::Share(0.0).allowed(1_000), 0);
+        assert_eq!(MaxFailed::Count(3).allowed(1), 3);
+    }
+}
