@@ -422,6 +422,10 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
                 "/api/v1/gate?app={gate_app}&version={prod_version}&environment=prod&soak=2h&max_failed=2%25&stale=exclude"
             )],
         ),
+        endpoint(
+            format!("/api/v1/insights/failures?app={gate_app}"),
+            vec![format!("/api/v1/insights/failures?app={gate_app}")],
+        ),
         endpoint("/metrics".into(), vec!["/metrics".into()]),
     ];
     let mut rows = Vec::new();
