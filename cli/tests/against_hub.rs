@@ -341,7 +341,21 @@ async fn the_commands_print_the_hubs_answers_with_the_documented_exit_codes() {
             gate["in_sync"].to_string(),
         ]
     );
-    let states: Vec<Vec<String>> = table[3..].to_vec();
+    // The states table ends at the blank line before the next one (`holding_back`).
+    let states: Vec<Vec<String>> = table[3..]
+        .iter()
+        .take_while(|row| !row.is_empty())
+        .cloned()
+        .collect();
+    let holders = gate["holding_back"].as_array().unwrap();
+    let rest = &table[3 + states.len()..];
+    if holders.is_empty() {
+        assert!(rest.iter().all(|row| row.is_empty()), "{rest:?}");
+    } else {
+        // A blank line, the header, then one row per cluster of the page.
+        assert!(rest[1].contains(&"CLUSTER".to_owned()), "{rest:?}");
+        assert_eq!(rest.len() - 2, holders.len(), "{rest:?}");
+    }
     assert_eq!(states[0].join(" "), "STATE CLUSTERS");
     let by_state = gate["by_state"].as_object().unwrap();
     assert_eq!(states.len(), 1 + by_state.len());
