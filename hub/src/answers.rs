@@ -575,7 +575,7 @@ pub struct InsightsAnswer {
     /// Selected clusters with the app (at `version`) in any other state (`stale`, `missing`,
     /// `progressing`, `unexpected`, `unknown`): on neither side, and counted nowhere else.
     pub other_states: u64,
-    /// Attribute values tested: those carried by at least one considered cluster and not by
+    /// Attribute values tested: those carried by at least two considered clusters and not by
     /// all of them. The Bonferroni correction multiplies by this number.
     pub tests: u64,
     /// The family-wise error rate a finding's `p_adjusted` is held to: 0.05.

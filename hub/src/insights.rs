@@ -83,6 +83,9 @@ pub struct FailuresQuestion {
     pub limit: usize,
 }
 
+/// The fewest considered clusters a value must be on to be tested.
+pub const MIN_CLUSTERS_WITH: u64 = 2;
+
 /// Answers `GET /api/v1/insights/failures` from `fleet`.
 pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> InsightsAnswer {
     let tally = tally(fleet, question);
@@ -96,6 +99,12 @@ pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> InsightsAnswer {
         let without_in_sync = in_sync - with_in_sync;
         if without_failing + without_in_sync == 0 {
             // On every considered cluster: nothing to compare it with.
+            continue;
+        }
+        if with_failing + with_in_sync < MIN_CLUSTERS_WITH {
+            // On one cluster only (an identity label such as `fleetscope.io/cluster`): it
+            // names that cluster, says nothing a cluster shares, and would only make the
+            // Bonferroni correction harsher for the values that do.
             continue;
         }
         tests += 1;
