@@ -406,7 +406,11 @@ pub fn gate_tables(answer: &Gate) -> Vec<Table> {
     for (key, value) in &answer.more {
         if key != "holding_back" {
             headers.push(key.to_uppercase());
-            row.push(cell(value));
+            // Shares (`share_soaked`, …) read as the two the client names do.
+            match value.as_f64() {
+                Some(share) if key.starts_with("share_") => row.push(percent(share)),
+                _ => row.push(cell(value)),
+            }
         }
     }
     headers.push("REASON".to_owned());
