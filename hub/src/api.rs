@@ -1203,7 +1203,7 @@ async fn group_history(
     get,
     path = "/api/v1/insights/failures",
     summary = "What failing clusters share: the attribute values over-represented among the selected clusters where `app` is failed or out of sync, compared with those where it is in sync, with a one-sided Fisher exact test each.",
-    description = "Failing is `failed` or `out_of_sync`; the other side is `in_sync`; clusters in any other state are on neither side (`other_states`). Attribute values are every label `key=value`, every level of the group, the environment, the reconciler and the agent version. A value on every considered cluster is not tested. Findings are the values with a higher failure rate with them than without, strongest first, with Bonferroni-adjusted p-values over every tested value; `headline` puts the first in words when it is significant.",
+    description = "Failing is `failed` or `out_of_sync`; the other side is `in_sync`; clusters in any other state are on neither side (`other_states`). Attribute values are every label `key=value`, every level of the group, the environment, the reconciler and the agent version. A value on every considered cluster, or on a single one, is not tested. Findings are the values with a higher failure rate with them than without, strongest first, with Bonferroni-adjusted p-values over every tested value; `headline` puts the first in words when it is significant.",
     params(InsightsQuery),
     responses((status = 200, body = InsightsAnswer, description = "The comparison.")),
 )]

@@ -245,15 +245,6 @@ impl Params {
             })
             .transpose()
     }
-
-    /// `from`/`to`, defaulting to the last `default_seconds` before `now`; bounded.
-    pub fn range(
-        &self,
-        now: Timestamp,
-        default_seconds: i64,
-    ) -> Result<(Timestamp, Timestamp), ApiError> {
-        range(self.time("from")?, self.time("to")?, now, default_seconds)
-    }
 }
 
 /// A time range from optional ends: `to` defaults to just after `now`, `from` to
@@ -412,11 +403,14 @@ mod tests {
     fn time_ranges_are_bounded() {
         let now = Timestamp(1_800_000_000);
         let p = params(&[], &["from", "to"]).unwrap();
-        let (from, to) = p.range(now, 3_600).unwrap();
+        let (from, to) = range(p.time("from").unwrap(), p.time("to").unwrap(), now, 3_600).unwrap();
         assert_eq!((to.seconds() - from.seconds()), 3_600);
         let p = params(&[("from", "1700000000")], &["from", "to"]).unwrap();
         assert_eq!(
-            p.range(now, 3_600).unwrap_err().parameter.as_deref(),
+            range(p.time("from").unwrap(), p.time("to").unwrap(), now, 3_600)
+                .unwrap_err()
+                .parameter
+                .as_deref(),
             Some("from")
         );
         let p = params(
@@ -427,10 +421,18 @@ mod tests {
             &["from", "to"],
         )
         .unwrap();
-        assert!(p.range(now, 3_600).unwrap_err().message.contains("before"));
+        assert!(
+            range(p.time("from").unwrap(), p.time("to").unwrap(), now, 3_600)
+                .unwrap_err()
+                .message
+                .contains("before")
+        );
         let p = params(&[("to", "yesterday")], &["from", "to"]).unwrap();
         assert_eq!(
-            p.range(now, 3_600).unwrap_err().parameter.as_deref(),
+            range(p.time("from").unwrap(), p.time("to").unwrap(), now, 3_600)
+                .unwrap_err()
+                .parameter
+                .as_deref(),
             Some("to")
         );
     }

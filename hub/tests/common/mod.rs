@@ -51,12 +51,11 @@ pub async fn serve(app: axum::Router) -> String {
 }
 
 /// A route as the served OpenAPI document lists it: its path, its parameters as (name, `path`
-/// or `query`, required, schema type, description), and whether it answers CSV.
+/// or `query`, required, schema type, description).
 #[derive(Debug)]
 pub struct RouteDoc {
     pub path: &'static str,
     pub params: Vec<(&'static str, &'static str, bool, &'static str, &'static str)>,
-    pub csv: bool,
 }
 
 /// Every route of the hub's document, in its order.
@@ -90,9 +89,6 @@ pub fn documented_routes() -> &'static [RouteDoc] {
                 RouteDoc {
                     path: path.as_str(),
                     params,
-                    csv: operation["responses"]["200"]["content"]
-                        .get("text/csv")
-                        .is_some(),
                 }
             })
             .collect()
