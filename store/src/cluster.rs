@@ -106,6 +106,11 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("reason_sets", Placement::Everywhere),
     ("reason_set_members", Placement::Everywhere),
     ("arrival_writers", Placement::Everywhere),
+    ("cluster_history", Placement::Everywhere),
+    ("member_history", Placement::Everywhere),
+    ("heartbeat_history", Placement::Sharded),
+    ("heartbeat_floor", Placement::Sharded),
+    ("observed_checkpoints", Placement::Sharded),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

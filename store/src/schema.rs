@@ -254,6 +254,70 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             updated_at DateTime DEFAULT now()
         ) ENGINE = ReplacingMergeTree(updated_at) ORDER BY writer",
     ],
+}, Migration {
+    version: 5,
+    name: "history for answers at a past moment",
+    statements: &[
+        // Every inventory row ever written. `clusters` keeps only a cluster's newest row once
+        // merged; the answers at a past moment need the row in force then.
+        "CREATE TABLE IF NOT EXISTS cluster_history (
+            cluster_id String,
+            group_path String,
+            group_prefixes Array(String),
+            environment String,
+            reconciler String,
+            label_keys Array(String),
+            label_values Array(String),
+            updated_at DateTime,
+            version UInt64,
+            removed UInt8
+        ) ENGINE = ReplacingMergeTree ORDER BY (cluster_id, version, updated_at)",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS cluster_history_mv TO cluster_history AS
+        SELECT cluster_id, group_path, group_prefixes, environment, reconciler, label_keys,
+               label_values, updated_at, version, removed
+        FROM clusters",
+        // Every membership row ever written, for the same reason.
+        "CREATE TABLE IF NOT EXISTS member_history (
+            cluster_id String,
+            render_group String,
+            render_id UInt64,
+            removed UInt8
+        ) ENGINE = ReplacingMergeTree ORDER BY (cluster_id, render_id)",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS member_history_mv TO member_history AS
+        SELECT cluster_id, render_group, render_id, removed
+        FROM render_group_members",
+        // Every heartbeat, by the hour it was stamped in, kept for the retention period.
+        "CREATE TABLE IF NOT EXISTS heartbeat_history (
+            cluster_id String,
+            seen_at DateTime,
+            agent_version String,
+            reconciler_names Array(String),
+            reconciler_versions Array(String)
+        ) ENGINE = ReplacingMergeTree PARTITION BY intDiv(toUInt32(seen_at), 3600)
+        ORDER BY (cluster_id, seen_at)",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS heartbeat_history_mv TO heartbeat_history AS
+        SELECT cluster_id, seen_at, agent_version, reconciler_names, reconciler_versions
+        FROM heartbeats",
+        // Each cluster's last heartbeat among the hours retention dropped, so that a cluster
+        // silent for longer than the retention period still has a last heartbeat at every
+        // moment kept.
+        "CREATE TABLE IF NOT EXISTS heartbeat_floor (
+            cluster_id String,
+            seen_at DateTime,
+            agent_version String,
+            reconciler_names Array(String),
+            reconciler_versions Array(String)
+        ) ENGINE = ReplacingMergeTree(seen_at) ORDER BY cluster_id",
+        // Every app object's state at fixed moments (`taken_at`): the object's newest row
+        // received at or before it. The state at a moment between two is a checkpoint plus
+        // the arrivals after it (see docs/data-model.md).
+        concat!(
+            "CREATE TABLE IF NOT EXISTS observed_checkpoints (taken_at DateTime, ",
+            observed_columns!(),
+            ") ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(taken_at) \
+             ORDER BY (taken_at, app, cluster_id, object_kind, object_namespace, object_name)"
+        ),
+    ],
 }];
 
 /// The newest migration this build knows.
