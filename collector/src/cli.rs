@@ -94,6 +94,10 @@ pub struct CollectorArgs {
     /// every object is kept regardless.
     #[arg(long, env = "FLEETSCOPE_RETENTION_DAYS", default_value_t = 30)]
     pub retention_days: u32,
+    /// Hours between checkpoints of every app object's state, from which the hub answers
+    /// questions about a past moment (`at`); 0 takes none, and then no moment is answerable.
+    #[arg(long, env = "FLEETSCOPE_CHECKPOINT_HOURS", default_value_t = 6)]
+    pub checkpoint_hours: u32,
 }
 
 async fn kube_client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
@@ -214,6 +218,11 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         ..CollectorOptions::default()
     };
     spawn_arrivals_trim(store.clone());
+    if args.checkpoint_hours > 0 {
+        spawn_checkpoints(store.clone(), i64::from(args.checkpoint_hours) * 3_600);
+    } else {
+        tracing::info!("--checkpoint-hours 0: no checkpoints, so no past moment is answerable");
+    }
     if args.retention_days > 0 {
         spawn_retention(store.clone(), args.retention_days);
     } else {
@@ -275,6 +284,31 @@ fn spawn_retention(store: Store, keep_days: u32) {
                 }
                 Ok(_) => {}
                 Err(err) => tracing::warn!(%err, "applying retention failed"),
+            }
+        }
+    });
+}
+
+/// Seconds a checkpoint's moment must be in the past before it is taken, on top of every
+/// writer's arrival horizon being past it.
+const CHECKPOINT_SETTLE_SECONDS: i64 = 120;
+
+/// Every minute, takes the observed-state checkpoints that are due (several collectors doing
+/// the same is harmless: a checkpoint taken twice holds the same rows, which collapse).
+fn spawn_checkpoints(store: Store, every: i64) {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            ticker.tick().await;
+            if let Err(err) = store
+                .take_due_checkpoints(
+                    fleetscope_runtime::clock::now(),
+                    every,
+                    CHECKPOINT_SETTLE_SECONDS,
+                )
+                .await
+            {
+                tracing::warn!(%err, "taking an observed-state checkpoint failed");
             }
         }
     });

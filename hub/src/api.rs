@@ -26,6 +26,7 @@ use crate::answers::{
 use crate::auth::Principal;
 use crate::index::{ClusterRec, Counts, Filter, Fleet, Pair};
 use crate::params::{csv, encode_cursor, ApiError};
+use crate::past::Reach;
 use crate::query::InsightsQuery;
 use crate::query::{
     ApiQuery, ClusterQuery, DriftQuery, EnvironmentsQuery, ExplainQuery, GateQuery, HistoryQuery,
@@ -142,6 +143,31 @@ async fn on_fleet<T: Send + 'static>(
     .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))
 }
 
+/// [`on_fleet`] on the live fleet, or on the fleet as it was at `at`.
+async fn on_fleet_at<T: Send + 'static>(
+    state: &Arc<AppState>,
+    at: Option<Timestamp>,
+    reach: Reach,
+    f: impl FnOnce(&Fleet, Timestamp) -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    if at.is_none() {
+        return on_fleet(state, f).await;
+    }
+    let (fleet, at) = state.fleet_at(at, reach).await?;
+    tokio::task::spawn_blocking(move || f(&fleet, at))
+        .await
+        .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))
+}
+
+/// What a question about a past moment needs built: one app's pairs when it asks about one
+/// app, else the whole fleet.
+fn reach_of(filter: &Filter) -> Reach {
+    match &filter.app {
+        Some(app) => Reach::App(app.clone()),
+        None => Reach::Fleet,
+    }
+}
+
 /// The fleet as a reader sees it now, taken off the async workers (moving the clock may apply
 /// what the writer has ready).
 async fn snapshot(state: &Arc<AppState>) -> Result<Arc<Fleet>, ApiError> {
@@ -182,8 +208,9 @@ pub async fn summary(
     // The scope is in the key on its own: the answer names it, and a scoped caller and an
     // unscoped one asking for the scope's group select the same clusters.
     let key = format!("summary|{scope:?}|{filter:?}|{depth}|{csv_wanted}");
+    let reach = reach_of(&filter);
     let rendered = state
-        .cached(key, move |fleet, now, policy| {
+        .cached_at(query.at, reach, key, move |fleet, now, policy| {
             let rollup = fleet.summary(&filter);
             // Rows are the caller's scope and the asked group and what lies below them; an
             // ancestor would hold only the selected part of its clusters under its own name.
@@ -334,6 +361,7 @@ pub async fn drift(
     ApiQuery(query): ApiQuery<DriftQuery>,
 ) -> Result<Answer, ApiError> {
     let DriftQuery {
+        at,
         selection,
         states,
         limit,
@@ -341,7 +369,8 @@ pub async fn drift(
         csv: csv_wanted,
     } = query;
     let filter = scoped_filter(&principal, selection);
-    let rendered = on_fleet(&state, move |fleet, _| {
+    let reach = reach_of(&filter);
+    let rendered = on_fleet_at(&state, at, reach, move |fleet, _| {
         let mut items = Vec::new();
         let mut next = None;
         let after = cursor
@@ -415,11 +444,20 @@ pub async fn cluster(
     let id = path_value("id", id)?;
     let hours = query.history_hours;
     fleetscope_model::ClusterId::parse(&id).map_err(|err| ApiError::bad("id", err.to_string()))?;
-    let now = state.now();
+    // At a past moment, the history reaches back from that moment.
+    let now = query.at.unwrap_or_else(|| state.now());
     let from = now.plus_seconds(-((hours * 3_600.0) as i64));
     // The page is built from one snapshot, taken first: a cluster that is not there within the
     // caller's scope is a 404 without reading ClickHouse.
-    let fleet = snapshot(&state).await?;
+    let fleet = match query.at {
+        None => snapshot(&state).await?,
+        Some(_) => {
+            state
+                .fleet_at(query.at, Reach::Cluster(id.clone()))
+                .await?
+                .0
+        }
+    };
     let in_scope = fleet
         .clusters
         .get(&id)
@@ -517,6 +555,7 @@ pub async fn versions(
         .as_str()
         .to_owned();
     let VersionsQuery {
+        at,
         selection,
         depth,
         version,
@@ -526,7 +565,8 @@ pub async fn versions(
     } = query;
     let mut filter = scoped_filter(&principal, selection);
     filter.app = Some(app.clone());
-    let rendered = on_fleet(&state, move |fleet, _| {
+    let reach = Reach::App(app.clone());
+    let rendered = on_fleet_at(&state, at, reach, move |fleet, _| {
         let s = &fleet.symbols;
         let Some(app_id) = s.find(&app) else {
             let empty = VersionsAnswer {
@@ -830,8 +870,9 @@ pub async fn environments(
     let csv_wanted = query.csv;
     let filter = scoped_filter(&principal, query.selection);
     let key = format!("environments|{filter:?}");
+    let reach = reach_of(&filter);
     let table = state
-        .cached(key, move |fleet, _, _| {
+        .cached_at(query.at, reach, key, move |fleet, _, _| {
             if let Some(table) = fleet.environments(&filter) {
                 return table;
             }

@@ -1737,6 +1737,28 @@ impl Tables {
         Ok(tables)
     }
 
+    /// Tables from rows read elsewhere (the answers at a past moment): no change markers, no
+    /// render under way, no reasons.
+    pub fn from_rows(
+        inventory: Vec<ClusterRow>,
+        members: Vec<fleetscope_store::queries::CurrentMemberRow>,
+        desired: Vec<DesiredRow>,
+    ) -> Tables {
+        Tables {
+            markers: ChangeMarkers {
+                last_render: 0,
+                inventory_version: 0,
+                inventory_rows: 0,
+            },
+            unfinished_render: None,
+            inventory,
+            members,
+            desired,
+            reason_members: Vec::new(),
+            reason_sets: Vec::new(),
+        }
+    }
+
     /// The render being published when the tables were read, if its rows are younger than
     /// [`UNFINISHED_RENDER_GRACE`] at `now`: these tables may hold part of it and must not be
     /// applied (the hub keeps what it has and reads again at the next refresh). Render ids are

@@ -18,6 +18,7 @@ pub mod insights;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
+pub mod past;
 pub mod query;
 pub mod rollups;
 pub mod server;

@@ -176,6 +176,19 @@ struct FormatPart {
     format: Option<Format>,
 }
 
+/// `at`.
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AtPart {
+    /// A past moment, RFC 3339 (`2026-11-20T14:00:00Z`) or seconds since 1970: the answer as
+    /// the hub would have given it then, from the history kept (from the oldest checkpoint on;
+    /// a moment before it, or in the future, is a 400 that says what is kept). Without it, the
+    /// fleet now. See docs/hub.md, "The fleet at a past moment".
+    #[param(value_type = Option<String>, example = "2026-11-20T14:00:00Z")]
+    at: Option<String>,
+}
+
 /// What every listing of clusters can be narrowed to: the caller's scope is added by the
 /// handler.
 #[derive(Debug, Default)]
@@ -200,6 +213,8 @@ impl Selection {
 /// `GET /api/v1/summary`.
 #[derive(Debug)]
 pub struct SummaryQuery {
+    /// `at`: the fleet at that past moment; `None` for now.
+    pub at: Option<Timestamp>,
     pub selection: Selection,
     pub depth: usize,
     pub csv: bool,
@@ -215,11 +230,12 @@ struct SummaryPart {
     depth: Option<u32>,
 }
 
-route_query!(SummaryQuery: GroupPart, EnvironmentPart, LabelPart, AppPart, SummaryPart, FormatPart);
+route_query!(SummaryQuery: GroupPart, EnvironmentPart, LabelPart, AppPart, SummaryPart, AtPart, FormatPart);
 
 impl SummaryQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
         Ok(SummaryQuery {
+            at: params.time("at")?,
             selection: Selection::from_params(params)?,
             depth: params.integer("depth", 0, 16, 16)? as usize,
             csv: params.csv()?,
@@ -230,6 +246,8 @@ impl SummaryQuery {
 /// `GET /api/v1/drift`.
 #[derive(Debug)]
 pub struct DriftQuery {
+    /// `at`: the fleet at that past moment; `None` for now.
+    pub at: Option<Timestamp>,
     pub selection: Selection,
     /// Never empty: every state but `in_sync` when none is asked for.
     pub states: Vec<DriftState>,
@@ -248,7 +266,7 @@ struct DriftPart {
     state: Vec<DriftStateName>,
 }
 
-route_query!(DriftQuery: GroupPart, EnvironmentPart, LabelPart, AppPart, DriftPart, LimitPart, CursorPart, FormatPart);
+route_query!(DriftQuery: GroupPart, EnvironmentPart, LabelPart, AppPart, DriftPart, AtPart, LimitPart, CursorPart, FormatPart);
 
 impl DriftQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
@@ -261,6 +279,7 @@ impl DriftQuery {
                 .collect();
         }
         Ok(DriftQuery {
+            at: params.time("at")?,
             selection: Selection::from_params(params)?,
             states,
             limit: params.limit()?,
@@ -273,6 +292,8 @@ impl DriftQuery {
 /// `GET /api/v1/clusters/{id}`.
 #[derive(Debug)]
 pub struct ClusterQuery {
+    /// `at`: the fleet at that past moment; `None` for now.
+    pub at: Option<Timestamp>,
     pub history_hours: f64,
 }
 
@@ -288,11 +309,12 @@ struct ClusterPart {
     history_hours: Option<f64>,
 }
 
-route_query!(ClusterQuery: ClusterPart);
+route_query!(ClusterQuery: ClusterPart, AtPart);
 
 impl ClusterQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
         Ok(ClusterQuery {
+            at: params.time("at")?,
             history_hours: params.number("history_hours", 0.0, 744.0, 24.0)?,
         })
     }
@@ -301,6 +323,8 @@ impl ClusterQuery {
 /// `GET /api/v1/apps/{app}/versions`.
 #[derive(Debug)]
 pub struct VersionsQuery {
+    /// `at`: the fleet at that past moment; `None` for now.
+    pub at: Option<Timestamp>,
     /// Without `app`: the app is in the path.
     pub selection: Selection,
     pub depth: usize,
@@ -322,11 +346,12 @@ struct VersionsPart {
     version: Option<String>,
 }
 
-route_query!(VersionsQuery: GroupPart, EnvironmentPart, LabelPart, VersionsPart, LimitPart, CursorPart, FormatPart);
+route_query!(VersionsQuery: GroupPart, EnvironmentPart, LabelPart, VersionsPart, AtPart, LimitPart, CursorPart, FormatPart);
 
 impl VersionsQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
         Ok(VersionsQuery {
+            at: params.time("at")?,
             selection: Selection::from_params(params)?,
             depth: params.integer("depth", 1, 16, 1)? as usize,
             version: params.get("version").map(str::to_owned),
@@ -395,16 +420,19 @@ impl ExplainQuery {
 /// `GET /api/v1/environments`.
 #[derive(Debug)]
 pub struct EnvironmentsQuery {
+    /// `at`: the fleet at that past moment; `None` for now.
+    pub at: Option<Timestamp>,
     /// Without `environment`: every environment is a column of the answer.
     pub selection: Selection,
     pub csv: bool,
 }
 
-route_query!(EnvironmentsQuery: GroupPart, LabelPart, AppPart, FormatPart);
+route_query!(EnvironmentsQuery: GroupPart, LabelPart, AppPart, AtPart, FormatPart);
 
 impl EnvironmentsQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
         Ok(EnvironmentsQuery {
+            at: params.time("at")?,
             selection: Selection::from_params(params)?,
             csv: params.csv()?,
         })

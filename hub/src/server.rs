@@ -86,6 +86,8 @@ pub struct AppState {
     pub index: Arc<Index>,
     pub policy: DriftPolicy,
     pub cache: moka::future::Cache<String, Arc<dyn std::any::Any + Send + Sync>>,
+    /// Fleets built at past moments (`at`), see [`crate::past`].
+    pub past: crate::past::PastFleets,
     pub metrics: HubMetrics,
     /// A fixed clock for tests; `None` reads the system clock.
     pub fixed_now: Option<Timestamp>,
@@ -114,6 +116,7 @@ impl AppState {
                 .max_capacity(256)
                 .time_to_live(CACHE_TTL)
                 .build(),
+            past: crate::past::cache(),
             metrics: HubMetrics::new(metrics),
             fixed_now: None,
             last_refresh: AtomicI64::new(clock::now().seconds()),
@@ -139,6 +142,53 @@ impl AppState {
     /// or, while the writer is applying a refresh, the snapshot's own moment.
     pub fn view(&self) -> (Arc<Fleet>, Timestamp) {
         self.index.view(self.now(), &self.policy)
+    }
+
+    /// The fleet and the moment its states are right for: the live view without `at`, else
+    /// the fleet as it was at `at` (built, or kept from an earlier question about the same
+    /// moment and reach). A moment in the future, or before the history kept, is a 400 naming
+    /// `at`.
+    pub async fn fleet_at(
+        self: &Arc<Self>,
+        at: Option<Timestamp>,
+        reach: crate::past::Reach,
+    ) -> Result<(Arc<Fleet>, Timestamp), ApiError> {
+        let Some(at) = at else {
+            let state = self.clone();
+            return tokio::task::spawn_blocking(move || state.view())
+                .await
+                .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")));
+        };
+        let now = self.now();
+        if at > now {
+            return Err(ApiError::bad(
+                "at",
+                format!(
+                    "{} is in the future (the hub's clock says {}); leave `at` out for the fleet now",
+                    at.seconds(),
+                    now.seconds()
+                ),
+            ));
+        }
+        let state = self.clone();
+        let fleet = self
+            .past
+            .try_get_with((at.seconds(), reach.clone()), async move {
+                let started = Instant::now();
+                let result = crate::past::build(state.index.store(), at, &reach, &state.policy)
+                    .await
+                    .map(Arc::new);
+                state
+                    .metrics
+                    .query("fleet at a past moment", result.is_ok(), started.elapsed());
+                result
+            })
+            .await
+            .map_err(|err| match &*err {
+                crate::past::PastError::Store(_) => ApiError::unavailable(err.to_string()),
+                _ => ApiError::bad("at", err.to_string()),
+            })?;
+        Ok((fleet, at))
     }
 
     /// Computes `f` on the fleet, or takes the answer cached for the same question on the
@@ -171,6 +221,26 @@ impl AppState {
             .insert(key, value.clone() as Arc<dyn std::any::Any + Send + Sync>)
             .await;
         Ok(value)
+    }
+
+    /// [`AppState::cached`] for the live fleet; at a past moment, `f` on the fleet built for
+    /// it (the built fleet is what is kept, not the answer).
+    pub async fn cached_at<T: Send + Sync + 'static>(
+        self: &Arc<Self>,
+        at: Option<Timestamp>,
+        reach: crate::past::Reach,
+        key: String,
+        f: impl FnOnce(&Fleet, Timestamp, &DriftPolicy) -> T + Send + 'static,
+    ) -> Result<Arc<T>, ApiError> {
+        if at.is_none() {
+            return self.cached(key, f).await;
+        }
+        let (fleet, at) = self.fleet_at(at, reach).await?;
+        let policy = self.policy;
+        let value = tokio::task::spawn_blocking(move || f(&fleet, at, &policy))
+            .await
+            .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))?;
+        Ok(Arc::new(value))
     }
 
     /// Runs one store read, timed and counted; a failure is a 503.

@@ -111,6 +111,7 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("heartbeat_history", Placement::Sharded),
     ("heartbeat_floor", Placement::Sharded),
     ("observed_checkpoints", Placement::Sharded),
+    ("checkpoint_log", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

@@ -13,6 +13,7 @@
 pub mod catalog;
 pub mod cluster;
 pub mod drift_sql;
+pub mod history;
 pub mod panel_sql;
 pub mod queries;
 pub mod retention;

@@ -31,7 +31,7 @@ pub const OBSERVED_ORDER: &str =
 applied_revision, app, reason, message, transitioned_at, observed_at)";
 
 /// [`OBSERVED_ORDER`] for `ORDER BY`, newest first.
-const OBSERVED_ORDER_DESC: &str =
+pub(crate) const OBSERVED_ORDER_DESC: &str =
     "seq DESC, received_at DESC, deleted DESC, health DESC, sync DESC, \
 version DESC, content_hash DESC, applied_revision DESC, app DESC, reason DESC, message DESC, \
 transitioned_at DESC, observed_at DESC";

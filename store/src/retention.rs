@@ -8,7 +8,11 @@ use crate::cluster::{local_table, placement, Placement};
 use crate::{Context, Result, Store};
 
 /// Tables partitioned by `toYYYYMMDD(…)` whose old days retention drops.
-pub const DAY_PARTITIONED_TABLES: &[&str] = &["observed_transitions", "rollup_snapshots"];
+pub const DAY_PARTITIONED_TABLES: &[&str] = &[
+    "observed_transitions",
+    "rollup_snapshots",
+    "observed_checkpoints",
+];
 
 #[derive(Debug, Row, Deserialize, Serialize)]
 struct PartitionRow {
@@ -107,7 +111,17 @@ impl Store {
         keep_days: u32,
     ) -> Result<Vec<DroppedPartition>> {
         let today = now.seconds().div_euclid(86_400);
-        let oldest_kept = yyyymmdd(today - i64::from(keep_days.max(1)) + 1);
+        let first_kept_day = today - i64::from(keep_days.max(1)) + 1;
+        let oldest_kept = yyyymmdd(first_kept_day);
+        // Checkpoints leave the log before their rows go, so no reader picks one half dropped.
+        self.client()
+            .query(crate::history::DROP_CHECKPOINTS_BEFORE)
+            .bind(crate::to_datetime(fleetscope_model::Timestamp(
+                first_kept_day * 86_400,
+            )))
+            .execute()
+            .await
+            .context(|| "marking checkpoints past retention".to_owned())?;
         let mut dropped = Vec::new();
         for table in DAY_PARTITIONED_TABLES {
             for partition_id in self.partitions(table).await? {
@@ -130,28 +144,56 @@ impl Store {
     }
 }
 
-/// Hours of `observed_arrivals` that `trim_arrivals` keeps (the current hour and the ones
-/// before it). Readers of arrivals fall back to `observed_latest` when they last read more than
-/// `ARRIVALS_KEEP_HOURS - 1` hours ago.
+/// Hours of `observed_arrivals` that `trim_arrivals` keeps at least (the current hour and the
+/// ones before it). Readers of arrivals fall back to `observed_latest` when they last read more
+/// than `ARRIVALS_KEEP_HOURS - 1` hours ago.
 pub const ARRIVALS_KEEP_HOURS: i64 = 6;
 
 impl Store {
-    /// Drops the hours of `observed_arrivals` older than `ARRIVALS_KEEP_HOURS` before `now`.
-    /// Partitions are hours since the epoch; an id that is not a number is left alone.
-    /// Returns the hours dropped.
+    /// Drops the hours of `observed_arrivals` and `heartbeat_history` that neither the readers
+    /// of arrivals (`ARRIVALS_KEEP_HOURS` before `now`) nor the answers at a past moment (from
+    /// the oldest complete checkpoint on) need. Before heartbeat hours go, each cluster's newest
+    /// heartbeat among them is kept in `heartbeat_floor`. Partitions are hours since the epoch;
+    /// an id that is not a number is left alone. Returns the hours dropped from
+    /// `observed_arrivals`.
     pub async fn trim_arrivals(&self, now: fleetscope_model::Timestamp) -> Result<Vec<i64>> {
-        let oldest_kept = now.seconds().div_euclid(3_600) - ARRIVALS_KEEP_HOURS + 1;
+        let mut oldest_kept = now.seconds().div_euclid(3_600) - ARRIVALS_KEEP_HOURS + 1;
+        if let Some(kept_from) = self.checkpoints().await?.kept_from() {
+            oldest_kept = oldest_kept.min(kept_from.seconds().div_euclid(3_600));
+        }
+        let hours_before = |table: &'static str, partitions: Vec<String>| {
+            partitions
+                .into_iter()
+                .filter_map(move |id| {
+                    let hour = id.parse::<i64>().ok()?;
+                    (hour < oldest_kept).then_some((table, id, hour))
+                })
+                .collect::<Vec<_>>()
+        };
+        let heartbeat_hours =
+            hours_before("heartbeat_history", self.partitions("heartbeat_history").await?);
+        if !heartbeat_hours.is_empty() {
+            self.client()
+                .query(crate::history::HEARTBEAT_FLOOR_BEFORE)
+                .bind(crate::to_datetime(fleetscope_model::Timestamp(
+                    oldest_kept * 3_600,
+                )))
+                .execute()
+                .await
+                .context(|| "keeping the last heartbeats of the hours dropped".to_owned())?;
+        }
         let mut dropped = Vec::new();
-        for partition_id in self.partitions("observed_arrivals").await? {
-            let Ok(hour) = partition_id.parse::<i64>() else {
-                continue;
-            };
-            if hour >= oldest_kept {
-                continue;
+        for (table, partition_id, hour) in hours_before(
+            "observed_arrivals",
+            self.partitions("observed_arrivals").await?,
+        )
+        .into_iter()
+        .chain(heartbeat_hours)
+        {
+            self.drop_partition(table, &partition_id).await?;
+            if table == "observed_arrivals" {
+                dropped.push(hour);
             }
-            self.drop_partition("observed_arrivals", &partition_id)
-                .await?;
-            dropped.push(hour);
         }
         Ok(dropped)
     }

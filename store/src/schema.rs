@@ -315,8 +315,17 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             "CREATE TABLE IF NOT EXISTS observed_checkpoints (taken_at DateTime, ",
             observed_columns!(),
             ") ENGINE = ReplacingMergeTree PARTITION BY toYYYYMMDD(taken_at) \
-             ORDER BY (taken_at, app, cluster_id, object_kind, object_namespace, object_name)"
+             ORDER BY (taken_at, cluster_id, object_kind, object_namespace, object_name)"
         ),
+        // One row per complete checkpoint, written after every row of it was accepted: a
+        // reader uses only checkpoints listed here, never one still being written. Retention
+        // writes `dropped = 1` for a checkpoint before it drops its rows.
+        "CREATE TABLE IF NOT EXISTS checkpoint_log (
+            taken_at DateTime,
+            objects UInt64,
+            finished_at DateTime,
+            dropped UInt8
+        ) ENGINE = ReplacingMergeTree(finished_at) ORDER BY taken_at",
     ],
 }];
 

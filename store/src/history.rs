@@ -1,0 +1,571 @@
+//! The fleet at a past moment: the rows each table held then, read from the history tables of
+//! migration 5, and the checkpoints of observed state that keep those reads bounded.
+//!
+//! A moment `at` is answered from what the store had received by then:
+//!
+//! - **desired state, membership, inventory**: the rows of the newest render whose `renders` row
+//!   says it was rendered at or before `at` (`render_id` at most that render's); the
+//!   collector's own inventory rows (version 0) from when they were written;
+//! - **heartbeats**: each cluster's newest heartbeat stamped at or before `at`;
+//! - **observed state**: each app object's newest row (by [`crate::queries::OBSERVED_ORDER`])
+//!   received at or before `at`: the newest checkpoint at or before `at` (every object's state
+//!   then) and the arrivals after it, up to `at`.
+//!
+//! History reaches back to the oldest checkpoint kept ([`Store::history_kept_from`]).
+
+use clickhouse::query::Query;
+use clickhouse::Row;
+use fleetscope_model::{ObjectKind, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+use crate::queries::{CurrentMemberRow, OBSERVED_ORDER_DESC};
+use crate::rows::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow};
+use crate::{from_datetime, to_datetime, Context, Result, Store};
+
+/// The observed columns, in table order (the same in every observed table).
+const OBSERVED_COLUMNS: &str = "cluster_id, object_kind, object_namespace, object_name, app, \
+version, content_hash, applied_revision, health, sync, reason, message, transitioned_at, \
+observed_at, received_at, seq, deleted";
+
+const HEARTBEAT_COLUMNS: &str =
+    "cluster_id, seen_at, agent_version, reconciler_names, reconciler_versions";
+
+/// How far before `at` the whole-fleet heartbeat read looks; clusters without a heartbeat in
+/// that window are looked up one by one in the whole history.
+pub const HEARTBEAT_WINDOW_SECONDS: i64 = 3_600;
+
+/// Default spacing of observed-state checkpoints.
+pub const DEFAULT_CHECKPOINT_SECONDS: i64 = 6 * 3_600;
+
+fn app_kinds() -> &'static str {
+    static KINDS: OnceLock<String> = OnceLock::new();
+    KINDS.get_or_init(|| {
+        ObjectKind::ALL
+            .iter()
+            .filter(|kind| kind.is_app_object())
+            .map(|kind| format!("'{}'", kind.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// Which app objects an observed read at a moment covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObservedScope<'a> {
+    /// Every app object of the fleet.
+    All,
+    /// The objects of one cluster.
+    Cluster(&'a str),
+    /// Every object that carried this app's stamp in any row read (so an object whose stamp
+    /// changed is read whole, and ends as its newest row says).
+    App(&'a str),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct RenderIdRow {
+    pub render_id: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct MomentRow {
+    pub moment: u32,
+}
+
+/// One complete checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct CheckpointRow {
+    pub taken_at: u32,
+    pub objects: u64,
+    pub finished_at: u32,
+}
+
+/// The newest render rendered at or before a moment (0 when none).
+pub fn render_at_query(store: &Store, at: Timestamp) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT toUInt64(max(render_id)) AS render_id FROM renders \
+WHERE rendered_at <= toDateTime(?)",
+        )
+        .bind(to_datetime(at))
+}
+
+/// Each cluster's inventory row in force under `render` at `at` (removed ones included: the
+/// reader drops them), optionally of one cluster.
+pub fn inventory_at_query(
+    store: &Store,
+    at: Timestamp,
+    render: u64,
+    cluster: Option<&str>,
+) -> Query {
+    let sql = format!(
+        "SELECT ?fields FROM cluster_history WHERE version <= ? AND updated_at <= toDateTime(?){} \
+ORDER BY cluster_id, version DESC, updated_at DESC LIMIT 1 BY cluster_id",
+        if cluster.is_some() {
+            " AND cluster_id = ?"
+        } else {
+            ""
+        }
+    );
+    let query = store
+        .client()
+        .query(&sql)
+        .bind(render)
+        .bind(to_datetime(at));
+    match cluster {
+        Some(cluster) => query.bind(cluster),
+        None => query,
+    }
+}
+
+/// Each cluster's render group under `render` (removed memberships included), optionally of
+/// one cluster.
+pub fn members_at_query(store: &Store, render: u64, cluster: Option<&str>) -> Query {
+    let sql = format!(
+        "SELECT cluster_id, argMax(render_group, render_id) AS current_group, \
+argMax(removed, render_id) AS current_removed FROM member_history WHERE render_id <= ?{} \
+GROUP BY cluster_id ORDER BY cluster_id",
+        if cluster.is_some() {
+            " AND cluster_id = ?"
+        } else {
+            ""
+        }
+    );
+    let query = store.client().query(&sql).bind(render);
+    match cluster {
+        Some(cluster) => query.bind(cluster),
+        None => query,
+    }
+}
+
+/// The desired row of every (render group, app) in force under `render` (removed ones
+/// included), optionally of one render group and one app.
+pub fn desired_at_query(
+    store: &Store,
+    render: u64,
+    render_group: Option<&str>,
+    app: Option<&str>,
+) -> Query {
+    let mut sql = String::from("SELECT ?fields FROM desired_history WHERE render_id <= ?");
+    if render_group.is_some() {
+        sql.push_str(" AND render_group = ?");
+    }
+    if app.is_some() {
+        sql.push_str(" AND app = ?");
+    }
+    sql.push_str(
+        " ORDER BY render_group, app, render_id DESC LIMIT 1 BY render_group, app",
+    );
+    let mut query = store.client().query(&sql).bind(render);
+    if let Some(render_group) = render_group {
+        query = query.bind(render_group);
+    }
+    if let Some(app) = app {
+        query = query.bind(app);
+    }
+    query
+}
+
+/// Each cluster's newest heartbeat stamped in `(at - HEARTBEAT_WINDOW_SECONDS, at]`.
+pub fn heartbeats_in_window_query(store: &Store, at: Timestamp) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM heartbeat_history \
+WHERE seen_at > toDateTime(?) AND seen_at <= toDateTime(?) \
+ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id",
+        )
+        .bind(to_datetime(at.plus_seconds(-HEARTBEAT_WINDOW_SECONDS)))
+        .bind(to_datetime(at))
+}
+
+/// The newest heartbeat stamped at or before `at` of each of `clusters`, wherever it is kept:
+/// the history, the floor retention leaves, or the latest heartbeat (for a cluster silent since
+/// before the history began).
+pub fn heartbeats_of_clusters_at_query(store: &Store, at: Timestamp, clusters: &[&str]) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        let part = |table: &str| {
+            format!(
+                "SELECT {HEARTBEAT_COLUMNS} FROM {table} \
+PREWHERE cluster_id IN (SELECT arrayJoin(?)) WHERE seen_at <= toDateTime(?)"
+            )
+        };
+        format!(
+            "SELECT ?fields FROM ({} UNION ALL {} UNION ALL {}) \
+ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id",
+            part("heartbeat_history"),
+            part("heartbeat_floor"),
+            part("heartbeats")
+        )
+    });
+    let mut query = store.client().query(sql);
+    for _ in 0..3 {
+        query = query.bind(clusters).bind(to_datetime(at));
+    }
+    query
+}
+
+/// Complete checkpoints, oldest first.
+pub fn checkpoints_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT taken_at, argMax(objects, finished_at) AS objects, max(finished_at) AS finished_at \
+FROM checkpoint_log GROUP BY taken_at HAVING argMax(dropped, finished_at) = 0 ORDER BY taken_at",
+    )
+}
+
+/// The app-object rows that decide each object's state at `at`: the checkpoint taken at
+/// `checkpoint` and the arrivals after it up to `at`, in no particular order (the reader keeps
+/// each object's newest by `OBSERVED_ORDER`).
+pub fn observed_at_query(
+    store: &Store,
+    checkpoint: Timestamp,
+    at: Timestamp,
+    scope: ObservedScope<'_>,
+) -> Query {
+    let filter = match scope {
+        ObservedScope::All => "",
+        ObservedScope::Cluster(_) => " AND cluster_id = ?",
+        ObservedScope::App(_) => {
+            " AND (cluster_id, object_kind, object_namespace, object_name) IN (\
+SELECT cluster_id, object_kind, object_namespace, object_name FROM observed_checkpoints \
+WHERE taken_at = toDateTime(?) AND app = ? \
+UNION ALL SELECT cluster_id, object_kind, object_namespace, object_name FROM observed_arrivals \
+WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND app = ?)"
+        }
+    };
+    // The arrivals of one cluster: `observed_transitions` is sorted by cluster, so the read
+    // is that cluster's rows; `observed_arrivals` is sorted by arrival only.
+    let window_table = match scope {
+        ObservedScope::Cluster(_) => "observed_transitions",
+        _ => "observed_arrivals",
+    };
+    let sql = format!(
+        "SELECT ?fields FROM (\
+SELECT {OBSERVED_COLUMNS} FROM observed_checkpoints WHERE taken_at = toDateTime(?){filter} \
+UNION ALL SELECT {OBSERVED_COLUMNS} FROM {window_table} \
+WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND object_kind IN ({kinds}){filter})",
+        kinds = app_kinds()
+    );
+    let bind_scope = |query: Query| -> Query {
+        match scope {
+            ObservedScope::Cluster(cluster) => query.bind(cluster),
+            ObservedScope::App(app) => query
+                .bind(to_datetime(checkpoint))
+                .bind(app)
+                .bind(to_datetime(checkpoint))
+                .bind(to_datetime(at))
+                .bind(app),
+            ObservedScope::All => query,
+        }
+    };
+    let query = store.client().query(&sql).bind(to_datetime(checkpoint));
+    let query = bind_scope(query)
+        .bind(to_datetime(checkpoint))
+        .bind(to_datetime(at));
+    bind_scope(query)
+}
+
+/// The statement that writes the checkpoint at `at` from the one at `previous` and the
+/// arrivals between them.
+pub fn checkpoint_from_previous_query(store: &Store, previous: Timestamp, at: Timestamp) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "INSERT INTO observed_checkpoints (taken_at, {OBSERVED_COLUMNS}) \
+SELECT toDateTime(?) AS taken_at, {OBSERVED_COLUMNS} FROM (\
+SELECT {OBSERVED_COLUMNS} FROM observed_checkpoints WHERE taken_at = toDateTime(?) \
+UNION ALL SELECT {OBSERVED_COLUMNS} FROM observed_arrivals \
+WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?)\
+) ORDER BY cluster_id, object_kind, object_namespace, object_name, {OBSERVED_ORDER_DESC} \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name"
+        )
+    });
+    store
+        .client()
+        .query(sql)
+        .bind(to_datetime(at))
+        .bind(to_datetime(previous))
+        .bind(to_datetime(previous))
+        .bind(to_datetime(at))
+}
+
+/// The statement that writes the first checkpoint, at `at`, from everything stored: every
+/// object's transitions and its latest row, received at or before `at`.
+pub fn first_checkpoint_query(store: &Store, at: Timestamp) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "INSERT INTO observed_checkpoints (taken_at, {OBSERVED_COLUMNS}) \
+SELECT toDateTime(?) AS taken_at, {OBSERVED_COLUMNS} FROM (\
+SELECT {OBSERVED_COLUMNS} FROM observed_transitions \
+WHERE received_at <= toDateTime(?) AND object_kind IN ({kinds}) \
+UNION ALL SELECT {OBSERVED_COLUMNS} FROM observed_latest \
+WHERE received_at <= toDateTime(?) AND object_kind IN ({kinds})\
+) ORDER BY cluster_id, object_kind, object_namespace, object_name, {OBSERVED_ORDER_DESC} \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
+            kinds = app_kinds()
+        )
+    });
+    store
+        .client()
+        .query(sql)
+        .bind(to_datetime(at))
+        .bind(to_datetime(at))
+        .bind(to_datetime(at))
+}
+
+/// Copies the current inventory and membership into their history tables: done with the first
+/// checkpoint, so rows written before the history tables existed are kept too.
+const SEED_CLUSTER_HISTORY: &str = "INSERT INTO cluster_history SELECT cluster_id, group_path, \
+group_prefixes, environment, reconciler, label_keys, label_values, updated_at, version, removed \
+FROM clusters";
+const SEED_MEMBER_HISTORY: &str = "INSERT INTO member_history \
+SELECT cluster_id, render_group, render_id, removed FROM render_group_members";
+
+const OBJECTS_IN_CHECKPOINT: &str = "SELECT count() AS objects FROM (SELECT DISTINCT cluster_id, \
+object_kind, object_namespace, object_name FROM observed_checkpoints WHERE taken_at = toDateTime(?))";
+
+const LOG_CHECKPOINT: &str = "INSERT INTO checkpoint_log (taken_at, objects, finished_at, dropped) \
+VALUES (toDateTime(?), ?, now(), 0)";
+
+/// Marks the checkpoints taken before a moment as dropped (retention, before it drops them).
+pub(crate) const DROP_CHECKPOINTS_BEFORE: &str = "INSERT INTO checkpoint_log \
+(taken_at, objects, finished_at, dropped) SELECT taken_at, 0, now() + 1, 1 FROM checkpoint_log \
+WHERE taken_at < toDateTime(?) GROUP BY taken_at HAVING argMax(dropped, finished_at) = 0";
+
+/// Keeps, for each cluster, its newest heartbeat stamped before a moment (retention, before it
+/// drops the hours before that moment).
+pub(crate) const HEARTBEAT_FLOOR_BEFORE: &str = "INSERT INTO heartbeat_floor \
+SELECT cluster_id, seen_at, agent_version, reconciler_names, reconciler_versions \
+FROM heartbeat_history WHERE seen_at < toDateTime(?) \
+ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id";
+
+#[derive(Debug, Clone, Copy, Row, Serialize, Deserialize)]
+struct ObjectsRow {
+    objects: u64,
+}
+
+/// The state of the history: which checkpoints are complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoints {
+    /// Complete checkpoints, oldest first.
+    pub taken: Vec<Timestamp>,
+}
+
+impl Checkpoints {
+    /// The oldest moment answerable: the oldest checkpoint.
+    pub fn kept_from(&self) -> Option<Timestamp> {
+        self.taken.first().copied()
+    }
+
+    /// The newest checkpoint at or before `at`.
+    pub fn base_for(&self, at: Timestamp) -> Option<Timestamp> {
+        self.taken.iter().rev().find(|t| **t <= at).copied()
+    }
+}
+
+impl Store {
+    /// The newest render rendered at or before `at`; 0 when there is none.
+    pub async fn render_at(&self, at: Timestamp) -> Result<u64> {
+        Ok(render_at_query(self, at)
+            .fetch_one::<RenderIdRow>()
+            .await
+            .context(|| "reading the render in force at a moment".to_owned())?
+            .render_id)
+    }
+
+    pub async fn inventory_at(
+        &self,
+        at: Timestamp,
+        render: u64,
+        cluster: Option<&str>,
+    ) -> Result<Vec<ClusterRow>> {
+        inventory_at_query(self, at, render, cluster)
+            .fetch_all()
+            .await
+            .context(|| "reading the inventory at a moment".to_owned())
+    }
+
+    pub async fn members_at(
+        &self,
+        render: u64,
+        cluster: Option<&str>,
+    ) -> Result<Vec<CurrentMemberRow>> {
+        members_at_query(self, render, cluster)
+            .fetch_all()
+            .await
+            .context(|| "reading the membership at a moment".to_owned())
+    }
+
+    pub async fn desired_at(
+        &self,
+        render: u64,
+        render_group: Option<&str>,
+        app: Option<&str>,
+    ) -> Result<Vec<DesiredRow>> {
+        desired_at_query(self, render, render_group, app)
+            .fetch_all()
+            .await
+            .context(|| "reading the desired state at a moment".to_owned())
+    }
+
+    /// The newest heartbeat at or before `at` of each of `clusters` that has one (every
+    /// cluster of the fleet when `clusters` is `None`).
+    pub async fn heartbeats_at(
+        &self,
+        at: Timestamp,
+        clusters: Option<&[&str]>,
+        all_clusters: &[&str],
+    ) -> Result<Vec<HeartbeatRow>> {
+        let context = || "reading heartbeats at a moment".to_owned();
+        match clusters {
+            Some(clusters) => heartbeats_of_clusters_at_query(self, at, clusters)
+                .fetch_all()
+                .await
+                .context(context),
+            None => {
+                let mut rows: Vec<HeartbeatRow> = heartbeats_in_window_query(self, at)
+                    .fetch_all()
+                    .await
+                    .context(context)?;
+                let found: std::collections::HashSet<&str> =
+                    rows.iter().map(|row| row.cluster_id.as_str()).collect();
+                let rest: Vec<&str> = all_clusters
+                    .iter()
+                    .copied()
+                    .filter(|id| !found.contains(id))
+                    .collect();
+                if !rest.is_empty() {
+                    let older: Vec<HeartbeatRow> =
+                        heartbeats_of_clusters_at_query(self, at, &rest)
+                            .fetch_all()
+                            .await
+                            .context(context)?;
+                    rows.extend(older);
+                }
+                Ok(rows)
+            }
+        }
+    }
+
+    /// Complete checkpoints.
+    pub async fn checkpoints(&self) -> Result<Checkpoints> {
+        let rows: Vec<CheckpointRow> = checkpoints_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading the checkpoint log".to_owned())?;
+        Ok(Checkpoints {
+            taken: rows.iter().map(|row| from_datetime(row.taken_at)).collect(),
+        })
+    }
+
+    /// Streams the rows that decide each app object's state at `at` (see
+    /// [`observed_at_query`]); returns how many.
+    pub async fn observed_at(
+        &self,
+        checkpoint: Timestamp,
+        at: Timestamp,
+        scope: ObservedScope<'_>,
+        mut each: impl FnMut(ObservedRow),
+    ) -> Result<u64> {
+        let context = || "reading observed state at a moment".to_owned();
+        let mut cursor = observed_at_query(self, checkpoint, at, scope)
+            .fetch::<ObservedRow>()
+            .context(context)?;
+        let mut rows = 0;
+        while let Some(row) = cursor.next().await.context(context)? {
+            rows += 1;
+            each(row);
+        }
+        Ok(rows)
+    }
+
+    /// Writes the checkpoint at `at`: from the newest complete one before it and the arrivals
+    /// since, or, for the first, from every stored transition (and then copies the current
+    /// inventory and membership into their history). Logged once complete; taking one again
+    /// is harmless (equal rows collapse). Returns how many objects it holds.
+    pub async fn take_checkpoint(&self, at: Timestamp) -> Result<u64> {
+        let checkpoints = self.checkpoints().await?;
+        let previous = checkpoints.taken.iter().rev().find(|t| **t < at).copied();
+        let what = || format!("taking the observed-state checkpoint at {}", at.seconds());
+        match previous {
+            Some(previous) => checkpoint_from_previous_query(self, previous, at)
+                .with_setting("wait_end_of_query", "1")
+                .execute()
+                .await
+                .context(what)?,
+            None => {
+                first_checkpoint_query(self, at)
+                    .with_setting("wait_end_of_query", "1")
+                    .execute()
+                    .await
+                    .context(what)?;
+                for statement in [SEED_CLUSTER_HISTORY, SEED_MEMBER_HISTORY] {
+                    self.client()
+                        .query(statement)
+                        .execute()
+                        .await
+                        .context(what)?;
+                }
+            }
+        }
+        let objects = self
+            .client()
+            .query(OBJECTS_IN_CHECKPOINT)
+            .bind(to_datetime(at))
+            .fetch_one::<ObjectsRow>()
+            .await
+            .context(what)?
+            .objects;
+        self.client()
+            .query(LOG_CHECKPOINT)
+            .bind(to_datetime(at))
+            .bind(objects)
+            .execute()
+            .await
+            .context(what)?;
+        Ok(objects)
+    }
+
+    /// Takes every checkpoint due at `now`: the moments that are multiples of `every` since the
+    /// epoch, after the newest complete one (or only the newest, when there is none yet), up
+    /// to the newest that every observed-row writer has made visible (its arrival horizon is
+    /// past it) and that is at least `settle` old. Returns the moments taken.
+    pub async fn take_due_checkpoints(
+        &self,
+        now: Timestamp,
+        every: i64,
+        settle: i64,
+    ) -> Result<Vec<Timestamp>> {
+        let every = every.max(60);
+        let mut limit = now.seconds() - settle;
+        for horizon in self.arrival_horizons().await? {
+            // A writer silent for a day is gone; any other holds back what it has not made
+            // visible yet.
+            if horizon.is_heartbeat_writer() || horizon.silent_seconds > 86_400 {
+                continue;
+            }
+            limit = limit.min(i64::from(horizon.visible_before) - 1);
+        }
+        let newest_due = limit.div_euclid(every) * every;
+        let checkpoints = self.checkpoints().await?;
+        let mut due = Vec::new();
+        match checkpoints.taken.last() {
+            None => due.push(Timestamp(newest_due)),
+            Some(last) => {
+                let mut next = (last.seconds().div_euclid(every) + 1) * every;
+                while next <= newest_due {
+                    due.push(Timestamp(next));
+                    next += every;
+                }
+            }
+        }
+        for at in &due {
+            let objects = self.take_checkpoint(*at).await?;
+            tracing::info!(at = at.seconds(), objects, "took an observed-state checkpoint");
+        }
+        Ok(due)
+    }
+}
