@@ -210,8 +210,10 @@ ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id",
 /// Complete checkpoints, oldest first.
 pub fn checkpoints_query(store: &Store) -> Query {
     store.client().query(
-        "SELECT taken_at, argMax(objects, finished_at) AS objects, max(finished_at) AS finished_at \
-FROM checkpoint_log GROUP BY taken_at HAVING argMax(dropped, finished_at) = 0 ORDER BY taken_at",
+        "SELECT taken_at, last_objects AS objects, last_finished AS finished_at FROM (\
+SELECT taken_at, argMax(objects, finished_at) AS last_objects, max(finished_at) AS last_finished, \
+argMax(dropped, finished_at) AS last_dropped FROM checkpoint_log GROUP BY taken_at) \
+WHERE last_dropped = 0 ORDER BY taken_at",
     )
 }
 
