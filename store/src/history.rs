@@ -19,7 +19,7 @@ use fleetscope_model::{ObjectKind, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
-use crate::queries::{CurrentMemberRow, OBSERVED_ORDER_DESC};
+use crate::queries::{CurrentMemberRow, OBSERVED_ORDER};
 use crate::rows::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow};
 use crate::{from_datetime, to_datetime, Context, Result, Store};
 
@@ -274,15 +274,11 @@ WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND object_ki
 pub fn checkpoint_from_previous_query(store: &Store, previous: Timestamp, at: Timestamp) -> Query {
     static SQL: OnceLock<String> = OnceLock::new();
     let sql = SQL.get_or_init(|| {
-        format!(
-            "INSERT INTO observed_checkpoints (taken_at, {OBSERVED_COLUMNS}) \
-SELECT toDateTime(?) AS taken_at, {OBSERVED_COLUMNS} FROM (\
-SELECT {OBSERVED_COLUMNS} FROM observed_checkpoints WHERE taken_at = toDateTime(?) \
+        checkpoint_sql(&format!(
+            "SELECT {OBSERVED_COLUMNS} FROM observed_checkpoints WHERE taken_at = toDateTime(?) \
 UNION ALL SELECT {OBSERVED_COLUMNS} FROM observed_arrivals \
-WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?)\
-) ORDER BY cluster_id, object_kind, object_namespace, object_name, {OBSERVED_ORDER_DESC} \
-LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name"
-        )
+WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?)"
+        ))
     });
     store
         .client()
@@ -293,22 +289,34 @@ LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name"
         .bind(to_datetime(at))
 }
 
+/// The statement that writes, at the moment bound first, each object's newest row among
+/// `rows` (a `SELECT` of the observed columns): one aggregation keyed by the object, keeping
+/// the whole row that is greatest by `OBSERVED_ORDER` (no sort of every row).
+fn checkpoint_sql(rows: &str) -> String {
+    let picked: Vec<String> = (1..=OBSERVED_COLUMNS.split(", ").count())
+        .map(|i| format!("tupleElement(newest, {i})"))
+        .collect();
+    format!(
+        "INSERT INTO observed_checkpoints (taken_at, {OBSERVED_COLUMNS}) \
+SELECT toDateTime(?) AS taken_at, {picked} FROM (\
+SELECT argMax(tuple({OBSERVED_COLUMNS}), {OBSERVED_ORDER}) AS newest FROM ({rows}) \
+GROUP BY cluster_id, object_kind, object_namespace, object_name)",
+        picked = picked.join(", ")
+    )
+}
+
 /// The statement that writes the first checkpoint, at `at`, from everything stored: every
 /// object's transitions and its latest row, received at or before `at`.
 pub fn first_checkpoint_query(store: &Store, at: Timestamp) -> Query {
     static SQL: OnceLock<String> = OnceLock::new();
     let sql = SQL.get_or_init(|| {
-        format!(
-            "INSERT INTO observed_checkpoints (taken_at, {OBSERVED_COLUMNS}) \
-SELECT toDateTime(?) AS taken_at, {OBSERVED_COLUMNS} FROM (\
-SELECT {OBSERVED_COLUMNS} FROM observed_transitions \
+        checkpoint_sql(&format!(
+            "SELECT {OBSERVED_COLUMNS} FROM observed_transitions \
 WHERE received_at <= toDateTime(?) AND object_kind IN ({kinds}) \
 UNION ALL SELECT {OBSERVED_COLUMNS} FROM observed_latest \
-WHERE received_at <= toDateTime(?) AND object_kind IN ({kinds})\
-) ORDER BY cluster_id, object_kind, object_namespace, object_name, {OBSERVED_ORDER_DESC} \
-LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
+WHERE received_at <= toDateTime(?) AND object_kind IN ({kinds})",
             kinds = app_kinds()
-        )
+        ))
     });
     store
         .client()
