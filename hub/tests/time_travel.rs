@@ -41,13 +41,25 @@ const APPS: [&str; 3] = ["api", "billing", "cart"];
 /// The moments recorded, with what each is about.
 const MOMENTS: [(i64, &str); 8] = [
     (T0 + 9 * HOUR + 1_800, "before the rollout"),
-    (T0 + 10 * HOUR + 300, "a rollout under way, within the grace period"),
+    (
+        T0 + 10 * HOUR + 300,
+        "a rollout under way, within the grace period",
+    ),
     (T0 + 13 * HOUR, "the rollout arrived"),
     // c5's last heartbeat: 02:44:00 on the second day.
-    (T0 + DAY + 2 * HOUR + 3_240, "c5 silent for exactly 600 s: not stale yet"),
+    (
+        T0 + DAY + 2 * HOUR + 3_240,
+        "c5 silent for exactly 600 s: not stale yet",
+    ),
     (T0 + DAY + 3 * HOUR + 1_200, "c5 stale"),
-    (T0 + DAY + 8 * HOUR + 1_800, "cart deleted on c2, past the grace period"),
-    (T0 + DAY + 14 * HOUR + 600, "after the render that moved c3 and c6 and took c4 out"),
+    (
+        T0 + DAY + 8 * HOUR + 1_800,
+        "cart deleted on c2, past the grace period",
+    ),
+    (
+        T0 + DAY + 14 * HOUR + 600,
+        "after the render that moved c3 and c6 and took c4 out",
+    ),
     (T0 + 2 * DAY + 20 * HOUR, "c6 silent since the first day"),
 ];
 
@@ -79,7 +91,12 @@ fn inventory(id: &str, group: &str, environment: &str, at: i64, removed: bool) -
         environment: environment.into(),
         reconciler: "flux".into(),
         label_keys: vec!["tier".into()],
-        label_values: vec![if group.starts_with("emea") { "edge" } else { "core" }.into()],
+        label_values: vec![if group.starts_with("emea") {
+            "edge"
+        } else {
+            "core"
+        }
+        .into()],
         updated_at: at as u32,
         version: render_id(at),
         removed: removed as u8,
@@ -146,7 +163,12 @@ impl Sim {
             applied_revision: self.version[&(cluster, app)].into(),
             health: if healthy { "healthy" } else { "degraded" }.into(),
             sync: "synced".into(),
-            reason: if healthy { "ReconciliationSucceeded" } else { "UpgradeFailed" }.into(),
+            reason: if healthy {
+                "ReconciliationSucceeded"
+            } else {
+                "UpgradeFailed"
+            }
+            .into(),
             message: format!("at {at}"),
             transitioned_at: at as u32,
             observed_at: at as u32,
@@ -174,7 +196,8 @@ fn timeline() -> Vec<(i64, Event)> {
         let mut t = T0 + 1_800 + 60 * c as i64;
         while t <= END {
             // c6 falls silent on the first day, c5 on the second.
-            let silent = (c == 5 && t > T0 + 22 * HOUR) || (c == 4 && t > T0 + DAY + 2 * HOUR + 3_000);
+            let silent =
+                (c == 5 && t > T0 + 22 * HOUR) || (c == 4 && t > T0 + DAY + 2 * HOUR + 3_000);
             if !silent {
                 events.push((t, Event::Heartbeat(c)));
             }
@@ -266,7 +289,10 @@ async fn answers_at_past_moments_equal_the_live_answers_recorded_then() {
         .await;
     assert_eq!(status, 400, "{body}");
     assert!(
-        body["error"].as_str().unwrap().contains("no history is kept yet"),
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("no history is kept yet"),
         "{body}"
     );
 
@@ -289,7 +315,9 @@ async fn answers_at_past_moments_equal_the_live_answers_recorded_then() {
                     .iter()
                     .enumerate()
                     .map(|(c, id)| {
-                        let group = ["emea/de", "emea/de", "emea/fr", "amer/us", "amer/us", "emea/fr"][c];
+                        let group = [
+                            "emea/de", "emea/de", "emea/fr", "amer/us", "amer/us", "emea/fr",
+                        ][c];
                         inventory(id, group, if c < 4 { "prod" } else { "staging" }, at, false)
                     })
                     .collect();
@@ -352,7 +380,10 @@ async fn answers_at_past_moments_equal_the_live_answers_recorded_then() {
                     .await
                     .unwrap();
                 store
-                    .insert_rows(&[member("c3", "rg-2", at, false), member("c4", "rg-2", at, true)])
+                    .insert_rows(&[
+                        member("c3", "rg-2", at, false),
+                        member("c4", "rg-2", at, true),
+                    ])
                     .await
                     .unwrap();
                 store
@@ -449,10 +480,11 @@ async fn answers_at_past_moments_equal_the_live_answers_recorded_then() {
         .get(&end, &with_at("/api/v1/summary", now + 10))
         .await;
     assert_eq!(status, 400, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("in the future"), "{body}");
-    let (status, body) = client
-        .get(&end, &with_at("/api/v1/drift", T0 - 1))
-        .await;
+    assert!(
+        body["error"].as_str().unwrap().contains("in the future"),
+        "{body}"
+    );
+    let (status, body) = client.get(&end, &with_at("/api/v1/drift", T0 - 1)).await;
     assert_eq!(status, 400, "{body}");
     assert!(
         body["error"]
@@ -504,7 +536,10 @@ async fn answers_at_past_moments_equal_the_live_answers_recorded_then() {
     }
     // c6's last heartbeat is kept only in the floor now.
     let (_, c6) = client
-        .get(&after, &with_at("/api/v1/clusters/c6?history_hours=0", MOMENTS[7].0))
+        .get(
+            &after,
+            &with_at("/api/v1/clusters/c6?history_hours=0", MOMENTS[7].0),
+        )
         .await;
     assert_eq!(c6["stale"], true);
     assert_eq!(c6["last_seen"], "2027-01-16T21:55:00Z", "{c6}");

@@ -154,9 +154,7 @@ pub fn desired_at_query(
     if app.is_some() {
         sql.push_str(" AND app = ?");
     }
-    sql.push_str(
-        " ORDER BY render_group, app, render_id DESC LIMIT 1 BY render_group, app",
-    );
+    sql.push_str(" ORDER BY render_group, app, render_id DESC LIMIT 1 BY render_group, app");
     let mut query = store.client().query(&sql).bind(render);
     if let Some(render_group) = render_group {
         query = query.bind(render_group);
@@ -337,7 +335,8 @@ SELECT cluster_id, render_group, render_id, removed FROM render_group_members";
 const OBJECTS_IN_CHECKPOINT: &str = "SELECT count() AS objects FROM (SELECT DISTINCT cluster_id, \
 object_kind, object_namespace, object_name FROM observed_checkpoints WHERE taken_at = toDateTime(?))";
 
-const LOG_CHECKPOINT: &str = "INSERT INTO checkpoint_log (taken_at, objects, finished_at, dropped) \
+const LOG_CHECKPOINT: &str =
+    "INSERT INTO checkpoint_log (taken_at, objects, finished_at, dropped) \
 VALUES (toDateTime(?), ?, now(), 0)";
 
 /// Marks the checkpoints taken before a moment as dropped (retention, before it drops them).
@@ -448,11 +447,10 @@ impl Store {
                     .filter(|id| !found.contains(id))
                     .collect();
                 if !rest.is_empty() {
-                    let older: Vec<HeartbeatRow> =
-                        heartbeats_of_clusters_at_query(self, at, &rest)
-                            .fetch_all()
-                            .await
-                            .context(context)?;
+                    let older: Vec<HeartbeatRow> = heartbeats_of_clusters_at_query(self, at, &rest)
+                        .fetch_all()
+                        .await
+                        .context(context)?;
                     rows.extend(older);
                 }
                 Ok(rows)
@@ -574,8 +572,92 @@ impl Store {
         }
         for at in &due {
             let objects = self.take_checkpoint(*at).await?;
-            tracing::info!(at = at.seconds(), objects, "took an observed-state checkpoint");
+            tracing::info!(
+                at = at.seconds(),
+                objects,
+                "took an observed-state checkpoint"
+            );
         }
         Ok(due)
+    }
+}
+
+/// Synthetic history for benchmarks: days of steady-state change written by ClickHouse itself
+/// from the rows already stored, so that a week of a large fleet takes minutes, not hours.
+pub mod synthetic {
+    use fleetscope_model::Timestamp;
+
+    use super::{app_kinds, HEARTBEAT_COLUMNS};
+    use crate::{to_datetime, Context, Result, Store};
+
+    /// For each day from `from`, `changes` status changes of every app object currently
+    /// stored (in `observed_latest`), at moments spread over the day by a hash of the object,
+    /// alternating `progressing` and `healthy` and ending healthy, with change numbers above
+    /// every stored one; written to `observed_transitions` (and so to its views).
+    pub async fn steady_changes(
+        store: &Store,
+        from: Timestamp,
+        days: u32,
+        changes: u32,
+    ) -> Result<()> {
+        let changes = changes.max(2);
+        for day in 0..i64::from(days) {
+            let start = from.plus_seconds(day * 86_400);
+            let sql = format!(
+                "INSERT INTO observed_transitions SELECT cluster_id, object_kind, object_namespace, \
+object_name, app, version, content_hash, applied_revision, \
+if(k % 2 = 0, 'progressing', 'healthy') AS health, sync, reason, message, \
+toDateTime(toUInt32(?) + intDiv(86400 * k, ?) + cityHash64(cluster_id, object_name) % intDiv(86400, ?)) AS transitioned_at, \
+transitioned_at AS observed_at, transitioned_at AS received_at, \
+toUInt64(1000000 + ? * ? + k) AS seq, toUInt8(0) AS deleted \
+FROM (SELECT * FROM observed_latest WHERE object_kind IN ({kinds}) \
+ORDER BY cluster_id, object_kind, object_namespace, object_name, seq DESC \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name) \
+ARRAY JOIN range(?) AS k",
+                kinds = app_kinds()
+            );
+            store
+                .client()
+                .query(&sql)
+                .bind(to_datetime(start))
+                .bind(changes)
+                .bind(changes)
+                .bind(day as u64)
+                .bind(u64::from(changes))
+                .bind(changes)
+                .with_setting("wait_end_of_query", "1")
+                .execute()
+                .await
+                .context(|| format!("writing synthetic changes of day {day}"))?;
+        }
+        Ok(())
+    }
+
+    /// For each day from `from`, a heartbeat of every cluster every `every` seconds (offset by
+    /// a hash of the cluster), written straight to `heartbeat_history`.
+    pub async fn heartbeats(store: &Store, from: Timestamp, days: u32, every: u32) -> Result<()> {
+        let every = every.max(1);
+        for day in 0..i64::from(days) {
+            let start = from.plus_seconds(day * 86_400);
+            let sql = format!(
+                "INSERT INTO heartbeat_history ({HEARTBEAT_COLUMNS}) SELECT cluster_id, \
+toDateTime(toUInt32(?) + k * ? + cityHash64(cluster_id) % ?) AS seen_at, agent_version, \
+reconciler_names, reconciler_versions \
+FROM (SELECT * FROM heartbeats ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id) \
+ARRAY JOIN range(intDiv(86400, ?)) AS k"
+            );
+            store
+                .client()
+                .query(&sql)
+                .bind(to_datetime(start))
+                .bind(every)
+                .bind(every)
+                .bind(every)
+                .with_setting("wait_end_of_query", "1")
+                .execute()
+                .await
+                .context(|| format!("writing synthetic heartbeats of day {day}"))?;
+        }
+        Ok(())
     }
 }

@@ -170,8 +170,10 @@ impl Store {
                 })
                 .collect::<Vec<_>>()
         };
-        let heartbeat_hours =
-            hours_before("heartbeat_history", self.partitions("heartbeat_history").await?);
+        let heartbeat_hours = hours_before(
+            "heartbeat_history",
+            self.partitions("heartbeat_history").await?,
+        );
         if !heartbeat_hours.is_empty() {
             self.client()
                 .query(crate::history::HEARTBEAT_FLOOR_BEFORE)

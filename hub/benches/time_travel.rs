@@ -1,0 +1,191 @@
+//! Answers at a past moment (`at=`) on a week of history: a generated fleet (30,000 clusters ×
+//! 100 apps by default) written into a private ClickHouse, then seven days of steady-state
+//! history before its `now`, written by ClickHouse itself (every app object changing status 10
+//! times a day, which is the load test's default rate: 1,000 observed rows per cluster per
+//! day; every cluster heartbeating every 30 s), the observed-state checkpoints every 6 hours as
+//! the collector takes them, and a hub on it. Prints how long each stage took and, for
+//! `summary`, `apps/{app}/versions` and `clusters/{id}` at moments spread over the last days
+//! (each a moment no earlier request asked about, so nothing is answered from the hub's
+//! cache), the latency of each request.
+//!
+//! `cargo bench -p fleetscope-hub --bench time_travel`; `FLEETSCOPE_BENCH_CLUSTERS`,
+//! `FLEETSCOPE_BENCH_APPS` and `FLEETSCOPE_BENCH_DAYS` change the size. Without `--bench` (as
+//! under `cargo test`) it runs a small fleet over two days.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
+use fleetscope_hub::auth::Auth;
+use fleetscope_hub::index::Index;
+use fleetscope_hub::metrics::MetricsConfig;
+use fleetscope_hub::server::{router, AppState};
+use fleetscope_model::Timestamp;
+use fleetscope_store::history::{synthetic, DEFAULT_CHECKPOINT_SECONDS};
+use fleetscope_testkit::TestStore;
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} must be a number"))
+        })
+        .unwrap_or(default)
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (clusters, apps, days, samples) = if bench {
+        (
+            env_number("FLEETSCOPE_BENCH_CLUSTERS", 30_000),
+            env_number("FLEETSCOPE_BENCH_APPS", 100),
+            env_number("FLEETSCOPE_BENCH_DAYS", 7) as u32,
+            5,
+        )
+    } else {
+        (200, 10, 2, 2)
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run(clusters, apps, days, samples));
+}
+
+fn seconds(started: Instant) -> String {
+    format!("{:.1} s", started.elapsed().as_secs_f64())
+}
+
+async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let fleet = GeneratedFleet::new(FleetSpec {
+        clusters,
+        apps,
+        ..FleetSpec::default()
+    })
+    .expect("a valid fleet");
+    let now = fleet.spec().now;
+    let started = Instant::now();
+    fleetscope_fixtures::write_fleet(store, &fleet)
+        .await
+        .expect("the fleet is written");
+    println!(
+        "fleet of {clusters} clusters × {apps} apps written: {}",
+        seconds(started)
+    );
+
+    let from = Timestamp(now.seconds() - i64::from(days) * 86_400);
+    let started = Instant::now();
+    synthetic::steady_changes(store, from, days, 10)
+        .await
+        .unwrap();
+    println!(
+        "{days} days of status changes written: {}",
+        seconds(started)
+    );
+    let started = Instant::now();
+    synthetic::heartbeats(store, from, days, 30).await.unwrap();
+    println!("{days} days of heartbeats written: {}", seconds(started));
+
+    let every = DEFAULT_CHECKPOINT_SECONDS;
+    let mut at = from.seconds().div_euclid(every) * every;
+    let mut times = Vec::new();
+    let started = Instant::now();
+    while at <= now.seconds() {
+        let one = Instant::now();
+        store.take_checkpoint(Timestamp(at)).await.unwrap();
+        times.push(one.elapsed().as_secs_f64());
+        at += every;
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "{} checkpoints taken: {} (each: median {:.1} s, max {:.1} s)",
+        times.len(),
+        seconds(started),
+        times[times.len() / 2],
+        times[times.len() - 1]
+    );
+    for table in store.table_sizes().await.unwrap() {
+        if table.rows > 0 {
+            println!(
+                "  {}: {} rows, {} bytes on disk",
+                table.table, table.rows, table.bytes_on_disk
+            );
+        }
+    }
+
+    let started = Instant::now();
+    let index = Arc::new(Index::load(store.clone()).await.unwrap());
+    println!("hub index loaded: {}", seconds(started));
+    let mut state = AppState::new(index, fleet.spec().policy, MetricsConfig::default());
+    state.fixed_now = Some(now);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(Arc::new(state), Arc::new(Auth::Insecure), false);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = reqwest::Client::new();
+
+    let app_name = "checkout".to_owned();
+    let cluster_id = fleet.cluster(clusters / 2).cluster.cluster_id;
+    // Moments after the fleet's render (three days before `now`), each just before the next
+    // checkpoint (the most arrivals after its base), and one mid-way.
+    let moments: Vec<i64> = (0..samples as i64)
+        .map(|i| {
+            let day = (i % 2) + 1;
+            let base = (now.seconds() - day * 86_400).div_euclid(every) * every;
+            base + every
+                - 60
+                - i * 7
+                - if i == samples as i64 - 1 {
+                    every / 2
+                } else {
+                    0
+                }
+        })
+        .collect();
+    for (route, path) in [
+        ("summary", "/api/v1/summary".to_owned()),
+        (
+            "apps/{app}/versions",
+            format!("/api/v1/apps/{app_name}/versions"),
+        ),
+        (
+            "clusters/{id}",
+            format!("/api/v1/clusters/{cluster_id}?history_hours=0"),
+        ),
+    ] {
+        let mut latencies = Vec::new();
+        for at in &moments {
+            // A moment of its own per route, so no route finds another's build in the cache.
+            let at = at - i64::from(route.len() as u32);
+            let started = Instant::now();
+            let response = client
+                .get(format!(
+                    "{base}{path}{}at={at}",
+                    if path.contains('?') { '&' } else { '?' }
+                ))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let body = response.text().await.unwrap();
+            assert!(status.is_success(), "{route} at {at}: {status} {body}");
+            latencies.push(started.elapsed().as_secs_f64() * 1_000.0);
+        }
+        let mut sorted = latencies.clone();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "{route}?at=: median {:.0} ms, max {:.0} ms ({} moments: {})",
+            sorted[sorted.len() / 2],
+            sorted[sorted.len() - 1],
+            latencies.len(),
+            latencies
+                .iter()
+                .map(|l| format!("{l:.0}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}
