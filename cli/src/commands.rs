@@ -50,6 +50,23 @@ impl Selection {
     }
 }
 
+/// `--at`: the hub's answer as of a past moment.
+#[derive(Debug, Clone, Args)]
+pub struct AtFlag {
+    /// The fleet as it was at this past moment (RFC 3339, `2026-11-20T14:00:00Z`, or seconds
+    /// since 1970), within the history the hub keeps; without it, now.
+    #[arg(long, env = "FLEETSCOPE_AT")]
+    pub at: Option<String>,
+}
+
+impl AtFlag {
+    fn push(&self, query: &mut Vec<(&'static str, String)>) {
+        if let Some(at) = &self.at {
+            query.push(("at", at.clone()));
+        }
+    }
+}
+
 /// `fleetscope status`.
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
@@ -57,6 +74,8 @@ pub struct StatusArgs {
     pub hub: HubConnection,
     #[command(flatten)]
     pub selection: Selection,
+    #[command(flatten)]
+    pub at: AtFlag,
     /// Only this app's instances.
     #[arg(long, env = "FLEETSCOPE_APP")]
     pub app: Option<String>,
@@ -72,6 +91,8 @@ pub struct VersionsArgs {
     pub hub: HubConnection,
     #[command(flatten)]
     pub selection: Selection,
+    #[command(flatten)]
+    pub at: AtFlag,
     /// The app.
     #[arg(env = "FLEETSCOPE_APP")]
     pub app: String,
@@ -87,6 +108,8 @@ pub struct DriftArgs {
     pub hub: HubConnection,
     #[command(flatten)]
     pub selection: Selection,
+    #[command(flatten)]
+    pub at: AtFlag,
     /// Only this app.
     #[arg(long, env = "FLEETSCOPE_APP")]
     pub app: Option<String>,
@@ -160,6 +183,7 @@ impl Command {
 async fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let client = HubClient::new(&args.hub)?;
     let mut query = args.selection.query();
+    args.at.push(&mut query);
     if let Some(app) = &args.app {
         query.push(("app", app.clone()));
     }
@@ -220,6 +244,7 @@ pub fn status_table(summary: &Summary) -> Table {
 async fn versions(args: &VersionsArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let client = HubClient::new(&args.hub)?;
     let mut query = args.selection.query();
+    args.at.push(&mut query);
     query.push(("depth", args.depth.to_string()));
     let text = client.get(&["apps", &args.app, "versions"], &query).await?;
     if args.hub.output == Output::Json {
@@ -269,6 +294,7 @@ const PAGE_LIMIT: u64 = 1000;
 async fn drift(args: &DriftArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let client = HubClient::new(&args.hub)?;
     let mut query = args.selection.query();
+    args.at.push(&mut query);
     if let Some(app) = &args.app {
         query.push(("app", app.clone()));
     }

@@ -465,6 +465,21 @@ async fn the_commands_print_the_hubs_answers_with_the_documented_exit_codes() {
         "{}",
         unreadable.error
     );
+    // `--at` reaches the hub as `at`: this hub's store has no history yet, and says so.
+    for command in ["status", "drift"] {
+        let past = run(&[
+            command,
+            "--hub-url",
+            &hub.base,
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "--at",
+            "2026-01-01T00:00:00Z",
+        ])
+        .await;
+        assert_eq!(past.code, 3, "{past:?}");
+        assert!(past.error.contains("no history is kept yet"), "{past:?}");
+    }
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ use clickhouse::Row;
 use fleetscope_model::{DriftPolicy, Timestamp};
 
 use crate::cluster::ClusterConfig;
+use crate::history;
 use crate::queries::{
     self, ClusterCountsRow, LastSeenRow, LiveObjectRow, PairCountRow, PairStateRow,
 };
@@ -114,6 +115,10 @@ pub fn read_queries_for(
     let database = config.database.as_str();
     let store = &store;
     let week_ago = now.plus_seconds(-7 * 86_400);
+    let many_clusters: Vec<String> = (0..200)
+        .map(|n| format!("case-{n:04}"))
+        .chain([cluster_id.to_owned(), "no-such-cluster".to_owned()])
+        .collect();
     let mut entries = vec![
         CatalogEntry {
             name: "applied migrations".into(),
@@ -277,6 +282,76 @@ pub fn read_queries_for(
                 crate::cluster::local_table("observed_transitions", store.cluster()).as_str(),
             ),
         ),
+        render::<history::RenderIdRow>(
+            "render in force at a moment",
+            history::render_at_query(store, now),
+        ),
+        render::<crate::ClusterRow>(
+            "inventory at a moment",
+            history::inventory_at_query(store, now, u64::MAX >> 1, None),
+        ),
+        render::<crate::ClusterRow>(
+            "one cluster's inventory row at a moment",
+            history::inventory_at_query(store, now, u64::MAX >> 1, Some(cluster_id)),
+        ),
+        render::<queries::CurrentMemberRow>(
+            "membership at a moment",
+            history::members_at_query(store, u64::MAX >> 1, None),
+        ),
+        render::<queries::CurrentMemberRow>(
+            "one cluster's membership at a moment",
+            history::members_at_query(store, u64::MAX >> 1, Some(cluster_id)),
+        ),
+        render::<DesiredRow>(
+            "desired state at a moment",
+            history::desired_at_query(store, u64::MAX >> 1, None, None),
+        ),
+        render::<DesiredRow>(
+            "one render group's desired state of one app at a moment",
+            history::desired_at_query(
+                store,
+                2,
+                Some(&format!("rg-{cluster_id}")),
+                Some(SAMPLE_APP),
+            ),
+        ),
+        render::<HeartbeatRow>(
+            "heartbeats in the hour before a moment",
+            history::heartbeats_in_window_query(store, now),
+        ),
+        render::<HeartbeatRow>(
+            "heartbeats of clusters at a moment",
+            // Many clusters at once, as the hub asks for those without a heartbeat in the hour
+            // before the moment: the test grid's ids, and one that does not exist.
+            history::heartbeats_of_clusters_at_query(
+                store,
+                now,
+                &many_clusters.iter().map(String::as_str).collect::<Vec<_>>(),
+            ),
+        ),
+        render::<history::CheckpointRow>("complete checkpoints", history::checkpoints_query(store)),
+        render::<ObservedRow>(
+            "observed state at a moment",
+            history::observed_at_query(store, week_ago, now, history::ObservedScope::All),
+        ),
+        render::<ObservedRow>(
+            "one cluster's observed state at a moment",
+            history::observed_at_query(
+                store,
+                week_ago,
+                now,
+                history::ObservedScope::Cluster(cluster_id),
+            ),
+        ),
+        render::<ObservedRow>(
+            "one app's observed state at a moment",
+            history::observed_at_query(
+                store,
+                week_ago,
+                now,
+                history::ObservedScope::App(SAMPLE_APP),
+            ),
+        ),
     ];
     if let Some(cluster) = store.cluster() {
         entries.push(render::<PartitionRow>(
@@ -327,6 +402,48 @@ pub fn maintenance_statements(database: &str) -> Vec<CatalogEntry> {
         name: "drop a day partition".into(),
         sql: drop.sql_display().to_string(),
     }]
+}
+
+/// The collector's upkeep that adds rows, rendered with samples around `now`: two
+/// checkpoints (the first from everything stored, the next from it and the arrivals after it)
+/// and their log rows. Run after the data and before the read queries, so that the reads of
+/// checkpoints have rows to read.
+pub fn upkeep_statements(database: &str, now: Timestamp) -> Vec<CatalogEntry> {
+    let store = Store::connect(&crate::StoreConfig::new("http://127.0.0.1:9", database))
+        .expect("valid sample config");
+    let first = now.plus_seconds(-3_600);
+    let next = now.plus_seconds(3_600);
+    let log = |at: Timestamp| {
+        store
+            .client()
+            .query(history::LOG_CHECKPOINT)
+            .bind(crate::to_datetime(at))
+            .bind(0u64)
+            .sql_display()
+            .to_string()
+    };
+    vec![
+        CatalogEntry {
+            name: "the first checkpoint".into(),
+            sql: history::first_checkpoint_query(&store, first)
+                .sql_display()
+                .to_string(),
+        },
+        CatalogEntry {
+            name: "the first checkpoint's log row".into(),
+            sql: log(first),
+        },
+        CatalogEntry {
+            name: "a checkpoint from the one before".into(),
+            sql: history::checkpoint_from_previous_query(&store, first, next)
+                .sql_display()
+                .to_string(),
+        },
+        CatalogEntry {
+            name: "the next checkpoint's log row".into(),
+            sql: log(next),
+        },
+    ]
 }
 
 #[derive(clickhouse::Row, serde::Deserialize)]

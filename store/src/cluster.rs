@@ -447,7 +447,7 @@ ORDER BY (cluster_id, object_kind, object_namespace, object_name)"
             .into_iter()
             .filter(|s| s.starts_with("CREATE MATERIALIZED VIEW"))
             .collect();
-        assert_eq!(views.len(), 3);
+        assert_eq!(views.len(), 6);
         assert!(views[0].starts_with(
             "CREATE MATERIALIZED VIEW IF NOT EXISTS fs.desired_latest_mv ON CLUSTER 'fleet' TO fs.desired_latest AS"
         ));
@@ -465,6 +465,13 @@ ORDER BY (cluster_id, object_kind, object_namespace, object_name)"
             "{}",
             views[2]
         );
+        // Migration 5: the inventory and membership (copied everywhere) into their history
+        // tables, and each shard's heartbeats into its own part of the heartbeat history.
+        assert!(views[3].contains("TO fs.cluster_history AS"), "{}", views[3]);
+        assert!(views[3].ends_with("FROM fs.clusters"), "{}", views[3]);
+        assert!(views[4].contains("TO fs.member_history AS"), "{}", views[4]);
+        assert!(views[5].contains("TO fs.heartbeat_history_local AS"), "{}", views[5]);
+        assert!(views[5].ends_with("FROM fs.heartbeats_local"), "{}", views[5]);
     }
 
     #[test]

@@ -77,7 +77,6 @@ pub struct MomentRow {
 pub struct CheckpointRow {
     pub taken_at: u32,
     pub objects: u64,
-    pub finished_at: u32,
 }
 
 /// The newest render rendered at or before a moment (0 when none).
@@ -208,8 +207,8 @@ ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id",
 /// Complete checkpoints, oldest first.
 pub fn checkpoints_query(store: &Store) -> Query {
     store.client().query(
-        "SELECT taken_at, last_objects AS objects, last_finished AS finished_at FROM (\
-SELECT taken_at, argMax(objects, finished_at) AS last_objects, max(finished_at) AS last_finished, \
+        "SELECT taken_at, last_objects AS objects FROM (\
+SELECT taken_at, argMax(objects, finished_at) AS last_objects, \
 argMax(dropped, finished_at) AS last_dropped FROM checkpoint_log GROUP BY taken_at) \
 WHERE last_dropped = 0 ORDER BY taken_at",
     )
@@ -228,7 +227,7 @@ pub fn observed_at_query(
         ObservedScope::All => "",
         ObservedScope::Cluster(_) => " AND cluster_id = ?",
         ObservedScope::App(_) => {
-            " AND (cluster_id, object_kind, object_namespace, object_name) IN (\
+            " AND (cluster_id, object_kind, object_namespace, object_name) GLOBAL IN (\
 SELECT cluster_id, object_kind, object_namespace, object_name FROM observed_checkpoints \
 WHERE taken_at = toDateTime(?) AND app = ? \
 UNION ALL SELECT cluster_id, object_kind, object_namespace, object_name FROM observed_arrivals \
@@ -335,7 +334,7 @@ SELECT cluster_id, render_group, render_id, removed FROM render_group_members";
 const OBJECTS_IN_CHECKPOINT: &str = "SELECT count() AS objects FROM (SELECT DISTINCT cluster_id, \
 object_kind, object_namespace, object_name FROM observed_checkpoints WHERE taken_at = toDateTime(?))";
 
-const LOG_CHECKPOINT: &str =
+pub(crate) const LOG_CHECKPOINT: &str =
     "INSERT INTO checkpoint_log (taken_at, objects, finished_at, dropped) \
 VALUES (toDateTime(?), ?, now(), 0)";
 

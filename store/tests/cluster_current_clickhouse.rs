@@ -132,6 +132,9 @@ fn clustered_schema_and_queries_run_on_the_current_engine() {
         "desired_latest_mv",
         "observed_latest_mv",
         "observed_arrivals_mv",
+        "cluster_history_mv",
+        "member_history_mv",
+        "heartbeat_history_mv",
     ] {
         expected.insert(view.to_owned(), "MaterializedView");
     }
