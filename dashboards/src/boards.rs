@@ -244,6 +244,30 @@ pub fn app_versions() -> Dashboard {
         .links("cluster_id", &[to_cluster()])
         .size(24, 9),
     )
+    .row("What clusters where $app fails share")
+    .panel(
+        Panel::table(
+            "Failure insights for $app",
+            "Attribute values (labels, groups at every level, environment, reconciler, agent version) over-represented among the clusters of the selection where the app is failed or out of sync, compared with the clusters where it is in sync. Only values on at least 2 failing clusters and not on every compared cluster, with a higher failure rate with them than without. Ranked by the two-proportion z-score (z_score), strongest first; the hub's /api/v1/insights/failures gives Fisher's exact test and whether a finding is significant.",
+        )
+        .query(Query::table(panel_sql::failure_insights(&GRAFANA)))
+        .field_unit("failure_rate_with", "percentunit")
+        .field_unit("failure_rate_without", "percentunit")
+        .size(24, 10),
+    )
+    .row("$app over time")
+    .panel(
+        Panel::timeseries(
+            "Running versions of $app over time",
+            "Clusters of the selected group and environment running each version of the app, at each checkpoint of observed state in the time range (every 6 hours by default): one series per version. Group and environment are the current inventory's. The hub's apps/{app}/versions?at= answers any moment in between.",
+        )
+        .query(Query::series(panel_sql::running_versions_over_time(&GRAFANA)))
+        .display_name("${__field.labels.version}")
+        .points()
+        .stacked()
+        .unit("short")
+        .size(24, 9),
+    )
     .build()
 }
 

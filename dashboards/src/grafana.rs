@@ -286,6 +286,21 @@ impl Panel {
         self
     }
 
+    /// Every field's name in the legend and tooltip (Grafana's display name template, such as
+    /// `${__field.labels.version}` for the series the plugin makes of a long result).
+    pub fn display_name(mut self, template: &str) -> Panel {
+        self.defaults.insert("displayName".into(), json!(template));
+        self
+    }
+
+    /// A point at every value: for series whose values are sparse samples (checkpoints).
+    pub fn points(mut self) -> Panel {
+        if let Some(custom) = self.defaults.get_mut("custom") {
+            custom["showPoints"] = json!("always");
+        }
+        self
+    }
+
     /// Stacked areas instead of lines.
     pub fn stacked(mut self) -> Panel {
         if let Some(custom) = self.defaults.get_mut("custom") {

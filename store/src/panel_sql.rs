@@ -24,7 +24,7 @@ use fleetscope_model::{DriftState, Health};
 use crate::queries::{
     classified_pairs_sql, cluster_counts_sql, desired_history_sql, observed_for_cluster_sql,
     observed_history_sql, observed_transitions_sql, pair_counts_sql, renders_between_sql,
-    rollup_trend_sql, stale_clusters_sql, CURRENT_MEMBERS, INVENTORY_CURRENT,
+    rollup_trend_sql, stale_clusters_sql, CURRENT_MEMBERS, INVENTORY_CURRENT, OBSERVED_ORDER,
 };
 
 /// The expressions a dashboard puts into its queries. String slots are SQL string
@@ -576,6 +576,129 @@ GROUP BY cluster_id\
     PanelQuery::new(sql, &["time", "clusters"])
 }
 
+/// Columns of [`failure_insights`], in order.
+pub const INSIGHT_COLUMNS: [&str; 7] = [
+    "attribute",
+    "value",
+    "failing_with",
+    "in_sync_with",
+    "failure_rate_with",
+    "failure_rate_without",
+    "z_score",
+];
+
+/// The fewest failing clusters an attribute value must be on to be listed by
+/// [`failure_insights`].
+pub const INSIGHT_MIN_FAILING_WITH: u64 = 2;
+
+/// What the clusters where the selected app fails share: the attribute values (each label
+/// `key=value`, the group at every level, the environment, the reconciler, the agent version of
+/// the last heartbeat) over-represented among the clusters of the selected group and
+/// environment where the app is failed or out of sync ("failing"), against those where it is in
+/// sync; clusters in any other state are on neither side. The comparison of the hub's
+/// `/api/v1/insights/failures`, from the classified pairs, ranked by the two-proportion
+/// z-score instead of Fisher's exact test ([`INSIGHT_COLUMNS`], strongest first).
+///
+/// The z-score compares the failure rate with the value, `a / (a + b)`, with the rate without
+/// it, `c / (c + d)`, over the pooled rate: with `n` clusters with the value, `m` without,
+/// `F = a + c` failing and `N = n + m` considered, `z = (a·N − F·n) · √(N / (n·m·F·(N − F)))`,
+/// the signed square root of Pearson's χ² of the 2×2 table. Listed are the values on at least
+/// [`INSIGHT_MIN_FAILING_WITH`] failing clusters, not on every considered cluster, with a
+/// higher failure rate with them than without.
+///
+/// Every considered cluster also carries an entry with an empty attribute, so that one pass
+/// over the exploded values counts the totals (`F` and `N − F`) too.
+pub fn failure_insights(slots: &Slots) -> PanelQuery {
+    let failing_states = [DriftState::Failed, DriftState::OutOfSync]
+        .iter()
+        .map(|state| state_literal(*state))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let considered = format!(
+        "SELECT cluster_id, group_prefixes, environment, toUInt8(state IN ({failing_states})) AS failing \
+FROM ({pairs}) WHERE app = {app} AND {in_group} AND {in_env} AND state IN ({failing_states}, {in_sync})",
+        pairs = classified_pairs(slots),
+        app = slots.app,
+        in_group = in_group(slots, "group_prefixes"),
+        in_env = in_environment(slots, "environment"),
+        in_sync = state_literal(DriftState::InSync),
+    );
+    let placed = format!(
+        "SELECT cluster_id, failing, group_prefixes, environment, reconciler, label_keys, label_values FROM (\
+{considered}) AS considered ALL INNER JOIN (\
+SELECT cluster_id, argMax(reconciler, version) AS reconciler, argMax(label_keys, version) AS label_keys, \
+argMax(label_values, version) AS label_values FROM clusters GROUP BY cluster_id\
+) AS inventory USING cluster_id"
+    );
+    let attributes =
+        "arrayConcat([('', ''), ('environment', environment), ('reconciler', reconciler), \
+('agent_version', agent_version)], arrayMap(p -> ('group', p), group_prefixes), \
+arrayMap((k, v) -> ('label', concat(k, '=', v)), label_keys, label_values))";
+    let sql = format!(
+        "SELECT attribute, value, failing_with, in_sync_with, \
+round(failing_with / (failing_with + in_sync_with), 4) AS failure_rate_with, \
+round(failing_without / (failing_without + in_sync_without), 4) AS failure_rate_without, \
+round((toFloat64(failing_with) * (failing_total + in_sync_total) - toFloat64(failing_total) * (failing_with + in_sync_with)) \
+* sqrt((failing_total + in_sync_total) / (toFloat64(failing_with + in_sync_with) * (failing_without + in_sync_without) \
+* failing_total * in_sync_total)), 3) AS z_score \
+FROM (\
+SELECT tupleElement(entry, 1) AS attribute, tupleElement(entry, 2) AS value, tupleElement(entry, 3) AS failing_with, \
+tupleElement(entry, 4) AS in_sync_with, failing_total, in_sync_total, \
+toUInt64(failing_total - failing_with) AS failing_without, toUInt64(in_sync_total - in_sync_with) AS in_sync_without FROM (\
+SELECT groupArray((attribute, value, failing_with, in_sync_with)) AS counted, sumIf(failing_with, attribute = '') AS failing_total, \
+sumIf(in_sync_with, attribute = '') AS in_sync_total FROM (\
+SELECT attribute, value, countIf(failing = 1) AS failing_with, countIf(failing = 0) AS in_sync_with FROM (\
+SELECT failing, tupleElement(entry, 1) AS attribute, tupleElement(entry, 2) AS value FROM (\
+SELECT failing, has_heartbeat, arrayJoin({attributes}) AS entry FROM (\
+SELECT * FROM ({placed}) AS placed ALL LEFT JOIN (\
+SELECT cluster_id, argMax(agent_version, seen_at) AS agent_version, toUInt8(1) AS has_heartbeat FROM heartbeats GROUP BY cluster_id\
+) AS heartbeat USING cluster_id)\
+) WHERE has_heartbeat = 1 OR tupleElement(entry, 1) != 'agent_version'\
+) GROUP BY attribute, value)\
+) ARRAY JOIN counted AS entry\
+) WHERE attribute != '' AND failing_with >= {min_failing} AND failing_without + in_sync_without > 0 \
+AND failing_with * (failing_without + in_sync_without) > failing_without * (failing_with + in_sync_with) \
+ORDER BY z_score DESC, failing_with DESC, attribute, value LIMIT {rows}",
+        min_failing = INSIGHT_MIN_FAILING_WITH,
+        rows = slots.table_rows,
+    );
+    PanelQuery::new(sql, &INSIGHT_COLUMNS)
+}
+
+/// Clusters of the selected group and environment running each version of the selected app at
+/// each checkpoint in the time range (`observed_checkpoints`): `time`, `version`, `clusters`.
+///
+/// A checkpoint holds every app object's newest row at `taken_at`, possibly more than once
+/// until merged; each object's state at a checkpoint is read through those duplicates as the
+/// store reads observed rows (newest by [`OBSERVED_ORDER`]). A cluster runs a version when its
+/// object for the app is not deleted; with several such objects, the one with the highest
+/// change number names the version, as for the classified pairs. An object is read when any of
+/// its checkpoint rows in the range names the app, so that an object whose newest row names
+/// another app is left out. The group and environment are the current inventory's.
+pub fn running_versions_over_time(slots: &Slots) -> PanelQuery {
+    let time = (slots.time_filter)("taken_at");
+    let sql = format!(
+        "SELECT time, version, count() AS clusters FROM (\
+SELECT taken_at AS time, cluster_id, argMax(obj_version, obj_seq) AS version FROM (\
+SELECT taken_at, cluster_id, object_kind, object_namespace, object_name, \
+argMax(app, {OBSERVED_ORDER}) AS obj_app, argMax(version, {OBSERVED_ORDER}) AS obj_version, \
+argMax(deleted, {OBSERVED_ORDER}) AS obj_deleted, max(seq) AS obj_seq \
+FROM observed_checkpoints WHERE {time} AND object_kind IN ({kinds}) \
+AND (cluster_id, object_kind, object_namespace, object_name) GLOBAL IN (\
+SELECT cluster_id, object_kind, object_namespace, object_name FROM observed_checkpoints WHERE {time} AND app = {app}\
+) AND cluster_id GLOBAL IN (SELECT cluster_id FROM ({inventory}) WHERE {in_group} AND {in_env}) \
+GROUP BY taken_at, cluster_id, object_kind, object_namespace, object_name\
+) WHERE obj_app = {app} AND obj_deleted = 0 GROUP BY time, cluster_id\
+) GROUP BY time, version ORDER BY time, version",
+        kinds = app_object_kinds(),
+        app = slots.app,
+        inventory = inventory(),
+        in_group = in_group(slots, "group_prefixes"),
+        in_env = in_environment(slots, "environment"),
+    );
+    PanelQuery::new(sql, &["time", "version", "clusters"])
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cluster detail
 
@@ -1047,6 +1170,8 @@ mod tests {
             versions_by_group(&SAMPLE),
             rollout_status(&SAMPLE),
             rollout_progress(&SAMPLE),
+            failure_insights(&SAMPLE),
+            running_versions_over_time(&SAMPLE),
             cluster_info(&SAMPLE),
             cluster_states(&SAMPLE),
             cluster_apps(&SAMPLE),

@@ -1,7 +1,8 @@
 //! A realistic data set for the panel queries: a generated fleet of a few hundred clusters with
 //! a rollout underway, given a history (a second render that moved the rollout app to its new
 //! version in stage, the transitions of the clusters that followed) and hourly rollup
-//! snapshots, as rows and as `INSERT` statements for engines the Rust client cannot reach.
+//! snapshots and 6-hourly checkpoints of observed state, as rows and as `INSERT` statements
+//! for engines the Rust client cannot reach.
 
 #![allow(dead_code)]
 
@@ -14,7 +15,7 @@ use fleetscope_model::{DriftPolicy, GroupPath, Health, SyncStatus, Timestamp};
 use fleetscope_store::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
 };
-use fleetscope_testkit::sql_literal::table_inserts;
+use fleetscope_testkit::sql_literal::{insert_statement, table_inserts, Literal, SqlRow};
 use serde_json::Value;
 
 pub const NOW: Timestamp = Timestamp(1_800_000_000);
@@ -34,6 +35,9 @@ pub struct Dataset {
     pub desired: Vec<DesiredRow>,
     pub observed: Vec<ObservedRow>,
     pub snapshots: Vec<RollupSnapshotRow>,
+    /// Checkpoints of every app object's state: (`taken_at`, the object's newest row received
+    /// at or before it), every 6 hours back from [`NOW`] over three days.
+    pub checkpoints: Vec<(u32, ObservedRow)>,
     pub truth: GroundTruth,
     /// The app being rolled out, its new version and the one before.
     pub rollout_app: String,
@@ -147,6 +151,8 @@ pub fn dataset(clusters: usize, apps: usize) -> Dataset {
         })
         .collect();
 
+    let checkpoints = checkpoints(&observed);
+
     Dataset {
         clusters: sims.iter().map(|s| s.cluster.clone()).collect(),
         heartbeats: sims.iter().filter_map(|s| s.heartbeat.clone()).collect(),
@@ -155,6 +161,7 @@ pub fn dataset(clusters: usize, apps: usize) -> Dataset {
         desired,
         observed,
         snapshots,
+        checkpoints,
         truth,
         rollout_app: rollout.app,
         rollout_version: rollout.version,
@@ -174,6 +181,7 @@ impl Dataset {
         out.extend(table_inserts("desired_history", &self.desired));
         out.extend(table_inserts("observed_transitions", &self.observed));
         out.extend(table_inserts("rollup_snapshots", &self.snapshots));
+        out.extend(checkpoint_inserts(&self.checkpoints));
         out
     }
 
@@ -187,6 +195,57 @@ impl Dataset {
             .expect("a group has prefixes")
             .to_string()
     }
+}
+
+/// Every 6 hours back from [`NOW`] over three days, each app object's newest row (by change
+/// number) received at or before the moment, as the hub's checkpoints hold them.
+fn checkpoints(observed: &[ObservedRow]) -> Vec<(u32, ObservedRow)> {
+    let app_kinds: Vec<&str> = fleetscope_model::state::ObjectKind::ALL
+        .iter()
+        .filter(|kind| kind.is_app_object())
+        .map(|kind| kind.as_str())
+        .collect();
+    let mut out = Vec::new();
+    for step in 0..12 {
+        let taken_at = fleetscope_store::to_datetime(NOW.plus_seconds(-step * 6 * 3600));
+        let mut newest: BTreeMap<(&str, &str, &str, &str), &ObservedRow> = BTreeMap::new();
+        for row in observed
+            .iter()
+            .filter(|r| r.received_at <= taken_at && app_kinds.contains(&r.object_kind.as_str()))
+        {
+            let key = (
+                row.cluster_id.as_str(),
+                row.object_kind.as_str(),
+                row.object_namespace.as_str(),
+                row.object_name.as_str(),
+            );
+            let held = newest.entry(key).or_insert(row);
+            if row.seq > held.seq {
+                *held = row;
+            }
+        }
+        out.extend(newest.into_values().map(|row| (taken_at, row.clone())));
+    }
+    out
+}
+
+/// `INSERT` statements for checkpoint rows: `taken_at`, then the observed columns.
+pub fn checkpoint_inserts(rows: &[(u32, ObservedRow)]) -> Vec<String> {
+    let mut columns = vec!["taken_at"];
+    columns.extend(<ObservedRow as clickhouse::Row>::COLUMN_NAMES);
+    rows.chunks(2_000)
+        .map(|chunk| {
+            let values: Vec<Vec<String>> = chunk
+                .iter()
+                .map(|(taken_at, row)| {
+                    let mut values = vec![taken_at.literal()];
+                    values.extend(row.values());
+                    values
+                })
+                .collect();
+            insert_statement("observed_checkpoints", &columns, &values)
+        })
+        .collect()
 }
 
 /// A dashboard state to expand queries for.
