@@ -467,11 +467,23 @@ ORDER BY (cluster_id, object_kind, object_namespace, object_name)"
         );
         // Migration 5: the inventory and membership (copied everywhere) into their history
         // tables, and each shard's heartbeats into its own part of the heartbeat history.
-        assert!(views[3].contains("TO fs.cluster_history AS"), "{}", views[3]);
+        assert!(
+            views[3].contains("TO fs.cluster_history AS"),
+            "{}",
+            views[3]
+        );
         assert!(views[3].ends_with("FROM fs.clusters"), "{}", views[3]);
         assert!(views[4].contains("TO fs.member_history AS"), "{}", views[4]);
-        assert!(views[5].contains("TO fs.heartbeat_history_local AS"), "{}", views[5]);
-        assert!(views[5].ends_with("FROM fs.heartbeats_local"), "{}", views[5]);
+        assert!(
+            views[5].contains("TO fs.heartbeat_history_local AS"),
+            "{}",
+            views[5]
+        );
+        assert!(
+            views[5].ends_with("FROM fs.heartbeats_local"),
+            "{}",
+            views[5]
+        );
     }
 
     #[test]

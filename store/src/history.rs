@@ -633,18 +633,18 @@ ARRAY JOIN range(?) AS k",
     }
 
     /// For each day from `from`, a heartbeat of every cluster every `every` seconds (offset by
-    /// a hash of the cluster), written straight to `heartbeat_history`.
+    /// a hash of the cluster), written straight to `heartbeat_history`, an hour per insert.
     pub async fn heartbeats(store: &Store, from: Timestamp, days: u32, every: u32) -> Result<()> {
-        let every = every.max(1);
-        for day in 0..i64::from(days) {
-            let start = from.plus_seconds(day * 86_400);
-            let sql = format!(
-                "INSERT INTO heartbeat_history ({HEARTBEAT_COLUMNS}) SELECT cluster_id, \
+        let every = every.clamp(1, 3_600);
+        let sql = format!(
+            "INSERT INTO heartbeat_history ({HEARTBEAT_COLUMNS}) SELECT cluster_id, \
 toDateTime(toUInt32(?) + k * ? + cityHash64(cluster_id) % ?) AS seen_at, agent_version, \
 reconciler_names, reconciler_versions \
 FROM (SELECT * FROM heartbeats ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id) \
-ARRAY JOIN range(intDiv(86400, ?)) AS k"
-            );
+ARRAY JOIN range(intDiv(3600, ?)) AS k"
+        );
+        for hour in 0..i64::from(days) * 24 {
+            let start = from.plus_seconds(hour * 3_600);
             store
                 .client()
                 .query(&sql)
@@ -655,7 +655,7 @@ ARRAY JOIN range(intDiv(86400, ?)) AS k"
                 .with_setting("wait_end_of_query", "1")
                 .execute()
                 .await
-                .context(|| format!("writing synthetic heartbeats of day {day}"))?;
+                .context(|| format!("writing synthetic heartbeats of hour {hour}"))?;
         }
         Ok(())
     }

@@ -206,6 +206,12 @@ pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> S
             ),
         ),
         (
+            "the fleet as it was five minutes ago (any moment since the first checkpoint)",
+            format!(
+                "{curl} \"{hub}/api/v1/summary?depth=1&at=$(( $(date +%s) - 300 ))\""
+            ),
+        ),
+        (
             "drift of one country as CSV",
             format!("{curl} '{hub}/api/v1/drift?group=emea/de&format=csv' | head"),
         ),
@@ -226,7 +232,7 @@ pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> S
     }
     let _ = writeln!(
         t,
-        "  # the same from the command line: tables, `-o json` for scripts; the gate exits 1 on fail\n  export FLEETSCOPE_HUB_URL={hub} FLEETSCOPE_HUB_TOKEN={READ_TOKEN}\n  fleetscope status\n  fleetscope versions {app}\n  fleetscope drift --state failed --limit 5\n  fleetscope gate --app {app} --version <the new version> --threshold 0.9; echo \"exit $?\"",
+        "  # the same from the command line: tables, `-o json` for scripts; the gate exits 1 on fail\n  export FLEETSCOPE_HUB_URL={hub} FLEETSCOPE_HUB_TOKEN={READ_TOKEN}\n  fleetscope status\n  fleetscope versions {app}\n  fleetscope drift --state failed --limit 5\n  fleetscope status --at \"$(date -u -d '5 minutes ago' +%Y-%m-%dT%H:%M:%SZ)\"\n  fleetscope gate --app {app} --version <the new version> --threshold 0.9; echo \"exit $?\"",
         app = e.rollout_app
     );
     let _ = writeln!(
