@@ -35,6 +35,9 @@ const HEARTBEAT_COLUMNS: &str =
 /// that window are looked up one by one in the whole history.
 pub const HEARTBEAT_WINDOW_SECONDS: i64 = 3_600;
 
+/// A writer of observed rows silent for longer than this does not hold checkpoints back.
+pub const WRITER_GONE_SECONDS: i64 = 600;
+
 /// Default spacing of observed-state checkpoints.
 pub const DEFAULT_CHECKPOINT_SECONDS: i64 = 6 * 3_600;
 
@@ -549,9 +552,10 @@ impl Store {
         let every = every.max(60);
         let mut limit = now.seconds() - settle;
         for horizon in self.arrival_horizons().await? {
-            // A writer silent for a day is gone; any other holds back what it has not made
-            // visible yet.
-            if horizon.is_heartbeat_writer() || horizon.silent_seconds > 86_400 {
+            // A writer that has published no horizon for `WRITER_GONE_SECONDS` is gone (a
+            // restarted collector writes under a new name); any other holds back what it has
+            // not made visible yet.
+            if horizon.is_heartbeat_writer() || horizon.silent_seconds > WRITER_GONE_SECONDS {
                 continue;
             }
             limit = limit.min(i64::from(horizon.visible_before) - 1);
