@@ -145,6 +145,63 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
                 }
         })
         .collect();
+    // Where a whole-fleet build's time goes, read by read (the same reads `past::build` makes),
+    // at the first moment.
+    let at = Timestamp(moments[0] - 1_000);
+    let phase = Instant::now();
+    let checkpoints = store.checkpoints().await.unwrap();
+    let checkpoint = checkpoints
+        .base_for(at)
+        .expect("a checkpoint before the moment");
+    let render = store.render_at(at).await.unwrap();
+    let tables_started = Instant::now();
+    let inventory = store.inventory_at(at, render, None).await.unwrap();
+    let members = store.members_at(render, None).await.unwrap();
+    let desired = store.desired_at(render, None, None).await.unwrap();
+    let tables = tables_started.elapsed();
+    let ids: Vec<&str> = inventory.iter().map(|c| c.cluster_id.as_str()).collect();
+    let heartbeats_started = Instant::now();
+    let heartbeats = store.heartbeats_at(at, None, &ids).await.unwrap();
+    let heartbeats_took = heartbeats_started.elapsed();
+    let observed_started = Instant::now();
+    let mut rows = 0u64;
+    store
+        .observed_at(
+            checkpoint,
+            at,
+            fleetscope_store::history::ObservedScope::All,
+            |_| rows += 1,
+        )
+        .await
+        .unwrap();
+    let observed_took = observed_started.elapsed();
+    let build_started = Instant::now();
+    let built = fleetscope_hub::past::build(
+        store,
+        at,
+        &fleetscope_hub::past::Reach::Fleet,
+        &fleet.spec().policy,
+    )
+    .await
+    .unwrap();
+    println!(
+        "one whole-fleet build at {} ({} s after its checkpoint): checkpoint list and render {:.0} ms, \
+inventory+membership+desired {:.0} ms ({} + {} + {} rows), heartbeats {:.0} ms ({} rows), \
+observed rows read and dropped {:.0} ms ({rows} rows); the whole build {:.0} ms ({} clusters)",
+        at.seconds(),
+        at.seconds() - checkpoint.seconds(),
+        (tables_started - phase).as_secs_f64() * 1e3,
+        tables.as_secs_f64() * 1e3,
+        inventory.len(),
+        members.len(),
+        desired.len(),
+        heartbeats_took.as_secs_f64() * 1e3,
+        heartbeats.len(),
+        observed_took.as_secs_f64() * 1e3,
+        build_started.elapsed().as_secs_f64() * 1e3,
+        built.clusters.len(),
+    );
+    drop(built);
     for (route, path) in [
         ("summary", "/api/v1/summary".to_owned()),
         (
