@@ -33,7 +33,7 @@ const HEARTBEAT_COLUMNS: &str =
 
 /// How far before `at` the whole-fleet heartbeat read looks; clusters without a heartbeat in
 /// that window are looked up one by one in the whole history.
-pub const HEARTBEAT_WINDOW_SECONDS: i64 = 3_600;
+pub const HEARTBEAT_WINDOW_SECONDS: i64 = 900;
 
 /// A writer of observed rows silent for longer than this does not hold checkpoints back.
 pub const WRITER_GONE_SECONDS: i64 = 600;
@@ -167,14 +167,18 @@ pub fn desired_at_query(
     query
 }
 
-/// Each cluster's newest heartbeat stamped in `(at - HEARTBEAT_WINDOW_SECONDS, at]`.
+/// Each cluster's newest heartbeat stamped in `(at - HEARTBEAT_WINDOW_SECONDS, at]` (one
+/// aggregation over those hour partitions; no sort).
 pub fn heartbeats_in_window_query(store: &Store, at: Timestamp) -> Query {
     store
         .client()
         .query(
-            "SELECT ?fields FROM heartbeat_history \
-WHERE seen_at > toDateTime(?) AND seen_at <= toDateTime(?) \
-ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id",
+            "SELECT cluster_id, last_seen AS seen_at, last_agent AS agent_version, \
+last_names AS reconciler_names, last_versions AS reconciler_versions FROM (\
+SELECT cluster_id, max(seen_at) AS last_seen, argMax(agent_version, seen_at) AS last_agent, \
+argMax(reconciler_names, seen_at) AS last_names, argMax(reconciler_versions, seen_at) AS last_versions \
+FROM heartbeat_history WHERE seen_at > toDateTime(?) AND seen_at <= toDateTime(?) \
+GROUP BY cluster_id) ORDER BY cluster_id",
         )
         .bind(to_datetime(at.plus_seconds(-HEARTBEAT_WINDOW_SECONDS)))
         .bind(to_datetime(at))
