@@ -23,21 +23,6 @@ const PANEL: &str = "panel \"Failure insights for $app\" A";
 /// clusters with the value.
 type Finding = (String, String, u64, u64);
 
-/// Rows of a `TabSeparatedWithNames` text as column → value maps.
-fn records(text: &str) -> Vec<BTreeMap<String, String>> {
-    let mut lines = text.lines();
-    let names: Vec<&str> = lines.next().unwrap_or_default().split('\t').collect();
-    lines
-        .map(|line| {
-            names
-                .iter()
-                .zip(line.split('\t'))
-                .map(|(n, v)| ((*n).to_owned(), v.to_owned()))
-                .collect()
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn the_panel_lists_the_hubs_findings_on_two_or_more_failing_clusters() {
     let data = common::dataset(300, 12);
@@ -133,7 +118,7 @@ async fn the_panel_lists_the_hubs_findings_on_two_or_more_failing_clusters() {
             .collect()
             .await
             .unwrap_or_else(|err| panic!("{app} in {group:?}: {err}\n{sql}"));
-        let rows = records(std::str::from_utf8(&bytes).expect("utf-8"));
+        let rows = common::records(std::str::from_utf8(&bytes).expect("utf-8"));
         let mut from_panel: BTreeMap<Finding, (f64, f64)> = BTreeMap::new();
         for row in &rows {
             let number = |column: &str| -> f64 {

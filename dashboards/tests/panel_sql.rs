@@ -107,21 +107,6 @@ fn cases(dashboards: &[Dashboard], scenarios: &[Scenario]) -> Vec<Case> {
     cases
 }
 
-/// Rows of a `TabSeparatedWithNames` text as column → value maps.
-fn records(text: &str) -> Vec<BTreeMap<String, String>> {
-    let mut lines = text.lines();
-    let names: Vec<&str> = lines.next().unwrap_or_default().split('\t').collect();
-    lines
-        .map(|line| {
-            names
-                .iter()
-                .zip(line.split('\t'))
-                .map(|(n, v)| ((*n).to_owned(), v.to_owned()))
-                .collect()
-        })
-        .collect()
-}
-
 async fn run_on_server(client: &clickhouse::Client, sql: &str) -> Result<String, String> {
     let mut cursor = client
         .query_raw(sql)
@@ -314,7 +299,7 @@ async fn every_panel_and_variable_query_runs_on_both_clickhouse_versions() {
         .iter()
         .position(|c| c.location == SELECTED_ROLLUP && c.scenario == FLEET)
         .expect("the overview's rollup of the fleet");
-    let fleet_rows = records(&current[fleet_case].output);
+    let fleet_rows = common::records(&current[fleet_case].output);
     assert_eq!(fleet_rows.len(), 1, "one row for the fleet");
     assert_rollup_row(&fleet_rows[0], &data.truth.rollups()[0], "chdb, the fleet");
 
@@ -424,7 +409,7 @@ async fn the_overview_rollup_is_the_store_rollup() {
         let text = run_on_server(&client, &sql)
             .await
             .unwrap_or_else(|err| panic!("{err}\n{sql}"));
-        let rows = records(&text);
+        let rows = common::records(&text);
         assert_eq!(rows.len(), 1, "one row for {path:?}: {text}");
         assert_rollup_row(&rows[0], by_group[path], "selected group");
         checked.insert(path.to_owned());
@@ -450,7 +435,7 @@ async fn the_overview_rollup_is_the_store_rollup() {
         let text = run_on_server(&client, &sql)
             .await
             .unwrap_or_else(|err| panic!("{err}\n{sql}"));
-        let rows = records(&text);
+        let rows = common::records(&text);
         let expected: Vec<&GroupRollup> = rollups
             .iter()
             .filter(|c| is_child(&c.group_path, &parent.group_path))

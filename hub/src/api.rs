@@ -150,10 +150,10 @@ async fn on_fleet_at<T: Send + 'static>(
     reach: Reach,
     f: impl FnOnce(&Fleet, Timestamp) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
-    if at.is_none() {
+    let Some(at) = at else {
         return on_fleet(state, f).await;
-    }
-    let (fleet, at) = state.fleet_at(at, reach).await?;
+    };
+    let fleet = state.fleet_at(at, reach).await?;
     tokio::task::spawn_blocking(move || f(&fleet, at))
         .await
         .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))
@@ -451,12 +451,7 @@ pub async fn cluster(
     // caller's scope is a 404 without reading ClickHouse.
     let fleet = match query.at {
         None => snapshot(&state).await?,
-        Some(_) => {
-            state
-                .fleet_at(query.at, Reach::Cluster(id.clone()))
-                .await?
-                .0
-        }
+        Some(at) => state.fleet_at(at, Reach::Cluster(id.clone())).await?,
     };
     let in_scope = fleet
         .clusters

@@ -144,21 +144,14 @@ impl AppState {
         self.index.view(self.now(), &self.policy)
     }
 
-    /// The fleet and the moment its states are right for: the live view without `at`, else
-    /// the fleet as it was at `at` (built, or kept from an earlier question about the same
+    /// The fleet as it was at `at` (built, or kept from an earlier question about the same
     /// moment and reach). A moment in the future, or before the history kept, is a 400 naming
     /// `at`.
     pub async fn fleet_at(
         self: &Arc<Self>,
-        at: Option<Timestamp>,
+        at: Timestamp,
         reach: crate::past::Reach,
-    ) -> Result<(Arc<Fleet>, Timestamp), ApiError> {
-        let Some(at) = at else {
-            let state = self.clone();
-            return tokio::task::spawn_blocking(move || state.view())
-                .await
-                .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")));
-        };
+    ) -> Result<Arc<Fleet>, ApiError> {
         let now = self.now();
         if at > now {
             return Err(ApiError::bad(
@@ -188,7 +181,7 @@ impl AppState {
                 crate::past::PastError::Store(_) => ApiError::unavailable(err.to_string()),
                 _ => ApiError::bad("at", err.to_string()),
             })?;
-        Ok((fleet, at))
+        Ok(fleet)
     }
 
     /// Computes `f` on the fleet, or takes the answer cached for the same question on the
@@ -232,10 +225,10 @@ impl AppState {
         key: String,
         f: impl FnOnce(&Fleet, Timestamp, &DriftPolicy) -> T + Send + 'static,
     ) -> Result<Arc<T>, ApiError> {
-        if at.is_none() {
+        let Some(at) = at else {
             return self.cached(key, f).await;
-        }
-        let (fleet, at) = self.fleet_at(at, reach).await?;
+        };
+        let fleet = self.fleet_at(at, reach).await?;
         let policy = self.policy;
         let value = tokio::task::spawn_blocking(move || f(&fleet, at, &policy))
             .await

@@ -70,11 +70,6 @@ pub struct RenderIdRow {
     pub render_id: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
-pub struct MomentRow {
-    pub moment: u32,
-}
-
 /// One complete checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct CheckpointRow {

@@ -317,3 +317,18 @@ impl Scenario {
             .unwrap_or_else(|err| panic!("{}: {err}", self.name))
     }
 }
+
+/// Rows of a `TabSeparatedWithNames` text as column → value maps.
+pub fn records(text: &str) -> Vec<BTreeMap<String, String>> {
+    let mut lines = text.lines();
+    let names: Vec<&str> = lines.next().unwrap_or_default().split('\t').collect();
+    lines
+        .map(|line| {
+            names
+                .iter()
+                .zip(line.split('\t'))
+                .map(|(n, v)| ((*n).to_owned(), v.to_owned()))
+                .collect()
+        })
+        .collect()
+}
