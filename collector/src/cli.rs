@@ -96,7 +96,11 @@ pub struct CollectorArgs {
     pub retention_days: u32,
     /// Hours between checkpoints of every app object's state, from which the hub answers
     /// questions about a past moment (`at`); 0 takes none, and then no moment is answerable.
-    #[arg(long, env = "FLEETSCOPE_CHECKPOINT_HOURS", default_value_t = 6)]
+    #[arg(
+        long,
+        env = "FLEETSCOPE_CHECKPOINT_HOURS",
+        default_value_t = fleetscope_store::history::DEFAULT_CHECKPOINT_HOURS
+    )]
     pub checkpoint_hours: u32,
 }
 

@@ -27,7 +27,9 @@ use fleetscope_model::drift::{
 use fleetscope_model::state::{Health, ObjectKind, SyncStatus};
 use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
 use fleetscope_store::queries::{ArrivalHorizon, ChangeMarkers, ObservedSource};
-use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow, ReasonSetRow, Store};
+use fleetscope_store::{
+    ClusterRow, DesiredRow, HeartbeatRow, ObservedRef, ObservedRow, ReasonSetRow, Store,
+};
 
 use crate::rollups::{Cells, Counted, CountedPair, Side, ANY_ENVIRONMENT};
 pub use crate::symbols::Symbols;
@@ -816,29 +818,68 @@ impl Fleet {
     /// may publish the writer's fleet between two rows, and a read that fails half way must
     /// leave the overlap where it was).
     fn apply_object(&mut self, row: &ObservedRow) -> bool {
-        let Some(kind) = ObjectKind::parse(&row.object_kind) else {
-            return false;
-        };
+        match self.prepare_object(&row.borrowed()) {
+            Some((slot, new)) => self.place_object(slot, new),
+            None => false,
+        }
+    }
+
+    /// Takes one of many observed rows, in any order, through `staged`: the row is interned
+    /// into its cluster slot and object at once, and the staged objects are placed, sorted by
+    /// cluster, when `staged` is full (and by [`Fleet::place_staged`] after the last row).
+    /// Rows read in the order they arrived touch a random cluster each; sorted, a cluster's
+    /// objects are found in memory the row before brought in. The outcome equals
+    /// [`Fleet::apply_observed`] of each row, as a row replaces an object only when it is
+    /// newer, in whatever order it comes.
+    pub fn stage_observed(&mut self, row: &ObservedRef<'_>, staged: &mut Staged) {
+        self.observed_watermark = self.observed_watermark.max(row.received_at);
+        if let Some(prepared) = self.prepare_object(row) {
+            staged.objects.push(prepared);
+        }
+        if staged.objects.len() >= staged.limit {
+            self.place_staged(staged);
+        }
+    }
+
+    /// Places the objects [`Fleet::stage_observed`] left in `staged`, sorted by cluster, and
+    /// empties it.
+    pub fn place_staged(&mut self, staged: &mut Staged) {
+        staged
+            .objects
+            .sort_unstable_by_key(|(slot, object)| (*slot, object.namespace, object.name));
+        for (slot, object) in staged.objects.drain(..) {
+            self.place_object(slot, object);
+        }
+    }
+
+    /// The cluster slot and the interned object of an observed row (`None` for a kind this
+    /// build does not know).
+    fn prepare_object(&mut self, row: &ObservedRef<'_>) -> Option<(u32, Object)> {
+        let kind = ObjectKind::parse(row.object_kind)?;
         let s = &self.symbols;
         let new = Object {
             kind,
-            namespace: s.intern(&row.object_namespace),
-            name: s.intern(&row.object_name),
-            app: s.intern(&row.app),
-            version: s.intern(&row.version),
-            content_hash: s.intern(&row.content_hash),
-            revision: s.intern(&row.applied_revision),
-            health: Health::parse(&row.health).unwrap_or(Health::Unknown),
-            sync: SyncStatus::parse(&row.sync).unwrap_or(SyncStatus::Unknown),
-            reason: s.intern(&row.reason),
-            message: s.intern(&row.message),
+            namespace: s.intern(row.object_namespace),
+            name: s.intern(row.object_name),
+            app: s.intern(row.app),
+            version: s.intern(row.version),
+            content_hash: s.intern(row.content_hash),
+            revision: s.intern(row.applied_revision),
+            health: Health::parse(row.health).unwrap_or(Health::Unknown),
+            sync: SyncStatus::parse(row.sync).unwrap_or(SyncStatus::Unknown),
+            reason: s.intern(row.reason),
+            message: s.intern(row.message),
             transitioned_at: row.transitioned_at,
             observed_at: row.observed_at,
             received_at: row.received_at,
             seq: row.seq,
             deleted: row.deleted != 0,
         };
-        let slot = self.clusters.slot_or_add(&row.cluster_id);
+        Some((self.clusters.slot_or_add(row.cluster_id), new))
+    }
+
+    /// Puts `new` in its cluster's objects when it is newer than the record held.
+    fn place_object(&mut self, slot: u32, new: Object) -> bool {
         let key = (new.kind.as_str(), new.namespace, new.name);
         let parts = &self.parts;
         let found = self
@@ -1698,6 +1739,39 @@ pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
     Ok(fleet)
 }
 
+/// Observed rows taken by [`Fleet::stage_observed`] and not yet placed.
+#[derive(Debug)]
+pub struct Staged {
+    objects: Vec<(u32, Object)>,
+    limit: usize,
+}
+
+impl Staged {
+    /// Holds up to [`STAGED_OBJECTS`] objects (about 16 MiB) before they are placed.
+    pub fn new() -> Staged {
+        Staged::with_limit(STAGED_OBJECTS)
+    }
+
+    /// Holds up to `limit` objects (at least 1) before they are placed.
+    pub fn with_limit(limit: usize) -> Staged {
+        Staged {
+            objects: Vec::new(),
+            limit: limit.max(1),
+        }
+    }
+}
+
+impl Default for Staged {
+    fn default() -> Staged {
+        Staged::new()
+    }
+}
+
+/// How many objects [`Staged::new`] holds before they are placed (64 bytes each).
+pub const STAGED_OBJECTS: usize = 1 << 18;
+
+const _: () = assert!(size_of::<(u32, Object)>() == 64);
+
 /// How long the rows of a render may stand without its `renders` row before the hub takes
 /// them as they are. A render is published in seconds, its `renders` row last; rows older than
 /// this belong to a render whose publisher stopped half-way (the next render supersedes them).
@@ -2045,7 +2119,10 @@ impl Index {
     pub async fn load(store: Store) -> fleetscope_store::Result<Index> {
         let started = Instant::now();
         let (horizons, heartbeat_horizons) = arrival_horizons(&store).await;
-        let mut fleet = load(&store).await?;
+        // Millions of rows: read on a thread of its own (see `Store::read_in_bulk`).
+        let mut fleet = store
+            .read_in_bulk(|store| async move { load(&store).await })
+            .await??;
         fleet.advance(fleetscope_runtime::clock::now(), &DriftPolicy::default());
         Ok(Index {
             store,
@@ -2650,6 +2727,80 @@ mod refresh_tests {
         // Numbers that differ only in their high half compare as numbers.
         assert!(!fleet.is_newer(&row("c1", "checkout", 1 << 32)));
         assert!(fleet.is_newer(&row("c1", "checkout", u64::MAX)));
+    }
+
+    /// Every object of a fleet, as text.
+    fn objects_of(fleet: &Fleet) -> Vec<(String, String)> {
+        let mut all = Vec::new();
+        for (id, cluster) in fleet.clusters.iter() {
+            for rec in cluster.objects.iter() {
+                let o = fleet.parts.unpack(rec);
+                let t = |n: u32| fleet.symbols.text(n).to_owned();
+                all.push((
+                    format!("{id}/{}/{}/{}", o.kind.as_str(), t(o.namespace), t(o.name)),
+                    format!(
+                        "{} {} {} {} {:?} {:?} {} {} {} {} {} {} {}",
+                        t(o.app),
+                        t(o.version),
+                        t(o.content_hash),
+                        t(o.revision),
+                        o.health,
+                        o.sync,
+                        t(o.reason),
+                        t(o.message),
+                        o.transitioned_at,
+                        o.observed_at,
+                        o.received_at,
+                        o.seq,
+                        o.deleted
+                    ),
+                ));
+            }
+        }
+        all.sort();
+        all
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Staged rows, placed in batches sorted by cluster, make the fleet that applying each
+        /// row in the order read makes (duplicates, ties on the change number, deletions and
+        /// kinds that are not app objects included).
+        #[test]
+        fn staged_rows_make_the_fleet_applied_rows_make(
+            rows in proptest::collection::vec(
+                (0..5usize, 0..4usize, 0..3u64, 0..3u32, 0..3usize, 0..2u8, 0..4usize),
+                0..120,
+            ),
+            limit in 1..40usize,
+        ) {
+            let kinds = ["HelmRelease", "Kustomization", "Application", "GitRepository"];
+            let healths = ["healthy", "progressing", "failed"];
+            let rows: Vec<ObservedRow> = rows
+                .into_iter()
+                .map(|(cluster, name, seq, received, health, deleted, kind)| ObservedRow {
+                    object_kind: kinds[kind].into(),
+                    health: healths[health].into(),
+                    version: format!("1.{health}.0"),
+                    received_at: 100 + received,
+                    deleted,
+                    ..row(&format!("c{cluster}"), &format!("app-{name}"), seq)
+                })
+                .collect();
+            let mut applied = Fleet::default();
+            for r in &rows {
+                applied.apply_observed(r);
+            }
+            let mut staged_fleet = Fleet::default();
+            let mut staged = Staged::with_limit(limit);
+            for r in &rows {
+                staged_fleet.stage_observed(&r.borrowed(), &mut staged);
+            }
+            staged_fleet.place_staged(&mut staged);
+            proptest::prop_assert_eq!(objects_of(&staged_fleet), objects_of(&applied));
+            proptest::prop_assert_eq!(staged_fleet.objects, applied.objects);
+            proptest::prop_assert_eq!(staged_fleet.observed_watermark, applied.observed_watermark);
+        }
     }
 
     #[test]

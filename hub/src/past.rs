@@ -42,7 +42,7 @@ impl Reach {
 /// Why a moment cannot be answered.
 #[derive(Debug, thiserror::Error)]
 pub enum PastError {
-    #[error("no history is kept yet: the collector takes the first checkpoint of the fleet's state within minutes of starting (--checkpoint-hours, default every 6 hours), and moments from it on can be asked for")]
+    #[error("no history is kept yet: the collector takes the first checkpoint of the fleet's state within minutes of starting (--checkpoint-hours, default every hour), and moments from it on can be asked for")]
     NoHistory,
     #[error("history is kept from {kept_from} (the oldest checkpoint; the collector's --retention-days decides how long checkpoints are kept); ask for a moment from then on")]
     BeforeHistory { kept_from: String },
@@ -70,6 +70,19 @@ fn rfc3339(at: Timestamp) -> String {
         .unwrap_or_else(|_| at.seconds().to_string())
 }
 
+/// [`build`] on a thread of its own with connections of its own
+/// ([`Store::read_in_bulk`]): a whole fleet is millions of rows.
+pub async fn build_apart(
+    store: &Store,
+    at: Timestamp,
+    reach: Reach,
+    policy: DriftPolicy,
+) -> Result<Fleet, PastError> {
+    store
+        .read_in_bulk(move |store| async move { build(&store, at, &reach, &policy).await })
+        .await?
+}
+
 /// Reads and classifies the fleet as it was at `at`.
 pub async fn build(
     store: &Store,
@@ -94,42 +107,53 @@ pub async fn build(
         Reach::App(app) => Some(app.as_str()),
         _ => None,
     };
-    let inventory = store.inventory_at(at, render, cluster).await?;
-    let members = store.members_at(render, cluster).await?;
-    let render_group = match reach {
-        Reach::Cluster(_) => Some(
-            members
-                .iter()
-                .find(|m| m.removed == 0)
-                .map(|m| m.render_group.clone())
-                .unwrap_or_default(),
-        ),
-        _ => None,
+    // Inventory, membership, desired state and heartbeats are read while the observed rows
+    // stream in (ClickHouse answers them on the other core); the fleet takes them after.
+    let tables = async {
+        let inventory = store.inventory_at(at, render, cluster).await?;
+        let members = store.members_at(render, cluster).await?;
+        let render_group = match reach {
+            Reach::Cluster(_) => Some(
+                members
+                    .iter()
+                    .find(|m| m.removed == 0)
+                    .map(|m| m.render_group.clone())
+                    .unwrap_or_default(),
+            ),
+            _ => None,
+        };
+        let desired = match render_group.as_deref() {
+            // A cluster without a render group has no desired state.
+            Some("") => Vec::new(),
+            group => store.desired_at(render, group, app).await?,
+        };
+        let ids: Vec<&str> = inventory.iter().map(|c| c.cluster_id.as_str()).collect();
+        let heartbeats = match cluster {
+            Some(id) => store.heartbeats_at(at, Some(&[id]), &[]).await?,
+            None => store.heartbeats_at(at, None, &ids).await?,
+        };
+        Ok::<_, fleetscope_store::StoreError>((
+            Tables::from_rows(inventory, members, desired),
+            heartbeats,
+            started.elapsed(),
+        ))
     };
-    let desired = match render_group.as_deref() {
-        // A cluster without a render group has no desired state.
-        Some("") => Vec::new(),
-        group => store.desired_at(render, group, app).await?,
-    };
-    let ids: Vec<&str> = inventory.iter().map(|c| c.cluster_id.as_str()).collect();
-    let heartbeats = match cluster {
-        Some(id) => store.heartbeats_at(at, Some(&[id]), &[]).await?,
-        None => store.heartbeats_at(at, None, &ids).await?,
-    };
-    let tables_read = started.elapsed();
-    let mut fleet = Fleet::default();
-    fleet.set_tables(Tables::from_rows(inventory, members, desired));
-    fleet.apply_heartbeats(heartbeats);
     let scope = match reach {
         Reach::Fleet => ObservedScope::All,
         Reach::Cluster(id) => ObservedScope::Cluster(id),
         Reach::App(app) => ObservedScope::App(app),
     };
-    let rows = store
-        .observed_at(base, at, scope, |row| {
-            fleet.apply_observed(&row);
-        })
-        .await?;
+    let mut fleet = Fleet::default();
+    let mut staged = crate::index::Staged::new();
+    let observed = store.observed_at(base, at, scope, |row| {
+        fleet.stage_observed(&row, &mut staged);
+    });
+    let (tables, rows) = tokio::join!(tables, observed);
+    let (tables, heartbeats, tables_read) = tables?;
+    let rows = rows?;
+    fleet.place_staged(&mut staged);
+    fleet.set_tables(tables);
+    fleet.apply_heartbeats(heartbeats);
     fleet.advance(at, policy);
     let fleet = fleet.snapshot();
     tracing::info!(

@@ -168,7 +168,7 @@ impl AppState {
             .past
             .try_get_with((at.seconds(), reach.clone()), async move {
                 let started = Instant::now();
-                let result = crate::past::build(state.index.store(), at, &reach, &state.policy)
+                let result = crate::past::build_apart(state.index.store(), at, reach, state.policy)
                     .await
                     .map(Arc::new);
                 state

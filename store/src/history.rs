@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
 use crate::queries::{CurrentMemberRow, OBSERVED_ORDER};
-use crate::rows::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow};
+use crate::rows::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRef};
 use crate::{from_datetime, to_datetime, Context, Result, Store};
 
 /// The observed columns, in table order (the same in every observed table).
@@ -35,11 +35,22 @@ const HEARTBEAT_COLUMNS: &str =
 /// that window are looked up one by one in the whole history.
 pub const HEARTBEAT_WINDOW_SECONDS: i64 = 900;
 
+/// How many clusters silent for longer than the window one lookup of older heartbeats names
+/// (their ids, up to 128 characters each, are bound into the query, whose size ClickHouse
+/// limits to 256 KiB).
+pub const SILENT_CLUSTERS_PER_READ: usize = 1_000;
+
 /// A writer of observed rows silent for longer than this does not hold checkpoints back.
 pub const WRITER_GONE_SECONDS: i64 = 600;
 
-/// Default spacing of observed-state checkpoints.
-pub const DEFAULT_CHECKPOINT_SECONDS: i64 = 6 * 3_600;
+/// Default spacing of observed-state checkpoints, in hours (the collector's
+/// `--checkpoint-hours`). A whole-fleet answer at a moment reads the checkpoint before it and
+/// every row that arrived since, so the spacing bounds that read: at the load test's change
+/// rate an hour of arrivals is about 40 % of a checkpoint's rows (docs/benchmarks.md).
+pub const DEFAULT_CHECKPOINT_HOURS: u32 = 1;
+
+/// [`DEFAULT_CHECKPOINT_HOURS`] in seconds.
+pub const DEFAULT_CHECKPOINT_SECONDS: i64 = DEFAULT_CHECKPOINT_HOURS as i64 * 3_600;
 
 fn app_kinds() -> &'static str {
     static KINDS: OnceLock<String> = OnceLock::new();
@@ -447,8 +458,10 @@ impl Store {
                     .copied()
                     .filter(|id| !found.contains(id))
                     .collect();
-                if !rest.is_empty() {
-                    let older: Vec<HeartbeatRow> = heartbeats_of_clusters_at_query(self, at, &rest)
+                // In parts, so that a fleet silent for a while (a collector outage) does not
+                // pass ClickHouse's limit on the size of a query.
+                for part in rest.chunks(SILENT_CLUSTERS_PER_READ) {
+                    let older: Vec<HeartbeatRow> = heartbeats_of_clusters_at_query(self, at, part)
                         .fetch_all()
                         .await
                         .context(context)?;
@@ -477,11 +490,11 @@ impl Store {
         checkpoint: Timestamp,
         at: Timestamp,
         scope: ObservedScope<'_>,
-        mut each: impl FnMut(ObservedRow),
+        mut each: impl FnMut(ObservedRef<'_>),
     ) -> Result<u64> {
         let context = || "reading observed state at a moment".to_owned();
         let mut cursor = observed_at_query(self, checkpoint, at, scope)
-            .fetch::<ObservedRow>()
+            .fetch::<ObservedRef<'_>>()
             .context(context)?;
         let mut rows = 0;
         while let Some(row) = cursor.next().await.context(context)? {

@@ -168,7 +168,53 @@ pub struct ObservedRow {
     pub deleted: u8,
 }
 
+/// An [`ObservedRow`] whose text borrows from the buffer it was read from: a read of millions
+/// of rows allocates nothing per row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Deserialize)]
+pub struct ObservedRef<'a> {
+    pub cluster_id: &'a str,
+    pub object_kind: &'a str,
+    pub object_namespace: &'a str,
+    pub object_name: &'a str,
+    pub app: &'a str,
+    pub version: &'a str,
+    pub content_hash: &'a str,
+    pub applied_revision: &'a str,
+    pub health: &'a str,
+    pub sync: &'a str,
+    pub reason: &'a str,
+    pub message: &'a str,
+    pub transitioned_at: u32,
+    pub observed_at: u32,
+    pub received_at: u32,
+    pub seq: u64,
+    pub deleted: u8,
+}
+
 impl ObservedRow {
+    /// The same row, borrowed.
+    pub fn borrowed(&self) -> ObservedRef<'_> {
+        ObservedRef {
+            cluster_id: &self.cluster_id,
+            object_kind: &self.object_kind,
+            object_namespace: &self.object_namespace,
+            object_name: &self.object_name,
+            app: &self.app,
+            version: &self.version,
+            content_hash: &self.content_hash,
+            applied_revision: &self.applied_revision,
+            health: &self.health,
+            sync: &self.sync,
+            reason: &self.reason,
+            message: &self.message,
+            transitioned_at: self.transitioned_at,
+            observed_at: self.observed_at,
+            received_at: self.received_at,
+            seq: self.seq,
+            deleted: self.deleted,
+        }
+    }
+
     /// `received_at` is the collector's clock when the change arrived.
     pub fn new(item: &ObservedItem, received_at: fleetscope_model::Timestamp) -> ObservedRow {
         ObservedRow {

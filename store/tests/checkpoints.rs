@@ -118,7 +118,7 @@ VALUES ('collector-gone', toDateTime(?), toDateTime(?), now() - 601)",
             Timestamp(DAY0 + 12 * HOUR),
             Timestamp(DAY0 + 12 * HOUR),
             fleetscope_store::history::ObservedScope::All,
-            |row| at_12.push((row.cluster_id, row.seq, row.health)),
+            |row| at_12.push((row.cluster_id.to_owned(), row.seq, row.health.to_owned())),
         )
         .await
         .unwrap();
@@ -172,4 +172,55 @@ VALUES ('collector-gone', toDateTime(?), toDateTime(?), now() - 601)",
         .await
         .unwrap();
     assert_eq!(history, 0, "the first day's heartbeat hours are dropped");
+}
+
+/// Whole-fleet heartbeats at a moment when most of the fleet had been silent for longer than
+/// the window read in one aggregation (a collector outage): each silent cluster's last
+/// heartbeat is looked up, in parts, however many ids that binds.
+#[tokio::test]
+async fn heartbeats_at_a_moment_after_a_fleet_wide_silence() {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let at = Timestamp(DAY0 + 3 * HOUR);
+    // 40-character ids: 20,000 of them bound in one query would pass ClickHouse's 256 KiB.
+    let ids: Vec<String> = (0..20_000)
+        .map(|i| format!("store-{i:05}-{}", "x".repeat(28)))
+        .collect();
+    let beat = |id: &str, seen_at: i64| HeartbeatRow {
+        cluster_id: id.to_owned(),
+        seen_at: seen_at as u32,
+        agent_version: "1.0.0".into(),
+        reconciler_names: vec![],
+        reconciler_versions: vec![],
+    };
+    let mut rows: Vec<HeartbeatRow> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| beat(id, DAY0 + HOUR + (i % 600) as i64))
+        .collect();
+    // Two clusters heard within the window, one of them also after the moment.
+    rows.push(beat(&ids[7], at.seconds() - 60));
+    rows.push(beat(&ids[8], at.seconds() - 30));
+    rows.push(beat(&ids[8], at.seconds() + 30));
+    store.insert_rows(&rows).await.unwrap();
+
+    let mut all: Vec<&str> = ids.iter().map(String::as_str).collect();
+    all.push("never-heard-from");
+    let found = store.heartbeats_at(at, None, &all).await.unwrap();
+    assert_eq!(found.len(), ids.len(), "every cluster heard from, once");
+    let by_id: std::collections::HashMap<&str, u32> = found
+        .iter()
+        .map(|row| (row.cluster_id.as_str(), row.seen_at))
+        .collect();
+    assert_eq!(by_id.len(), ids.len());
+    assert_eq!(by_id[ids[7].as_str()], (at.seconds() - 60) as u32);
+    assert_eq!(by_id[ids[8].as_str()], (at.seconds() - 30) as u32);
+    for (i, id) in ids.iter().enumerate().filter(|(i, _)| *i != 7 && *i != 8) {
+        assert_eq!(
+            by_id[id.as_str()],
+            (DAY0 + HOUR + (i % 600) as i64) as u32,
+            "{id}"
+        );
+    }
+    assert!(!by_id.contains_key("never-heard-from"));
 }
