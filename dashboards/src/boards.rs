@@ -259,7 +259,7 @@ pub fn app_versions() -> Dashboard {
     .panel(
         Panel::timeseries(
             "Running versions of $app over time",
-            "Clusters of the selected group and environment running each version of the app, at each checkpoint of observed state in the time range (every 6 hours by default): one series per version. Group and environment are the current inventory's. The hub's apps/{app}/versions?at= answers any moment in between.",
+            "Clusters of the selected group and environment running each version of the app, at the first checkpoint of observed state of every 6 hours in the time range: one series per version. Group and environment are the current inventory's. The hub's apps/{app}/versions?at= answers any moment in between.",
         )
         .query(Query::series(panel_sql::running_versions_over_time(&GRAFANA)))
         .display_name("${__field.labels.version}")

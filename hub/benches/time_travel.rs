@@ -2,15 +2,17 @@
 //! 100 apps by default) written into a private ClickHouse, then seven days of steady-state
 //! history before its `now`, written by ClickHouse itself (every app object changing status 10
 //! times a day, which is the load test's default rate: 1,000 observed rows per cluster per
-//! day; every cluster heartbeating every 30 s), the observed-state checkpoints every 6 hours as
-//! the collector takes them, and a hub on it. Prints how long each stage took and, for
+//! day; every cluster heartbeating every 30 s), the observed-state checkpoints as the collector
+//! takes them (every hour by default), and a hub on it. Prints how long each stage took and, for
 //! `summary`, `apps/{app}/versions` and `clusters/{id}` at moments spread over the last days
 //! (each a moment no earlier request asked about, so nothing is answered from the hub's
 //! cache), the latency of each request.
 //!
 //! `cargo bench -p fleetscope-hub --bench time_travel`; `FLEETSCOPE_BENCH_CLUSTERS`,
-//! `FLEETSCOPE_BENCH_APPS` and `FLEETSCOPE_BENCH_DAYS` change the size. Without `--bench` (as
-//! under `cargo test`) it runs a small fleet over two days.
+//! `FLEETSCOPE_BENCH_APPS` and `FLEETSCOPE_BENCH_DAYS` change the size;
+//! `FLEETSCOPE_BENCH_DENSE_DAYS` takes the hourly checkpoints over only that many last days and
+//! one every 6 hours before them (a shorter run; the moments asked about lie in the last two
+//! days). Without `--bench` (as under `cargo test`) it runs a small fleet over two days.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -90,10 +92,16 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
     println!("{days} days of heartbeats written: {}", seconds(started));
 
     let every = DEFAULT_CHECKPOINT_SECONDS;
+    let dense_from =
+        now.seconds() - env_number("FLEETSCOPE_BENCH_DENSE_DAYS", days as usize) as i64 * 86_400;
     let mut at = from.seconds().div_euclid(every) * every;
     let mut times = Vec::new();
     let started = Instant::now();
     while at <= now.seconds() {
+        if at < dense_from && at % (6 * 3_600) != 0 {
+            at += every;
+            continue;
+        }
         let one = Instant::now();
         store.take_checkpoint(Timestamp(at)).await.unwrap();
         times.push(one.elapsed().as_secs_f64());
@@ -164,23 +172,31 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
     let heartbeats = store.heartbeats_at(at, None, &ids).await.unwrap();
     let heartbeats_took = heartbeats_started.elapsed();
     let observed_started = Instant::now();
-    let mut rows = 0u64;
-    store
-        .observed_at(
-            checkpoint,
-            at,
-            fleetscope_store::history::ObservedScope::All,
-            |_| rows += 1,
-        )
+    // On a thread of its own, as the hub's build reads them.
+    let rows = store
+        .read_in_bulk(move |store| async move {
+            let mut rows = 0u64;
+            store
+                .observed_at(
+                    checkpoint,
+                    at,
+                    fleetscope_store::history::ObservedScope::All,
+                    fleetscope_store::history::ObservedPart::Both,
+                    |_| rows += 1,
+                )
+                .await
+                .map(|_| rows)
+        })
         .await
+        .unwrap()
         .unwrap();
     let observed_took = observed_started.elapsed();
     let build_started = Instant::now();
-    let built = fleetscope_hub::past::build(
+    let built = fleetscope_hub::past::build_apart(
         store,
         at,
-        &fleetscope_hub::past::Reach::Fleet,
-        &fleet.spec().policy,
+        fleetscope_hub::past::Reach::Fleet,
+        fleet.spec().policy,
     )
     .await
     .unwrap();

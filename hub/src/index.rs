@@ -833,8 +833,21 @@ impl Fleet {
     /// newer, in whatever order it comes.
     pub fn stage_observed(&mut self, row: &ObservedRef<'_>, staged: &mut Staged) {
         self.observed_watermark = self.observed_watermark.max(row.received_at);
-        if let Some(prepared) = self.prepare_object(row) {
-            staged.objects.push(prepared);
+        if let Some(kind) = ObjectKind::parse(row.object_kind) {
+            let memo = &mut staged.memo;
+            let object = object_of(&self.symbols, kind, row, &mut |symbols, text| {
+                memo.intern(symbols, text)
+            });
+            // Rows of one cluster come together from a checkpoint.
+            let slot = match &staged.last_cluster {
+                Some((id, slot)) if **id == *row.cluster_id => *slot,
+                _ => {
+                    let slot = self.clusters.slot_or_add(row.cluster_id);
+                    staged.last_cluster = Some((self.clusters.id(slot).clone(), slot));
+                    slot
+                }
+            };
+            staged.objects.push((slot, object));
         }
         if staged.objects.len() >= staged.limit {
             self.place_staged(staged);
@@ -856,26 +869,47 @@ impl Fleet {
     /// build does not know).
     fn prepare_object(&mut self, row: &ObservedRef<'_>) -> Option<(u32, Object)> {
         let kind = ObjectKind::parse(row.object_kind)?;
-        let s = &self.symbols;
-        let new = Object {
-            kind,
-            namespace: s.intern(row.object_namespace),
-            name: s.intern(row.object_name),
-            app: s.intern(row.app),
-            version: s.intern(row.version),
-            content_hash: s.intern(row.content_hash),
-            revision: s.intern(row.applied_revision),
-            health: Health::parse(row.health).unwrap_or(Health::Unknown),
-            sync: SyncStatus::parse(row.sync).unwrap_or(SyncStatus::Unknown),
-            reason: s.intern(row.reason),
-            message: s.intern(row.message),
-            transitioned_at: row.transitioned_at,
-            observed_at: row.observed_at,
-            received_at: row.received_at,
-            seq: row.seq,
-            deleted: row.deleted != 0,
-        };
+        let new = object_of(&self.symbols, kind, row, &mut |symbols, text| {
+            symbols.intern(text)
+        });
         Some((self.clusters.slot_or_add(row.cluster_id), new))
+    }
+
+    /// Makes the object of an observed row on any thread, its texts (the cluster id too)
+    /// numbered in `symbols`, the fleet's table (shared by its clones), into `made`; the fleet
+    /// takes it with [`Fleet::stage_made`].
+    pub fn make_object(
+        symbols: &Symbols,
+        memo: &mut crate::symbols::InternMemo,
+        row: &ObservedRef<'_>,
+        made: &mut Made,
+    ) {
+        made.received = made.received.max(row.received_at);
+        if let Some(kind) = ObjectKind::parse(row.object_kind) {
+            let object = object_of(symbols, kind, row, &mut |s, text| memo.intern(s, text));
+            made.objects
+                .push((memo.intern(symbols, row.cluster_id), object));
+        }
+    }
+
+    /// Stages the objects [`Fleet::make_object`] made with this fleet's symbols, as
+    /// [`Fleet::stage_observed`] stages rows.
+    pub fn stage_made(&mut self, made: Made, staged: &mut Staged) {
+        self.observed_watermark = self.observed_watermark.max(made.received);
+        for (cluster, object) in made.objects {
+            let slot = match staged.slots_by_symbol.get(&cluster) {
+                Some(slot) => *slot,
+                None => {
+                    let slot = self.clusters.slot_or_add(self.symbols.text(cluster));
+                    staged.slots_by_symbol.insert(cluster, slot);
+                    slot
+                }
+            };
+            staged.objects.push((slot, object));
+            if staged.objects.len() >= staged.limit {
+                self.place_staged(staged);
+            }
+        }
     }
 
     /// Puts `new` in its cluster's objects when it is newer than the record held.
@@ -1744,6 +1778,12 @@ pub async fn load(store: &Store) -> fleetscope_store::Result<Fleet> {
 pub struct Staged {
     objects: Vec<(u32, Object)>,
     limit: usize,
+    /// Texts numbered recently (use one `Staged` with one fleet).
+    memo: crate::symbols::InternMemo,
+    /// The cluster of the row before, and its slot.
+    last_cluster: Option<(Arc<str>, u32)>,
+    /// The slot of each cluster id [`Fleet::stage_made`] met, by its number in the symbols.
+    slots_by_symbol: HashMap<u32, u32>,
 }
 
 impl Staged {
@@ -1757,6 +1797,9 @@ impl Staged {
         Staged {
             objects: Vec::new(),
             limit: limit.max(1),
+            memo: crate::symbols::InternMemo::default(),
+            last_cluster: None,
+            slots_by_symbol: HashMap::new(),
         }
     }
 }
@@ -1771,6 +1814,52 @@ impl Default for Staged {
 pub const STAGED_OBJECTS: usize = 1 << 18;
 
 const _: () = assert!(size_of::<(u32, Object)>() == 64);
+
+/// The object an observed row of `kind` reports, its texts numbered by `intern` in `s`.
+fn object_of(
+    s: &Symbols,
+    kind: ObjectKind,
+    row: &ObservedRef<'_>,
+    intern: &mut impl FnMut(&Symbols, &str) -> u32,
+) -> Object {
+    Object {
+        kind,
+        namespace: intern(s, row.object_namespace),
+        name: intern(s, row.object_name),
+        app: intern(s, row.app),
+        version: intern(s, row.version),
+        content_hash: intern(s, row.content_hash),
+        revision: intern(s, row.applied_revision),
+        health: Health::parse(row.health).unwrap_or(Health::Unknown),
+        sync: SyncStatus::parse(row.sync).unwrap_or(SyncStatus::Unknown),
+        reason: intern(s, row.reason),
+        message: intern(s, row.message),
+        transitioned_at: row.transitioned_at,
+        observed_at: row.observed_at,
+        received_at: row.received_at,
+        seq: row.seq,
+        deleted: row.deleted != 0,
+    }
+}
+
+/// Objects made off the fleet's thread by [`Fleet::make_object`], for [`Fleet::stage_made`].
+#[derive(Debug, Default)]
+pub struct Made {
+    /// The number of each object's cluster id in the fleet's symbols, and the object.
+    objects: Vec<(u32, Object)>,
+    /// The newest `received_at` of the rows made.
+    received: u32,
+}
+
+impl Made {
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
 
 /// How long the rows of a render may stand without its `renders` row before the hub takes
 /// them as they are. A render is published in seconds, its `renders` row last; rows older than
@@ -2800,6 +2889,29 @@ mod refresh_tests {
             proptest::prop_assert_eq!(objects_of(&staged_fleet), objects_of(&applied));
             proptest::prop_assert_eq!(staged_fleet.objects, applied.objects);
             proptest::prop_assert_eq!(staged_fleet.observed_watermark, applied.observed_watermark);
+
+            // Half the rows made apart (as on the thread reading arrivals) in batches of
+            // `limit`, taken between the others.
+            let mut mixed = Fleet::default();
+            let symbols = mixed.symbols.clone();
+            let mut memo = crate::symbols::InternMemo::default();
+            let mut made = Made::default();
+            let mut staged = Staged::with_limit(limit);
+            for (i, r) in rows.iter().enumerate() {
+                if i % 2 == 0 {
+                    mixed.stage_observed(&r.borrowed(), &mut staged);
+                } else {
+                    Fleet::make_object(&symbols, &mut memo, &r.borrowed(), &mut made);
+                    if made.len() >= limit {
+                        mixed.stage_made(std::mem::take(&mut made), &mut staged);
+                    }
+                }
+            }
+            mixed.stage_made(made, &mut staged);
+            mixed.place_staged(&mut staged);
+            proptest::prop_assert_eq!(objects_of(&mixed), objects_of(&applied));
+            proptest::prop_assert_eq!(mixed.objects, applied.objects);
+            proptest::prop_assert_eq!(mixed.observed_watermark, applied.observed_watermark);
         }
     }
 

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fleetscope_model::{DriftPolicy, Timestamp};
-use fleetscope_store::history::ObservedScope;
+use fleetscope_store::history::{ObservedPart, ObservedScope};
 use fleetscope_store::Store;
 
-use crate::index::{Fleet, Tables};
+use crate::index::{Fleet, Made, Staged, Tables};
 
 /// What a build at a moment covers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -70,20 +70,92 @@ fn rfc3339(at: Timestamp) -> String {
         .unwrap_or_else(|_| at.seconds().to_string())
 }
 
-/// [`build`] on a thread of its own with connections of its own
-/// ([`Store::read_in_bulk`]): a whole fleet is millions of rows.
+/// The checkpoint a moment is answered from (the newest at or before it).
+async fn base_for(store: &Store, at: Timestamp) -> Result<Timestamp, PastError> {
+    let checkpoints = store.checkpoints().await?;
+    let kept_from = checkpoints.kept_from().ok_or(PastError::NoHistory)?;
+    checkpoints
+        .base_for(at)
+        .ok_or_else(|| PastError::BeforeHistory {
+            kept_from: rfc3339(kept_from),
+        })
+}
+
+/// How many objects one batch from the thread reading arrivals holds.
+const MADE_BATCH: usize = 1 << 14;
+
+/// How many batches may wait for the fleet's thread before the arrivals' thread waits.
+const MADE_BATCHES_QUEUED: usize = 4;
+
+/// Reads and classifies the fleet as it was at `at`, as [`build`] does, on two threads of
+/// their own with connections of their own ([`Store::read_in_bulk`]): one reads the tables and
+/// the checkpoint and builds the fleet; the other reads the arrivals after the checkpoint and
+/// makes their objects ([`Fleet::make_object`]), which the first places as they come. A whole
+/// fleet is millions of rows, and the fleet's thread was the bottleneck of a build on one.
 pub async fn build_apart(
     store: &Store,
     at: Timestamp,
     reach: Reach,
     policy: DriftPolicy,
 ) -> Result<Fleet, PastError> {
-    store
-        .read_in_bulk(move |store| async move { build(&store, at, &reach, &policy).await })
-        .await?
+    let started = Instant::now();
+    let base = base_for(store, at).await?;
+    let fleet = Fleet::default();
+    let symbols = fleet.symbols.clone();
+    let (send, receive) = std::sync::mpsc::sync_channel::<Made>(MADE_BATCHES_QUEUED);
+    let scope_reach = reach.clone();
+    let fleet_reach = reach.clone();
+    let arrivals = store.read_in_bulk(move |store| async move {
+        let mut memo = crate::symbols::InternMemo::default();
+        let mut made = Made::default();
+        let mut open = true;
+        store
+            .observed_at(
+                base,
+                at,
+                scope_of(&scope_reach),
+                ObservedPart::Checkpoint,
+                |row| {
+                    if !open {
+                        return;
+                    }
+                    Fleet::make_object(&symbols, &mut memo, &row, &mut made);
+                    if made.len() >= MADE_BATCH {
+                        // The fleet's thread stopped (its read failed): read on, keep nothing.
+                        open = send.send(std::mem::take(&mut made)).is_ok();
+                    }
+                },
+            )
+            .await
+            .inspect(|_| {
+                if open && !made.is_empty() {
+                    // Unsent only when the fleet's thread stopped.
+                    let _ = send.send(std::mem::take(&mut made));
+                }
+            })
+    });
+    let build = store.read_in_bulk(move |store| async move {
+        build_from(
+            &store,
+            fleet,
+            Started { at: started, base },
+            at,
+            &reach,
+            &policy,
+            Some(receive),
+        )
+        .await
+    });
+    let (arrivals, built) = tokio::join!(arrivals, build);
+    // An arrivals read that failed left the fleet without them: its error is the answer.
+    let arrival_rows = arrivals??;
+    let (fleet, built) = built??;
+    built.log(at, &reach_name(&fleet_reach), arrival_rows);
+    Ok(fleet)
 }
 
-/// Reads and classifies the fleet as it was at `at`.
+/// Reads and classifies the fleet as it was at `at` on the calling task (one connection at a
+/// time; see [`build_apart`]).
 pub async fn build(
     store: &Store,
     at: Timestamp,
@@ -91,13 +163,73 @@ pub async fn build(
     policy: &DriftPolicy,
 ) -> Result<Fleet, PastError> {
     let started = Instant::now();
-    let checkpoints = store.checkpoints().await?;
-    let kept_from = checkpoints.kept_from().ok_or(PastError::NoHistory)?;
-    let base = checkpoints
-        .base_for(at)
-        .ok_or_else(|| PastError::BeforeHistory {
-            kept_from: rfc3339(kept_from),
-        })?;
+    let base = base_for(store, at).await?;
+    let (fleet, built) = build_from(
+        store,
+        Fleet::default(),
+        Started { at: started, base },
+        at,
+        reach,
+        policy,
+        None,
+    )
+    .await?;
+    built.log(at, &reach_name(reach), 0);
+    Ok(fleet)
+}
+
+fn reach_name(reach: &Reach) -> String {
+    format!("{reach:?}")
+}
+
+/// What a build read and how long it took, for its log line.
+struct Built {
+    base: Timestamp,
+    rows: u64,
+    tables: Duration,
+    started: Instant,
+}
+
+impl Built {
+    fn log(&self, at: Timestamp, reach: &str, arrival_rows: u64) {
+        tracing::info!(
+            at = at.seconds(),
+            reach,
+            checkpoint = self.base.seconds(),
+            observed_rows = self.rows + arrival_rows,
+            tables_ms = self.tables.as_millis() as u64,
+            total_ms = self.started.elapsed().as_millis() as u64,
+            "built the fleet at a past moment"
+        );
+    }
+}
+
+/// When a build started, and its checkpoint.
+struct Started {
+    at: Instant,
+    base: Timestamp,
+}
+
+fn scope_of(reach: &Reach) -> ObservedScope<'_> {
+    match reach {
+        Reach::Fleet => ObservedScope::All,
+        Reach::Cluster(id) => ObservedScope::Cluster(id),
+        Reach::App(app) => ObservedScope::App(app),
+    }
+}
+
+/// Builds `fleet` at `at` from the checkpoint at `started.base`: with `made`, the arrivals
+/// after it come from another thread through it; without, they are read here.
+async fn build_from(
+    store: &Store,
+    fleet: Fleet,
+    started: Started,
+    at: Timestamp,
+    reach: &Reach,
+    policy: &DriftPolicy,
+    made: Option<std::sync::mpsc::Receiver<Made>>,
+) -> Result<(Fleet, Built), PastError> {
+    let Started { at: started, base } = started;
     let render = store.render_at(at).await?;
     let cluster = match reach {
         Reach::Cluster(id) => Some(id.as_str()),
@@ -108,7 +240,7 @@ pub async fn build(
         _ => None,
     };
     // Inventory, membership, desired state and heartbeats are read while the observed rows
-    // stream in (ClickHouse answers them on the other core); the fleet takes them after.
+    // stream in (ClickHouse answers them on another core); the fleet takes them after.
     let tables = async {
         let inventory = store.inventory_at(at, render, cluster).await?;
         let members = store.members_at(render, cluster).await?;
@@ -138,16 +270,36 @@ pub async fn build(
             started.elapsed(),
         ))
     };
-    let scope = match reach {
-        Reach::Fleet => ObservedScope::All,
-        Reach::Cluster(id) => ObservedScope::Cluster(id),
-        Reach::App(app) => ObservedScope::App(app),
+    let part = match made {
+        Some(_) => ObservedPart::Arrivals,
+        None => ObservedPart::Both,
     };
-    let mut fleet = Fleet::default();
-    let mut staged = crate::index::Staged::new();
-    let observed = store.observed_at(base, at, scope, |row| {
-        fleet.stage_observed(&row, &mut staged);
-    });
+    let mut fleet = fleet;
+    let mut staged = Staged::new();
+    let observed = async {
+        let mut since_drained = 0u32;
+        let rows = store
+            .observed_at(base, at, scope_of(reach), part, |row| {
+                fleet.stage_observed(&row, &mut staged);
+                since_drained += 1;
+                if since_drained == 4_096 {
+                    since_drained = 0;
+                    if let Some(made) = &made {
+                        while let Ok(batch) = made.try_recv() {
+                            fleet.stage_made(batch, &mut staged);
+                        }
+                    }
+                }
+            })
+            .await?;
+        // The rest of the arrivals, until their thread is done.
+        if let Some(made) = &made {
+            for batch in made.iter() {
+                fleet.stage_made(batch, &mut staged);
+            }
+        }
+        Ok::<_, fleetscope_store::StoreError>(rows)
+    };
     let (tables, rows) = tokio::join!(tables, observed);
     let (tables, heartbeats, tables_read) = tables?;
     let rows = rows?;
@@ -155,15 +307,13 @@ pub async fn build(
     fleet.set_tables(tables);
     fleet.apply_heartbeats(heartbeats);
     fleet.advance(at, policy);
-    let fleet = fleet.snapshot();
-    tracing::info!(
-        at = at.seconds(),
-        ?reach,
-        checkpoint = base.seconds(),
-        observed_rows = rows,
-        tables_ms = tables_read.as_millis() as u64,
-        total_ms = started.elapsed().as_millis() as u64,
-        "built the fleet at a past moment"
-    );
-    Ok(fleet)
+    Ok((
+        fleet.snapshot(),
+        Built {
+            base,
+            rows,
+            tables: tables_read,
+            started,
+        },
+    ))
 }

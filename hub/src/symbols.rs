@@ -115,6 +115,11 @@ impl<T: std::hash::Hash + Eq + Clone> Interner<T> {
         self.ids().len()
     }
 
+    /// Which table this handle shares (equal for every clone).
+    fn table_id(&self) -> usize {
+        Arc::as_ptr(&self.table) as *const () as usize
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -150,6 +155,71 @@ impl Symbols {
     }
 }
 
+/// How many texts an [`InternMemo`] remembers (a power of two).
+const MEMO_SLOTS: usize = 1 << 12;
+
+/// A small cache in front of [`Symbols::intern`] for a long run of interning (a bulk read of
+/// millions of rows whose texts repeat): a quick hash of the text picks one slot, and a slot
+/// that holds the same text gives its number without the table's lock and keyed hash. Two
+/// texts on one slot only send the second to the table, so texts from outside cannot make
+/// interning slower than the table alone. It follows one table: handed another, it forgets
+/// what it held.
+#[derive(Debug)]
+pub struct InternMemo {
+    table: usize,
+    /// (hash, number + 1); 0 is an empty slot.
+    slots: Box<[(u64, u32)]>,
+}
+
+impl Default for InternMemo {
+    fn default() -> Self {
+        InternMemo {
+            table: 0,
+            slots: vec![(0, 0); MEMO_SLOTS].into_boxed_slice(),
+        }
+    }
+}
+
+impl InternMemo {
+    /// The number of `text` in `symbols`, given now if it has none yet.
+    pub fn intern(&mut self, symbols: &Symbols, text: &str) -> u32 {
+        let table = symbols.table.table_id();
+        if self.table != table {
+            self.slots.fill((0, 0));
+            self.table = table;
+        }
+        let hash = quick_hash(text.as_bytes());
+        let slot = &mut self.slots[(hash as usize) & (MEMO_SLOTS - 1)];
+        if slot.1 != 0 && slot.0 == hash && symbols.text(slot.1 - 1) == text {
+            return slot.1 - 1;
+        }
+        let id = symbols.intern(text);
+        if let Some(stored) = id.checked_add(1) {
+            *slot = (hash, stored);
+        }
+        id
+    }
+}
+
+/// A fast, unkeyed hash of a few dozen bytes (a word at a time, multiply and rotate): good
+/// enough to spread texts over the memo's slots, which check the text itself.
+fn quick_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut hash = bytes.len() as u64;
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        hash = (hash.rotate_left(5) ^ word).wrapping_mul(K);
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut last = [0u8; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(K);
+    }
+    hash
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +244,25 @@ mod tests {
         let other = symbols.clone();
         let id = other.intern("added later");
         assert_eq!(symbols.text(id), "added later");
+    }
+
+    #[test]
+    fn the_memo_gives_the_tables_numbers_and_follows_one_table() {
+        let symbols = Symbols::default();
+        let mut memo = InternMemo::default();
+        // More texts than slots, asked twice in different orders: every number is the table's.
+        let texts: Vec<String> = (0..3 * MEMO_SLOTS).map(|i| format!("v{i}")).collect();
+        for text in texts.iter().chain(texts.iter().rev()) {
+            assert_eq!(memo.intern(&symbols, text), symbols.intern(text), "{text}");
+        }
+        assert_eq!(symbols.len(), texts.len());
+        assert_eq!(memo.intern(&symbols, ""), symbols.intern(""));
+        // Another table: the memo does not answer from the first one.
+        let other = Symbols::default();
+        other.intern("first");
+        let id = memo.intern(&other, "v100");
+        assert_eq!(other.text(id), "v100");
+        assert_eq!(id, 1);
     }
 
     #[test]

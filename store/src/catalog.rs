@@ -332,7 +332,33 @@ pub fn read_queries_for(
         render::<history::CheckpointRow>("complete checkpoints", history::checkpoints_query(store)),
         render::<ObservedRow>(
             "observed state at a moment",
-            history::observed_at_query(store, week_ago, now, history::ObservedScope::All),
+            history::observed_at_query(
+                store,
+                week_ago,
+                now,
+                history::ObservedScope::All,
+                history::ObservedPart::Both,
+            ),
+        ),
+        render::<ObservedRow>(
+            "a checkpoint's observed state",
+            history::observed_at_query(
+                store,
+                week_ago,
+                now,
+                history::ObservedScope::All,
+                history::ObservedPart::Checkpoint,
+            ),
+        ),
+        render::<ObservedRow>(
+            "observed state that arrived after a checkpoint",
+            history::observed_at_query(
+                store,
+                week_ago,
+                now,
+                history::ObservedScope::All,
+                history::ObservedPart::Arrivals,
+            ),
         ),
         render::<ObservedRow>(
             "one cluster's observed state at a moment",
@@ -341,6 +367,7 @@ pub fn read_queries_for(
                 week_ago,
                 now,
                 history::ObservedScope::Cluster(cluster_id),
+                history::ObservedPart::Both,
             ),
         ),
         render::<ObservedRow>(
@@ -350,6 +377,7 @@ pub fn read_queries_for(
                 week_ago,
                 now,
                 history::ObservedScope::App(SAMPLE_APP),
+                history::ObservedPart::Both,
             ),
         ),
     ];

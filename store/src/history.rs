@@ -227,14 +227,26 @@ WHERE last_dropped = 0 ORDER BY taken_at",
     )
 }
 
+/// Which rows of [`observed_at_query`] a read takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObservedPart {
+    /// The checkpoint's rows and the arrivals after it.
+    Both,
+    /// The checkpoint's rows only.
+    Checkpoint,
+    /// The arrivals after the checkpoint only.
+    Arrivals,
+}
+
 /// The app-object rows that decide each object's state at `at`: the checkpoint taken at
-/// `checkpoint` and the arrivals after it up to `at`, in no particular order (the reader keeps
-/// each object's newest by `OBSERVED_ORDER`).
+/// `checkpoint` and the arrivals after it up to `at` (or one `part` of them), in no particular
+/// order (the reader keeps each object's newest by `OBSERVED_ORDER`).
 pub fn observed_at_query(
     store: &Store,
     checkpoint: Timestamp,
     at: Timestamp,
     scope: ObservedScope<'_>,
+    part: ObservedPart,
 ) -> Query {
     let filter = match scope {
         ObservedScope::All => "",
@@ -253,13 +265,21 @@ WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND app = ?)"
         ObservedScope::Cluster(_) => "observed_transitions",
         _ => "observed_arrivals",
     };
-    let sql = format!(
-        "SELECT ?fields FROM (\
-SELECT {OBSERVED_COLUMNS} FROM observed_checkpoints WHERE taken_at = toDateTime(?){filter} \
-UNION ALL SELECT {OBSERVED_COLUMNS} FROM {window_table} \
-WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND object_kind IN ({kinds}){filter})",
+    let from_checkpoint = format!(
+        "SELECT {OBSERVED_COLUMNS} FROM observed_checkpoints WHERE taken_at = toDateTime(?){filter}"
+    );
+    let from_window = format!(
+        "SELECT {OBSERVED_COLUMNS} FROM {window_table} \
+WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND object_kind IN ({kinds}){filter}",
         kinds = app_kinds()
     );
+    let sql = match part {
+        ObservedPart::Both => {
+            format!("SELECT ?fields FROM ({from_checkpoint} UNION ALL {from_window})")
+        }
+        ObservedPart::Checkpoint => format!("SELECT ?fields FROM ({from_checkpoint})"),
+        ObservedPart::Arrivals => format!("SELECT ?fields FROM ({from_window})"),
+    };
     let bind_scope = |query: Query| -> Query {
         match scope {
             ObservedScope::Cluster(cluster) => query.bind(cluster),
@@ -272,11 +292,14 @@ WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND object_ki
             ObservedScope::All => query,
         }
     };
-    let query = store.client().query(&sql).bind(to_datetime(checkpoint));
-    let query = bind_scope(query)
-        .bind(to_datetime(checkpoint))
-        .bind(to_datetime(at));
-    bind_scope(query)
+    let mut query = store.client().query(&sql);
+    if part != ObservedPart::Arrivals {
+        query = bind_scope(query.bind(to_datetime(checkpoint)));
+    }
+    if part != ObservedPart::Checkpoint {
+        query = bind_scope(query.bind(to_datetime(checkpoint)).bind(to_datetime(at)));
+    }
+    query
 }
 
 /// The statement that writes the checkpoint at `at` from the one at `previous` and the
@@ -490,10 +513,11 @@ impl Store {
         checkpoint: Timestamp,
         at: Timestamp,
         scope: ObservedScope<'_>,
+        part: ObservedPart,
         mut each: impl FnMut(ObservedRef<'_>),
     ) -> Result<u64> {
         let context = || "reading observed state at a moment".to_owned();
-        let mut cursor = observed_at_query(self, checkpoint, at, scope)
+        let mut cursor = observed_at_query(self, checkpoint, at, scope, part)
             .fetch::<ObservedRef<'_>>()
             .context(context)?;
         let mut rows = 0;

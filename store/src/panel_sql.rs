@@ -665,6 +665,10 @@ ORDER BY z_score DESC, failing_with DESC, attribute, value LIMIT {rows}",
     PanelQuery::new(sql, &INSIGHT_COLUMNS)
 }
 
+/// The spacing of the checkpoints the version history panel reads: the first one of each such
+/// period in the time range.
+pub const PANEL_CHECKPOINT_SECONDS: u32 = 6 * 3_600;
+
 /// Clusters of the selected group and environment running each version of the selected app at
 /// each checkpoint in the time range (`observed_checkpoints`): `time`, `version`, `clusters`.
 ///
@@ -675,8 +679,15 @@ ORDER BY z_score DESC, failing_with DESC, attribute, value LIMIT {rows}",
 /// change number names the version, as for the classified pairs. An object is read when any of
 /// its checkpoint rows in the range names the app, so that an object whose newest row names
 /// another app is left out. The group and environment are the current inventory's.
+///
+/// Only the first checkpoint of every 6 hours is read ([`PANEL_CHECKPOINT_SECONDS`]): each
+/// costs a read of a whole checkpoint, and hourly ones over a week's range would be 168.
 pub fn running_versions_over_time(slots: &Slots) -> PanelQuery {
-    let time = (slots.time_filter)("taken_at");
+    let range = (slots.time_filter)("taken_at");
+    let time = format!(
+        "{range} AND taken_at IN (SELECT min(taken_at) FROM checkpoint_log WHERE {range} \
+GROUP BY intDiv(toUInt32(taken_at), {PANEL_CHECKPOINT_SECONDS}))"
+    );
     let sql = format!(
         "SELECT time, version, count() AS clusters FROM (\
 SELECT taken_at AS time, cluster_id, argMax(obj_version, obj_seq) AS version FROM (\

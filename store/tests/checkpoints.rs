@@ -118,6 +118,7 @@ VALUES ('collector-gone', toDateTime(?), toDateTime(?), now() - 601)",
             Timestamp(DAY0 + 12 * HOUR),
             Timestamp(DAY0 + 12 * HOUR),
             fleetscope_store::history::ObservedScope::All,
+            fleetscope_store::history::ObservedPart::Both,
             |row| at_12.push((row.cluster_id.to_owned(), row.seq, row.health.to_owned())),
         )
         .await

@@ -521,6 +521,20 @@ async fn failure_insights_put_the_planted_label_first() {
     );
 }
 
+/// The `checkpoint_log` row that lists the checkpoint at `taken_at` as complete.
+fn logged(taken_at: u32) -> String {
+    insert_statement(
+        "checkpoint_log",
+        &["taken_at", "objects", "finished_at", "dropped"],
+        &[vec![
+            taken_at.literal(),
+            1u64.literal(),
+            taken_at.literal(),
+            0u8.literal(),
+        ]],
+    )
+}
+
 /// The checkpoint rows of `rows` at `taken_at` as an `INSERT`.
 fn checkpoint_insert(taken_at: u32, rows: &[ObservedRow]) -> String {
     let mut columns = vec!["taken_at"];
@@ -613,6 +627,19 @@ async fn running_versions_over_time_count_clusters_per_version_per_checkpoint() 
             ck("cp-5", "1.2.0", 3),
         ],
     ));
+    // Complete checkpoints are listed in the log; the panel reads the first of each 6 hours.
+    for k in [8, 2, 1, 0] {
+        statements.push(logged(t(k)));
+    }
+    // An hour after t(1), in the same 6 hours: listed, but not the first, so not read.
+    statements.push(checkpoint_insert(
+        t(1) + 3_600,
+        &[ck("cp-1", "9.9.9", 7), ck("cp-2", "9.9.9", 7)],
+    ));
+    statements.push(logged(t(1) + 3_600));
+    // An hour before t(1), in the same 6 hours, still being written (not listed): not read,
+    // and t(1) stays the first.
+    statements.push(checkpoint_insert(t(1) - 3_600, &[ck("cp-1", "8.8.8", 1)]));
     execute(&client, &statements).await;
 
     let mut times = Vec::new();

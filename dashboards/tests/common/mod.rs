@@ -229,10 +229,31 @@ fn checkpoints(observed: &[ObservedRow]) -> Vec<(u32, ObservedRow)> {
     out
 }
 
-/// `INSERT` statements for checkpoint rows: `taken_at`, then the observed columns.
+/// `INSERT` statements for checkpoint rows (`taken_at`, then the observed columns), and the
+/// `checkpoint_log` rows that list each checkpoint as complete.
 pub fn checkpoint_inserts(rows: &[(u32, ObservedRow)]) -> Vec<String> {
     let mut columns = vec!["taken_at"];
     columns.extend(<ObservedRow as clickhouse::Row>::COLUMN_NAMES);
+    let mut objects: BTreeMap<u32, u64> = BTreeMap::new();
+    for (taken_at, _) in rows {
+        *objects.entry(*taken_at).or_default() += 1;
+    }
+    let log: Vec<Vec<String>> = objects
+        .iter()
+        .map(|(taken_at, objects)| {
+            vec![
+                taken_at.literal(),
+                objects.literal(),
+                taken_at.literal(),
+                0u8.literal(),
+            ]
+        })
+        .collect();
+    let log = insert_statement(
+        "checkpoint_log",
+        &["taken_at", "objects", "finished_at", "dropped"],
+        &log,
+    );
     rows.chunks(2_000)
         .map(|chunk| {
             let values: Vec<Vec<String>> = chunk
@@ -245,6 +266,7 @@ pub fn checkpoint_inserts(rows: &[(u32, ObservedRow)]) -> Vec<String> {
                 .collect();
             insert_statement("observed_checkpoints", &columns, &values)
         })
+        .chain(std::iter::once(log))
         .collect()
 }
 
