@@ -340,16 +340,7 @@ pub fn read_queries_for(
                 history::ObservedPart::Both,
             ),
         ),
-        render::<ObservedRow>(
-            "a checkpoint's observed state",
-            history::observed_at_query(
-                store,
-                week_ago,
-                now,
-                history::ObservedScope::All,
-                history::ObservedPart::Checkpoint,
-            ),
-        ),
+        // The checkpoint's part alone is the first half of "observed state at a moment".
         render::<ObservedRow>(
             "observed state that arrived after a checkpoint",
             history::observed_at_query(

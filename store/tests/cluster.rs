@@ -354,6 +354,7 @@ async fn a_cluster_answers_like_a_single_server() {
             // Raw rows for a reader that keeps the newest per key, in no particular order.
             "observed objects received since"
             | "observed state at a moment"
+            | "observed state that arrived after a checkpoint"
             | "one cluster's observed state at a moment"
             | "one app's observed state at a moment" => assert_eq!(
                 newest_per_key(&on_cluster, 4, 15),

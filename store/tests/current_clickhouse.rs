@@ -125,6 +125,7 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
         let newest_per_key = match entry.name.as_str() {
             "observed objects received since"
             | "observed state at a moment"
+            | "observed state that arrived after a checkpoint"
             | "one cluster's observed state at a moment"
             | "one app's observed state at a moment" => Some((4, 15)),
             "heartbeats since" | "heartbeats between two horizons" => Some((1, 1)),
