@@ -685,7 +685,7 @@ pub const PANEL_CHECKPOINT_SECONDS: u32 = 6 * 3_600;
 pub fn running_versions_over_time(slots: &Slots) -> PanelQuery {
     let range = (slots.time_filter)("taken_at");
     let time = format!(
-        "{range} AND taken_at IN (SELECT min(taken_at) FROM checkpoint_log WHERE {range} \
+        "{range} AND taken_at GLOBAL IN (SELECT min(taken_at) FROM checkpoint_log WHERE {range} \
 GROUP BY intDiv(toUInt32(taken_at), {PANEL_CHECKPOINT_SECONDS}))"
     );
     let sql = format!(
