@@ -5,7 +5,8 @@
 //!
 //! A build reads only what the question needs ([`Reach`]): one cluster, one app on every
 //! cluster, or everything. Built fleets are kept for a while ([`PastFleets`]), so the pages of
-//! one answer and the routes asked about the same moment share one build.
+//! one answer and the routes asked about the same moment share one build. A build runs on two
+//! threads of its own ([`build_apart`]), as a whole fleet is millions of rows.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,17 +82,19 @@ async fn base_for(store: &Store, at: Timestamp) -> Result<Timestamp, PastError> 
         })
 }
 
-/// How many objects one batch from the thread reading arrivals holds.
+/// How many objects one batch from the checkpoint's thread holds.
 const MADE_BATCH: usize = 1 << 14;
 
-/// How many batches may wait for the fleet's thread before the arrivals' thread waits.
+/// How many batches may wait for the fleet's thread before the checkpoint's thread waits.
 const MADE_BATCHES_QUEUED: usize = 4;
 
 /// Reads and classifies the fleet as it was at `at`, as [`build`] does, on two threads of
-/// their own with connections of their own ([`Store::read_in_bulk`]): one reads the tables and
-/// the checkpoint and builds the fleet; the other reads the arrivals after the checkpoint and
-/// makes their objects ([`Fleet::make_object`]), which the first places as they come. A whole
-/// fleet is millions of rows, and the fleet's thread was the bottleneck of a build on one.
+/// their own with connections of their own ([`Store::read_in_bulk`]): one reads the
+/// checkpoint and makes its objects ([`Fleet::make_object`]); the other reads the tables and
+/// the arrivals after the checkpoint, builds the fleet and places the checkpoint's objects as
+/// they come. A whole fleet is millions of rows, and the fleet's thread was the bottleneck of a
+/// build on one; with hourly checkpoints the checkpoint is the larger part, so it is the one
+/// read apart.
 pub async fn build_apart(
     store: &Store,
     at: Timestamp,
@@ -105,7 +108,7 @@ pub async fn build_apart(
     let (send, receive) = std::sync::mpsc::sync_channel::<Made>(MADE_BATCHES_QUEUED);
     let scope_reach = reach.clone();
     let fleet_reach = reach.clone();
-    let arrivals = store.read_in_bulk(move |store| async move {
+    let checkpoint = store.read_in_bulk(move |store| async move {
         let mut memo = crate::symbols::InternMemo::default();
         let mut made = Made::default();
         let mut open = true;
@@ -146,11 +149,11 @@ pub async fn build_apart(
         )
         .await
     });
-    let (arrivals, built) = tokio::join!(arrivals, build);
-    // An arrivals read that failed left the fleet without them: its error is the answer.
-    let arrival_rows = arrivals??;
+    let (checkpoint, built) = tokio::join!(checkpoint, build);
+    // A checkpoint read that failed left the fleet without its rows: its error is the answer.
+    let checkpoint_rows = checkpoint??;
     let (fleet, built) = built??;
-    built.log(at, &reach_name(&fleet_reach), arrival_rows);
+    built.log(at, &reach_name(&fleet_reach), checkpoint_rows);
     Ok(fleet)
 }
 
@@ -191,12 +194,13 @@ struct Built {
 }
 
 impl Built {
-    fn log(&self, at: Timestamp, reach: &str, arrival_rows: u64) {
+    /// `apart_rows`: the rows another thread read.
+    fn log(&self, at: Timestamp, reach: &str, apart_rows: u64) {
         tracing::info!(
             at = at.seconds(),
             reach,
             checkpoint = self.base.seconds(),
-            observed_rows = self.rows + arrival_rows,
+            observed_rows = self.rows + apart_rows,
             tables_ms = self.tables.as_millis() as u64,
             total_ms = self.started.elapsed().as_millis() as u64,
             "built the fleet at a past moment"
@@ -218,8 +222,9 @@ fn scope_of(reach: &Reach) -> ObservedScope<'_> {
     }
 }
 
-/// Builds `fleet` at `at` from the checkpoint at `started.base`: with `made`, the arrivals
-/// after it come from another thread through it; without, they are read here.
+/// Builds `fleet` at `at` from the checkpoint at `started.base`: with `made`, the checkpoint's
+/// objects come from another thread through it and only the arrivals are read here; without,
+/// both are read here.
 async fn build_from(
     store: &Store,
     fleet: Fleet,
@@ -292,7 +297,7 @@ async fn build_from(
                 }
             })
             .await?;
-        // The rest of the arrivals, until their thread is done.
+        // The rest of the checkpoint, until its thread is done.
         if let Some(made) = &made {
             for batch in made.iter() {
                 fleet.stage_made(batch, &mut staged);

@@ -329,6 +329,13 @@ pub fn read_queries_for(
                 &many_clusters.iter().map(String::as_str).collect::<Vec<_>>(),
             ),
         ),
+        render::<HeartbeatRow>(
+            "latest heartbeats of clusters",
+            history::latest_heartbeats_of_clusters_query(
+                store,
+                &many_clusters.iter().map(String::as_str).collect::<Vec<_>>(),
+            ),
+        ),
         render::<history::CheckpointRow>("complete checkpoints", history::checkpoints_query(store)),
         render::<ObservedRow>(
             "observed state at a moment",

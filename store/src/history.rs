@@ -217,6 +217,19 @@ ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id",
     query
 }
 
+/// The latest heartbeat of each of `clusters` that has one (`heartbeats` keeps one row per
+/// cluster once merged): when it is at or before a moment, it is the newest at that moment,
+/// found without reading the history.
+pub fn latest_heartbeats_of_clusters_query(store: &Store, clusters: &[&str]) -> Query {
+    store
+        .client()
+        .query(&format!(
+            "SELECT ?fields FROM (SELECT {HEARTBEAT_COLUMNS} FROM heartbeats \
+PREWHERE cluster_id IN (SELECT arrayJoin(?))) ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id"
+        ))
+        .bind(clusters)
+}
+
 /// Complete checkpoints, oldest first.
 pub fn checkpoints_query(store: &Store) -> Query {
     store.client().query(
@@ -484,10 +497,27 @@ impl Store {
                 // In parts, so that a fleet silent for a while (a collector outage) does not
                 // pass ClickHouse's limit on the size of a query.
                 for part in rest.chunks(SILENT_CLUSTERS_PER_READ) {
-                    let older: Vec<HeartbeatRow> = heartbeats_of_clusters_at_query(self, at, part)
+                    // A cluster whose latest heartbeat is at or before the moment (one silent
+                    // since, often for good) needs no look into the history, whose every
+                    // partition holds some rows of any cluster that heartbeats.
+                    let latest: Vec<HeartbeatRow> = latest_heartbeats_of_clusters_query(self, part)
                         .fetch_all()
                         .await
                         .context(context)?;
+                    let (settled, later): (Vec<HeartbeatRow>, Vec<HeartbeatRow>) = latest
+                        .into_iter()
+                        .partition(|row| i64::from(row.seen_at) <= at.seconds());
+                    rows.extend(settled);
+                    if later.is_empty() {
+                        continue;
+                    }
+                    let later: Vec<&str> =
+                        later.iter().map(|row| row.cluster_id.as_str()).collect();
+                    let older: Vec<HeartbeatRow> =
+                        heartbeats_of_clusters_at_query(self, at, &later)
+                            .fetch_all()
+                            .await
+                            .context(context)?;
                     rows.extend(older);
                 }
                 Ok(rows)

@@ -199,10 +199,12 @@ async fn heartbeats_at_a_moment_after_a_fleet_wide_silence() {
         .enumerate()
         .map(|(i, id)| beat(id, DAY0 + HOUR + (i % 600) as i64))
         .collect();
-    // Two clusters heard within the window, one of them also after the moment.
+    // Two clusters heard within the window, one of them also after the moment; one silent
+    // around the moment and heard again after it (its latest heartbeat is not the answer).
     rows.push(beat(&ids[7], at.seconds() - 60));
     rows.push(beat(&ids[8], at.seconds() - 30));
     rows.push(beat(&ids[8], at.seconds() + 30));
+    rows.push(beat(&ids[9], at.seconds() + 600));
     store.insert_rows(&rows).await.unwrap();
 
     let mut all: Vec<&str> = ids.iter().map(String::as_str).collect();
