@@ -153,7 +153,7 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
                 }
         })
         .collect();
-    // Where a whole-fleet build's time goes, read by read (the same reads `past::build` makes),
+    // Where a whole-fleet build's time goes, read by read (the same reads `past::build_apart` makes),
     // at the first moment.
     let at = Timestamp(moments[0] - 1_000);
     let phase = Instant::now();

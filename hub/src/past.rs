@@ -88,7 +88,7 @@ const MADE_BATCH: usize = 1 << 14;
 /// How many batches may wait for the fleet's thread before the checkpoint's thread waits.
 const MADE_BATCHES_QUEUED: usize = 4;
 
-/// Reads and classifies the fleet as it was at `at`, as [`build`] does, on two threads of
+/// Reads and classifies the fleet as it was at `at` on two threads of
 /// their own with connections of their own ([`Store::read_in_bulk`]): one reads the
 /// checkpoint and makes its objects ([`Fleet::make_object`]); the other reads the tables and
 /// the arrivals after the checkpoint, builds the fleet and places the checkpoint's objects as
@@ -107,7 +107,6 @@ pub async fn build_apart(
     let symbols = fleet.symbols.clone();
     let (send, receive) = std::sync::mpsc::sync_channel::<Made>(MADE_BATCHES_QUEUED);
     let scope_reach = reach.clone();
-    let fleet_reach = reach.clone();
     let checkpoint = store.read_in_bulk(move |store| async move {
         let mut memo = crate::symbols::InternMemo::default();
         let mut made = Made::default();
@@ -145,44 +144,17 @@ pub async fn build_apart(
             at,
             &reach,
             &policy,
-            Some(receive),
+            receive,
         )
         .await
+        .map(|(fleet, built)| (fleet, built, reach))
     });
     let (checkpoint, built) = tokio::join!(checkpoint, build);
     // A checkpoint read that failed left the fleet without its rows: its error is the answer.
     let checkpoint_rows = checkpoint??;
-    let (fleet, built) = built??;
-    built.log(at, &reach_name(&fleet_reach), checkpoint_rows);
+    let (fleet, built, reach) = built??;
+    built.log(at, &reach, checkpoint_rows);
     Ok(fleet)
-}
-
-/// Reads and classifies the fleet as it was at `at` on the calling task (one connection at a
-/// time; see [`build_apart`]).
-pub async fn build(
-    store: &Store,
-    at: Timestamp,
-    reach: &Reach,
-    policy: &DriftPolicy,
-) -> Result<Fleet, PastError> {
-    let started = Instant::now();
-    let base = base_for(store, at).await?;
-    let (fleet, built) = build_from(
-        store,
-        Fleet::default(),
-        Started { at: started, base },
-        at,
-        reach,
-        policy,
-        None,
-    )
-    .await?;
-    built.log(at, &reach_name(reach), 0);
-    Ok(fleet)
-}
-
-fn reach_name(reach: &Reach) -> String {
-    format!("{reach:?}")
 }
 
 /// What a build read and how long it took, for its log line.
@@ -195,10 +167,10 @@ struct Built {
 
 impl Built {
     /// `apart_rows`: the rows another thread read.
-    fn log(&self, at: Timestamp, reach: &str, apart_rows: u64) {
+    fn log(&self, at: Timestamp, reach: &Reach, apart_rows: u64) {
         tracing::info!(
             at = at.seconds(),
-            reach,
+            ?reach,
             checkpoint = self.base.seconds(),
             observed_rows = self.rows + apart_rows,
             tables_ms = self.tables.as_millis() as u64,
@@ -222,9 +194,8 @@ fn scope_of(reach: &Reach) -> ObservedScope<'_> {
     }
 }
 
-/// Builds `fleet` at `at` from the checkpoint at `started.base`: with `made`, the checkpoint's
-/// objects come from another thread through it and only the arrivals are read here; without,
-/// both are read here.
+/// Builds `fleet` at `at` from the checkpoint at `started.base`: the checkpoint's objects come
+/// from another thread through `made`; the tables and the arrivals are read here.
 async fn build_from(
     store: &Store,
     fleet: Fleet,
@@ -232,7 +203,7 @@ async fn build_from(
     at: Timestamp,
     reach: &Reach,
     policy: &DriftPolicy,
-    made: Option<std::sync::mpsc::Receiver<Made>>,
+    made: std::sync::mpsc::Receiver<Made>,
 ) -> Result<(Fleet, Built), PastError> {
     let Started { at: started, base } = started;
     let render = store.render_at(at).await?;
@@ -275,33 +246,25 @@ async fn build_from(
             started.elapsed(),
         ))
     };
-    let part = match made {
-        Some(_) => ObservedPart::Arrivals,
-        None => ObservedPart::Both,
-    };
     let mut fleet = fleet;
     let mut staged = Staged::new();
     let observed = async {
         let mut since_drained = 0u32;
         let rows = store
-            .observed_at(base, at, scope_of(reach), part, |row| {
+            .observed_at(base, at, scope_of(reach), ObservedPart::Arrivals, |row| {
                 fleet.stage_observed(&row, &mut staged);
                 since_drained += 1;
                 if since_drained == 4_096 {
                     since_drained = 0;
-                    if let Some(made) = &made {
-                        while let Ok(batch) = made.try_recv() {
-                            fleet.stage_made(batch, &mut staged);
-                        }
+                    while let Ok(batch) = made.try_recv() {
+                        fleet.stage_made(batch, &mut staged);
                     }
                 }
             })
             .await?;
         // The rest of the checkpoint, until its thread is done.
-        if let Some(made) = &made {
-            for batch in made.iter() {
-                fleet.stage_made(batch, &mut staged);
-            }
+        for batch in made.iter() {
+            fleet.stage_made(batch, &mut staged);
         }
         Ok::<_, fleetscope_store::StoreError>(rows)
     };
