@@ -663,6 +663,11 @@ pub mod synthetic {
     /// stored (in `observed_latest`), at moments spread over the day by a hash of the object,
     /// alternating `progressing` and `healthy` and ending healthy, with change numbers above
     /// every stored one; written to `observed_transitions` (and so to its views).
+    ///
+    /// The objects are copied once into a scratch table (`synthetic_base`, dropped at the end),
+    /// and each round of changes (one per object, a `1/changes` slice of a day) is one insert:
+    /// a whole day of a 30,000-cluster fleet in one insert (30 million rows across 24 hourly
+    /// partitions of `observed_arrivals`) went over ClickHouse's per-query memory limit.
     pub async fn steady_changes(
         store: &Store,
         from: Timestamp,
@@ -670,35 +675,54 @@ pub mod synthetic {
         changes: u32,
     ) -> Result<()> {
         let changes = changes.max(2);
-        for day in 0..i64::from(days) {
-            let start = from.plus_seconds(day * 86_400);
-            let sql = format!(
-                "INSERT INTO observed_transitions SELECT cluster_id, object_kind, object_namespace, \
-object_name, app, version, content_hash, applied_revision, \
-if(k % 2 = 0, 'progressing', 'healthy') AS health, sync, reason, message, \
-toDateTime(toUInt32(?) + intDiv(86400 * k, ?) + cityHash64(cluster_id, object_name) % intDiv(86400, ?)) AS transitioned_at, \
-transitioned_at AS observed_at, transitioned_at AS received_at, \
-toUInt64(1000000 + ? * ? + k) AS seq, toUInt8(0) AS deleted \
-FROM (SELECT * FROM observed_latest WHERE object_kind IN ({kinds}) \
+        let client = store.client();
+        client
+            .query("DROP TABLE IF EXISTS synthetic_base")
+            .execute()
+            .await
+            .context(|| "dropping an old synthetic base".to_string())?;
+        let base = format!(
+            "CREATE TABLE synthetic_base ENGINE = MergeTree ORDER BY tuple() AS \
+SELECT * FROM observed_latest WHERE object_kind IN ({kinds}) \
 ORDER BY cluster_id, object_kind, object_namespace, object_name, seq DESC \
-LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name) \
-ARRAY JOIN range(?) AS k",
-                kinds = app_kinds()
-            );
-            store
-                .client()
-                .query(&sql)
-                .bind(to_datetime(start))
-                .bind(changes)
-                .bind(changes)
-                .bind(day as u64)
-                .bind(u64::from(changes))
-                .bind(changes)
-                .with_setting("wait_end_of_query", "1")
-                .execute()
-                .await
-                .context(|| format!("writing synthetic changes of day {day}"))?;
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
+            kinds = app_kinds()
+        );
+        client
+            .query(&base)
+            .with_setting("wait_end_of_query", "1")
+            .execute()
+            .await
+            .context(|| "copying the objects the synthetic changes start from".to_string())?;
+        let sql = "INSERT INTO observed_transitions SELECT cluster_id, object_kind, \
+object_namespace, object_name, app, version, content_hash, applied_revision, \
+if(? % 2 = 0, 'progressing', 'healthy') AS health, sync, reason, message, \
+toDateTime(toUInt32(?) + cityHash64(cluster_id, object_name) % intDiv(86400, ?)) AS transitioned_at, \
+transitioned_at AS observed_at, transitioned_at AS received_at, \
+toUInt64(1000000 + ?) AS seq, toUInt8(0) AS deleted \
+FROM synthetic_base";
+        for day in 0..i64::from(days) {
+            for k in 0..changes {
+                let round_start =
+                    from.plus_seconds(day * 86_400 + 86_400 * i64::from(k) / i64::from(changes));
+                let seq = day as u64 * u64::from(changes) + u64::from(k);
+                client
+                    .query(sql)
+                    .bind(k)
+                    .bind(to_datetime(round_start))
+                    .bind(changes)
+                    .bind(seq)
+                    .with_setting("wait_end_of_query", "1")
+                    .execute()
+                    .await
+                    .context(|| format!("writing synthetic changes of day {day}, round {k}"))?;
+            }
         }
+        client
+            .query("DROP TABLE IF EXISTS synthetic_base")
+            .execute()
+            .await
+            .context(|| "dropping the synthetic base".to_string())?;
         Ok(())
     }
 
