@@ -73,6 +73,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    state: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
     phase: String,
 }
@@ -182,6 +187,7 @@ impl HubMetrics {
         generation: u64,
         objects: usize,
         symbols: usize,
+        past_builds: PastBuilds,
     ) -> String {
         let mut registry = Registry::default();
         let clusters = Family::<GroupLabels, Gauge>::default();
@@ -265,6 +271,22 @@ impl HubMetrics {
             "Distinct strings held in the hub's index",
             symbols_gauge,
         );
+        let builds = Family::<BuildLabels, Gauge>::default();
+        for (state, count) in [
+            ("waiting", past_builds.waiting),
+            ("building", past_builds.building),
+        ] {
+            builds
+                .get_or_create(&BuildLabels {
+                    state: state.to_owned(),
+                })
+                .set(count as i64);
+        }
+        registry.register(
+            "fleetscope_hub_past_builds",
+            "Builds of the fleet at a past moment (`at`) waiting for their turn, and under way",
+            builds,
+        );
         registry.register(
             "fleetscope_hub_requests",
             "HTTP requests per route pattern, method and status",
@@ -315,6 +337,13 @@ impl HubMetrics {
             .expect("writing to a String does not fail");
         text
     }
+}
+
+/// Builds of the fleet at past moments now (see `crate::past::Past`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PastBuilds {
+    pub waiting: usize,
+    pub building: usize,
 }
 
 /// One group's numbers for the metrics.

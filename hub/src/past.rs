@@ -4,10 +4,11 @@
 //! the live fleet with.
 //!
 //! A build reads only what the question needs ([`Reach`]): one cluster, one app on every
-//! cluster, or everything. Built fleets are kept for a while ([`PastFleets`]), so the pages of
+//! cluster, or everything. Built fleets are kept for a while ([`Past`]), so the pages of
 //! one answer and the routes asked about the same moment share one build. A build runs on two
 //! threads of its own ([`build_apart`]), as a whole fleet is millions of rows.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,15 +55,139 @@ pub enum PastError {
 /// How long a built fleet is kept after its build.
 pub const KEPT_FOR: Duration = Duration::from_secs(300);
 
+/// How many builds of a whole fleet may run at once, and of one app on every cluster; more
+/// wait their turn (one cluster's build takes none). A whole fleet is as large as the live one
+/// and keeps two threads busy for seconds.
+pub const FLEET_BUILDS_AT_ONCE: usize = 2;
+pub const APP_BUILDS_AT_ONCE: usize = 8;
+
 /// Built fleets by (moment, reach), weighed so that at most two whole fleets are held.
 pub type PastFleets = moka::future::Cache<(i64, Reach), Arc<Fleet>>;
 
-pub fn cache() -> PastFleets {
-    moka::future::Cache::builder()
-        .weigher(|(_, reach): &(i64, Reach), _| reach.weight())
-        .max_capacity(2 * u64::from(Reach::Fleet.weight()))
-        .time_to_live(KEPT_FOR)
-        .build()
+/// The fleets built at past moments, and the turns for building them.
+///
+/// A build runs as a task of its own, holding its turn until it is done: a request that gives
+/// up (its deadline, a client gone) neither stops the build nor frees its turn early, so
+/// requests asked again and again cannot start more builds than the turns allow, and the
+/// finished build is kept for the next request about the same moment and reach.
+#[derive(Clone, Debug)]
+pub struct Past {
+    pub fleets: PastFleets,
+    fleet_turns: Arc<tokio::sync::Semaphore>,
+    app_turns: Arc<tokio::sync::Semaphore>,
+    /// Builds waiting for their turn, and building.
+    waiting: Arc<AtomicUsize>,
+    building: Arc<AtomicUsize>,
+}
+
+impl Default for Past {
+    fn default() -> Past {
+        Past {
+            fleets: moka::future::Cache::builder()
+                .weigher(|(_, reach): &(i64, Reach), _| reach.weight())
+                .max_capacity(2 * u64::from(Reach::Fleet.weight()))
+                .time_to_live(KEPT_FOR)
+                .build(),
+            fleet_turns: Arc::new(tokio::sync::Semaphore::new(FLEET_BUILDS_AT_ONCE)),
+            app_turns: Arc::new(tokio::sync::Semaphore::new(APP_BUILDS_AT_ONCE)),
+            waiting: Arc::default(),
+            building: Arc::default(),
+        }
+    }
+}
+
+/// A build's turn; given back when dropped.
+#[derive(Debug)]
+pub struct Turn {
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    building: Arc<AtomicUsize>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.building.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts a build waiting for its turn while it lives.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Past {
+    /// Waits for a turn to build `reach`, in the order asked.
+    pub async fn turn(&self, reach: &Reach) -> Turn {
+        let turns = match reach {
+            Reach::Fleet => Some(&self.fleet_turns),
+            Reach::App(_) => Some(&self.app_turns),
+            Reach::Cluster(_) => None,
+        };
+        let permit = match turns {
+            Some(turns) => {
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let _waiting = Waiting(self.waiting.clone());
+                // The semaphores are never closed.
+                turns.clone().acquire_owned().await.ok()
+            }
+            None => None,
+        };
+        self.building.fetch_add(1, Ordering::Relaxed);
+        Turn {
+            _permit: permit,
+            building: self.building.clone(),
+        }
+    }
+
+    /// How many builds wait for their turn now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// How many builds are under way now.
+    pub fn building(&self) -> usize {
+        self.building.load(Ordering::Relaxed)
+    }
+
+    /// The fleet at `at` for `reach`: kept from an earlier build, or built in its turn.
+    /// `done` is called with each build's outcome and duration (from its turn, not its wait).
+    pub async fn fleet_at(
+        &self,
+        store: Store,
+        at: Timestamp,
+        reach: Reach,
+        policy: DriftPolicy,
+        done: impl FnOnce(bool, Duration) + Send + 'static,
+    ) -> Result<Arc<Fleet>, Arc<PastError>> {
+        let key = (at.seconds(), reach.clone());
+        let past = self.clone();
+        self.fleets
+            .try_get_with(key.clone(), async move {
+                let build = tokio::spawn(async move {
+                    let _turn = past.turn(&reach).await;
+                    // A build that ran while this one waited may have left the answer.
+                    if let Some(fleet) = past.fleets.get(&key).await {
+                        return Ok(fleet);
+                    }
+                    let started = Instant::now();
+                    let result = build_apart(&store, at, reach, policy).await.map(Arc::new);
+                    done(result.is_ok(), started.elapsed());
+                    if let Ok(fleet) = &result {
+                        past.fleets.insert(key, fleet.clone()).await;
+                    }
+                    result
+                });
+                build.await.map_err(|err| {
+                    PastError::Store(fleetscope_store::StoreError::Runtime(format!(
+                        "the build stopped: {err}"
+                    )))
+                })?
+            })
+            .await
+    }
 }
 
 fn rfc3339(at: Timestamp) -> String {
@@ -284,4 +409,64 @@ async fn build_from(
             started,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn builds_beyond_the_turns_wait_until_one_is_given_back() {
+        let past = Past::default();
+        let mut fleets = Vec::new();
+        for _ in 0..FLEET_BUILDS_AT_ONCE {
+            fleets.push(
+                past.turn(&Reach::Fleet)
+                    .now_or_never()
+                    .expect("a free turn"),
+            );
+        }
+        let mut apps = Vec::new();
+        for i in 0..APP_BUILDS_AT_ONCE {
+            let reach = Reach::App(format!("app-{i}"));
+            apps.push(past.turn(&reach).now_or_never().expect("a free turn"));
+        }
+        assert_eq!(past.building(), FLEET_BUILDS_AT_ONCE + APP_BUILDS_AT_ONCE);
+
+        let mut next_fleet = Box::pin(past.turn(&Reach::Fleet));
+        assert!((&mut next_fleet).now_or_never().is_none());
+        let app_x = Reach::App("app-x".into());
+        let mut next_app = Box::pin(past.turn(&app_x));
+        assert!((&mut next_app).now_or_never().is_none());
+        assert_eq!(past.waiting(), 2);
+        // One cluster's build takes no turn.
+        let cluster = past.turn(&Reach::Cluster("c1".into())).now_or_never();
+        assert!(cluster.is_some());
+        drop(cluster);
+
+        // A turn given back goes to the build that waited, of the same reach only.
+        drop(apps.pop());
+        assert!((&mut next_fleet).now_or_never().is_none());
+        let app_turn = (&mut next_app).now_or_never().expect("the app's turn");
+        drop(fleets.pop());
+        let fleet_turn = (&mut next_fleet).now_or_never().expect("the fleet's turn");
+        assert_eq!(past.waiting(), 0);
+        assert_eq!(past.building(), FLEET_BUILDS_AT_ONCE + APP_BUILDS_AT_ONCE);
+        drop((app_turn, fleet_turn, fleets, apps));
+        assert_eq!(past.building(), 0);
+
+        // A request that stops waiting takes nothing with it.
+        let mut held: Vec<Turn> = Vec::new();
+        for _ in 0..FLEET_BUILDS_AT_ONCE {
+            held.push(past.turn(&Reach::Fleet).now_or_never().unwrap());
+        }
+        let mut given_up = Box::pin(past.turn(&Reach::Fleet));
+        assert!((&mut given_up).now_or_never().is_none());
+        drop(given_up);
+        assert_eq!(past.waiting(), 0);
+        drop(held.pop());
+        assert!(past.turn(&Reach::Fleet).now_or_never().is_some());
+    }
 }

@@ -87,7 +87,7 @@ pub struct AppState {
     pub policy: DriftPolicy,
     pub cache: moka::future::Cache<String, Arc<dyn std::any::Any + Send + Sync>>,
     /// Fleets built at past moments (`at`), see [`crate::past`].
-    pub past: crate::past::PastFleets,
+    pub past: crate::past::Past,
     pub metrics: HubMetrics,
     /// A fixed clock for tests; `None` reads the system clock.
     pub fixed_now: Option<Timestamp>,
@@ -116,7 +116,7 @@ impl AppState {
                 .max_capacity(256)
                 .time_to_live(CACHE_TTL)
                 .build(),
-            past: crate::past::cache(),
+            past: crate::past::Past::default(),
             metrics: HubMetrics::new(metrics),
             fixed_now: None,
             last_refresh: AtomicI64::new(clock::now().seconds()),
@@ -166,16 +166,13 @@ impl AppState {
         let state = self.clone();
         let fleet = self
             .past
-            .try_get_with((at.seconds(), reach.clone()), async move {
-                let started = Instant::now();
-                let result = crate::past::build_apart(state.index.store(), at, reach, state.policy)
-                    .await
-                    .map(Arc::new);
-                state
-                    .metrics
-                    .query("fleet at a past moment", result.is_ok(), started.elapsed());
-                result
-            })
+            .fleet_at(
+                self.index.store().clone(),
+                at,
+                reach,
+                self.policy,
+                move |ok, took| state.metrics.query("fleet at a past moment", ok, took),
+            )
             .await
             .map_err(|err| match &*err {
                 crate::past::PastError::Store(_) => ApiError::unavailable(err.to_string()),
@@ -337,7 +334,13 @@ async fn metrics_endpoint(
     let (generation, objects, symbols) = state
         .index
         .read(|f| (f.generation, f.objects, f.symbols.len()));
-    let mut text = state.metrics.render(&rollup, generation, objects, symbols);
+    let past_builds = crate::metrics::PastBuilds {
+        waiting: state.past.waiting(),
+        building: state.past.building(),
+    };
+    let mut text = state
+        .metrics
+        .render(&rollup, generation, objects, symbols, past_builds);
     // The reload metrics go before the closing `# EOF`.
     if text.ends_with("# EOF\n") {
         text.truncate(text.len() - "# EOF\n".len());

@@ -544,3 +544,100 @@ async fn answers_at_past_moments_equal_the_live_answers_recorded_then() {
     assert_eq!(c6["stale"], true);
     assert_eq!(c6["last_seen"], "2027-01-16T21:55:00Z", "{c6}");
 }
+
+/// A request that gives up on a build of a past moment (its deadline, a client gone) leaves the
+/// build to finish in its turn and be kept: asking again is answered from it, and requests
+/// asked again and again cannot start more builds than the turns allow.
+#[tokio::test]
+async fn a_build_given_up_on_finishes_in_its_turn_and_is_kept() {
+    use fleetscope_hub::past::{Past, Reach, FLEET_BUILDS_AT_ONCE};
+
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let mut sim = Sim {
+        seq: [0; 6],
+        version: BTreeMap::new(),
+        healthy: BTreeMap::new(),
+    };
+    let rows: Vec<ClusterRow> = CLUSTERS
+        .iter()
+        .map(|id| inventory(id, "emea/de", "prod", T0, false))
+        .collect();
+    store.insert_rows(&rows).await.unwrap();
+    let members: Vec<MembershipRow> = CLUSTERS
+        .iter()
+        .map(|id| member(id, "rg-1", T0, false))
+        .collect();
+    store.insert_rows(&members).await.unwrap();
+    store
+        .insert_rows(&[desired("rg-1", "api", "1.0.0", T0)])
+        .await
+        .unwrap();
+    store.insert_rows(&[render_row(T0, 6)]).await.unwrap();
+    let mut observed = Vec::new();
+    for c in 0..6 {
+        sim.version.insert((c, "api"), "1.0.0");
+        observed.push(sim.row(c, "api", T0 + 60, false));
+    }
+    store.insert_rows(&observed).await.unwrap();
+    store.take_checkpoint(Timestamp(T0 + HOUR)).await.unwrap();
+
+    let past = Past::default();
+    let at = Timestamp(T0 + HOUR + 600);
+    let key = (at.seconds(), Reach::Fleet);
+    // Every whole-fleet turn is taken: the request's build waits for one.
+    let mut held = Vec::new();
+    for _ in 0..FLEET_BUILDS_AT_ONCE {
+        held.push(past.turn(&Reach::Fleet).await);
+    }
+    let request = {
+        let (past, store) = (past.clone(), store.clone());
+        tokio::spawn(async move {
+            past.fleet_at(store, at, Reach::Fleet, DriftPolicy::default(), |_, _| {})
+                .await
+        })
+    };
+    let waited = tokio::time::Instant::now();
+    while past.waiting() == 0 {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(30),
+            "the request's build never asked for a turn"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The request gives up; then the turns come free.
+    request.abort();
+    assert!(request.await.unwrap_err().is_cancelled());
+    assert_eq!(
+        past.waiting(),
+        1,
+        "the build still waits after its request is gone"
+    );
+    drop(held);
+    let waited = tokio::time::Instant::now();
+    let fleet = loop {
+        if let Some(fleet) = past.fleets.get(&key).await {
+            break fleet;
+        }
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "the build given up on was not kept"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(fleet.clusters.len(), CLUSTERS.len());
+    assert_eq!(fleet.objects, CLUSTERS.len());
+    // Asking again is answered from it: no new build.
+    let again = past
+        .fleet_at(
+            store.clone(),
+            at,
+            Reach::Fleet,
+            DriftPolicy::default(),
+            |_, _| panic!("built again"),
+        )
+        .await
+        .unwrap();
+    assert!(Arc::ptr_eq(&fleet, &again));
+    assert_eq!((past.waiting(), past.building()), (0, 0));
+}
