@@ -1327,11 +1327,48 @@ impl Fleet {
     pub fn settle(&mut self) -> usize {
         self.symbols.intern("");
         let dirty = std::mem::take(&mut self.upkeep.dirty);
+        if self.cells.is_empty() {
+            self.count_from_nothing(&dirty);
+            return dirty.len();
+        }
         for slot in &dirty {
             self.clusters.trim(*slot);
             self.recount(*slot);
         }
         dirty.len()
+    }
+
+    /// [`Fleet::settle`] when nothing is counted yet (no cell counts a cluster, so no cluster
+    /// is counted): each touched cluster is worked out, and the cells are built at once from
+    /// what they count as ([`crate::rollups::build`]) rather than counted into one by one. A
+    /// fleet loaded or built at a past moment starts here, with every cluster touched.
+    fn count_from_nothing(&mut self, dirty: &BTreeSet<u32>) {
+        for slot in dirty {
+            self.clusters.trim(*slot);
+            let (counted, deadline) = self.counted_of(self.clusters.rec(*slot));
+            debug_assert!(self.clusters.rec(*slot).counted.is_none());
+            if let Some(old) = self.clusters.rec(*slot).deadline {
+                self.upkeep.timers.remove(&(old, *slot));
+            }
+            if let Some(new) = deadline {
+                self.upkeep.timers.insert((new, *slot));
+            }
+            if counted.as_ref().is_some_and(|c| c.stale) {
+                Arc::make_mut(&mut self.stale).insert(*slot);
+            }
+            if counted.is_none() && self.clusters.rec(*slot).deadline == deadline {
+                continue;
+            }
+            if counted.is_some() {
+                self.generation += 1;
+            }
+            let cluster = self.clusters.rec_mut(*slot);
+            cluster.deadline = deadline;
+            cluster.counted = counted.map(Arc::new);
+        }
+        let cells =
+            crate::rollups::build(self.clusters.values().filter_map(|c| c.counted.as_deref()));
+        self.cells = Arc::new(cells);
     }
 
     /// Moves the clock to `now` (re-classifying the clusters whose deadlines came) and settles

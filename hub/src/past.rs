@@ -287,6 +287,10 @@ struct Built {
     base: Timestamp,
     rows: u64,
     tables: Duration,
+    /// Until every row was read (and the checkpoint's made into objects).
+    read: Duration,
+    /// Until the staged objects were placed.
+    placed: Duration,
     started: Instant,
 }
 
@@ -299,6 +303,9 @@ impl Built {
             checkpoint = self.base.seconds(),
             observed_rows = self.rows + apart_rows,
             tables_ms = self.tables.as_millis() as u64,
+            read_ms = self.read.as_millis() as u64,
+            place_ms = (self.placed - self.read).as_millis() as u64,
+            classify_ms = (self.started.elapsed() - self.placed).as_millis() as u64,
             total_ms = self.started.elapsed().as_millis() as u64,
             "built the fleet at a past moment"
         );
@@ -396,7 +403,9 @@ async fn build_from(
     let (tables, rows) = tokio::join!(tables, observed);
     let (tables, heartbeats, tables_read) = tables?;
     let rows = rows?;
+    let read = started.elapsed();
     fleet.place_staged(&mut staged);
+    let placed = started.elapsed();
     fleet.set_tables(tables);
     fleet.apply_heartbeats(heartbeats);
     fleet.advance(at, policy);
@@ -406,6 +415,8 @@ async fn build_from(
             base,
             rows,
             tables: tables_read,
+            read,
+            placed,
             started,
         },
     ))

@@ -526,6 +526,151 @@ pub fn from_scratch<'a>(counted: impl IntoIterator<Item = &'a Counted>) -> Cells
     cells
 }
 
+/// A cell's counts while the cells are built at once ([`build`]): its apps' entries in one
+/// sorted list.
+#[derive(Debug, Default)]
+struct Tally {
+    counts: Counts,
+    apps: Vec<(u32, AppCell)>,
+}
+
+impl Tally {
+    /// Counts one cluster in: `pairs` sorted by app, as are the entries, so one walk over both
+    /// finds every entry (a group's clusters mostly have the same apps: an entry is rarely
+    /// inserted).
+    fn count_in(&mut self, counted: &Counted) {
+        self.counts.clusters += 1;
+        if counted.stale {
+            self.counts.stale_clusters += 1;
+        }
+        let mut at = 0;
+        for pair in counted.pairs() {
+            let app = pair.app();
+            while at < self.apps.len() && self.apps[at].0 < app {
+                at += 1;
+            }
+            if at == self.apps.len() || self.apps[at].0 != app {
+                self.apps.insert(at, (app, AppCell::default()));
+            }
+            let state = state_index(pair.state());
+            self.counts.pairs[state] += 1;
+            let entry = &mut self.apps[at].1;
+            bump32(&mut entry.pairs[state], true);
+            if let Some(v) = pair.desired_version() {
+                bump_version(&mut entry.versions, v, Side::Desired, true);
+            }
+            if let Some(v) = pair.observed_version() {
+                bump_version(&mut entry.versions, v, Side::Running, true);
+            }
+            at += 1;
+        }
+    }
+
+    /// Adds what `other` counts.
+    fn add(&mut self, other: &Tally) {
+        self.counts.clusters += other.counts.clusters;
+        self.counts.stale_clusters += other.counts.stale_clusters;
+        for (mine, theirs) in self.counts.pairs.iter_mut().zip(other.counts.pairs) {
+            *mine += theirs;
+        }
+        let mut at = 0;
+        for (app, cell) in &other.apps {
+            while at < self.apps.len() && self.apps[at].0 < *app {
+                at += 1;
+            }
+            if at == self.apps.len() || self.apps[at].0 != *app {
+                self.apps.insert(at, (*app, cell.clone()));
+            } else {
+                let entry = &mut self.apps[at].1;
+                for (mine, theirs) in entry.pairs.iter_mut().zip(cell.pairs) {
+                    *mine = mine
+                        .checked_add(theirs)
+                        .expect("fewer than 4 billion clusters in a cell");
+                }
+                for v in &cell.versions {
+                    let i = match entry
+                        .versions
+                        .binary_search_by_key(&v.version, |e| e.version)
+                    {
+                        Ok(i) => i,
+                        Err(i) => {
+                            entry.versions.insert(
+                                i,
+                                VersionCount {
+                                    version: v.version,
+                                    desired: 0,
+                                    running: 0,
+                                },
+                            );
+                            i
+                        }
+                    };
+                    let e = &mut entry.versions[i];
+                    e.desired = e
+                        .desired
+                        .checked_add(v.desired)
+                        .expect("fewer than 4 billion clusters in a cell");
+                    e.running = e
+                        .running
+                        .checked_add(v.running)
+                        .expect("fewer than 4 billion clusters in a cell");
+                }
+            }
+            at += 1;
+        }
+    }
+
+    fn into_cell(self) -> Cell {
+        Cell {
+            counts: self.counts,
+            chunks: self.apps.chunks(CELL_CHUNK).map(Arc::from).collect(),
+        }
+    }
+}
+
+/// The cells a set of counted clusters makes, built at once: equal to [`from_scratch`] (and
+/// to counting them in one by one, the same cells shared between an environment and all
+/// environments), for a fleet counted from nothing (the index's first load, a fleet at a past
+/// moment). [`apply`] counts each cluster into every cell of its prefixes (a group's depth
+/// times two, a hundred apps each); here each cluster is counted once, into the tally of its
+/// group and environment, and each group's tally is then added to its prefixes' cells.
+pub fn build<'a>(counted: impl IntoIterator<Item = &'a Counted>) -> Cells {
+    let mut groups: HashMap<(&'a [u32], u32), Tally> = HashMap::new();
+    for c in counted {
+        groups
+            .entry((&c.prefixes[..], c.environment))
+            .or_default()
+            .count_in(c);
+    }
+    let mut tallies: HashMap<(u32, u32), Tally> = HashMap::new();
+    for ((prefixes, environment), tally) in &groups {
+        for prefix in prefixes.iter() {
+            for key in [(*prefix, *environment), (*prefix, ANY_ENVIRONMENT)] {
+                tallies.entry(key).or_default().add(tally);
+            }
+        }
+    }
+    let mut cells: Cells = tallies
+        .into_iter()
+        .map(|(key, tally)| (key, Arc::new(tally.into_cell())))
+        .collect();
+    let one_environment: Vec<(u32, u32)> = cells
+        .iter()
+        .filter(|((prefix, environment), one)| {
+            *environment != ANY_ENVIRONMENT
+                && cells
+                    .get(&(*prefix, ANY_ENVIRONMENT))
+                    .is_some_and(|all| all.counts.clusters == one.counts.clusters)
+        })
+        .map(|(key, _)| *key)
+        .collect();
+    for (prefix, environment) in one_environment {
+        let one = cells[&(prefix, environment)].clone();
+        cells.insert((prefix, ANY_ENVIRONMENT), one);
+    }
+    cells
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -768,5 +913,73 @@ mod tests {
         let mut cells = Cells::new();
         replace(&mut cells, None, Some(&before[0]));
         assert_eq!(cells, from_scratch([&before[0]]));
+    }
+
+    /// Which keys hold the same cell as the key of all environments of their prefix.
+    fn shared_keys(cells: &Cells) -> Vec<(u32, u32)> {
+        let mut keys: Vec<(u32, u32)> = cells
+            .iter()
+            .filter(|((prefix, environment), one)| {
+                *environment != ANY_ENVIRONMENT
+                    && cells
+                        .get(&(*prefix, ANY_ENVIRONMENT))
+                        .is_some_and(|all| Arc::ptr_eq(one, all))
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// Cells built at once equal the cells of counting each cluster in one by one, shared
+        /// between an environment and all environments where those are (groups nested and
+        /// not, several environments in a prefix and one, stale clusters, pairs without a
+        /// desired or a running version, apps a group's clusters do not all have).
+        #[test]
+        fn cells_built_at_once_equal_cells_counted_one_by_one(
+            clusters in proptest::collection::vec(
+                (
+                    0..5usize,
+                    0..3u32,
+                    proptest::bool::ANY,
+                    proptest::collection::btree_map(0..40u32, (0..8usize, 0..4u32, 0..4u32), 0..12),
+                ),
+                0..60,
+            ),
+        ) {
+            // The fleet (0), two regions (1, 2), two groups in region 1 (3, 4), one in 2 (5).
+            let groups: [&[u32]; 5] = [&[0], &[0, 1], &[0, 1, 3], &[0, 1, 4], &[0, 2, 5]];
+            let counted: Vec<Counted> = clusters
+                .iter()
+                .map(|(group, environment, stale, pairs)| {
+                    Counted::new(
+                        groups[*group].to_vec(),
+                        100 + environment,
+                        *stale,
+                        pairs
+                            .iter()
+                            .map(|(app, (state, desired, running))| {
+                                CountedPair::new(
+                                    *app,
+                                    DriftState::ALL[*state],
+                                    (*desired > 0).then_some(200 + desired),
+                                    (*running > 0).then_some(200 + running),
+                                )
+                            })
+                            .collect(),
+                        None,
+                    )
+                })
+                .collect();
+            let one_by_one = from_scratch(&counted);
+            let built = build(&counted);
+            proptest::prop_assert_eq!(&built, &one_by_one);
+            proptest::prop_assert_eq!(shared_keys(&built), shared_keys(&one_by_one));
+            for cell in built.values() {
+                check_chunks(cell);
+            }
+        }
     }
 }
