@@ -347,7 +347,8 @@ pub fn read_queries_for(
                 history::ObservedPart::Both,
             ),
         ),
-        // The checkpoint's part alone is the first half of "observed state at a moment".
+        // The arrivals' part on its own; the checkpoint's part alone is the first half of the
+        // query above.
         render::<ObservedRow>(
             "observed state that arrived after a checkpoint",
             history::observed_at_query(

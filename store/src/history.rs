@@ -230,14 +230,19 @@ PREWHERE cluster_id IN (SELECT arrayJoin(?))) ORDER BY cluster_id, seen_at DESC 
         .bind(clusters)
 }
 
-/// Complete checkpoints, oldest first.
-pub fn checkpoints_query(store: &Store) -> Query {
-    store.client().query(
-        "SELECT taken_at, last_objects AS objects FROM (\
+/// The complete checkpoints (`taken_at`, `objects`): those whose newest `checkpoint_log` row
+/// lists them and does not mark them dropped. A checkpoint still being written has no row yet;
+/// retention marks one dropped before its rows go.
+pub(crate) const COMPLETE_CHECKPOINTS: &str = "SELECT taken_at, last_objects AS objects FROM (\
 SELECT taken_at, argMax(objects, finished_at) AS last_objects, \
 argMax(dropped, finished_at) AS last_dropped FROM checkpoint_log GROUP BY taken_at) \
-WHERE last_dropped = 0 ORDER BY taken_at",
-    )
+WHERE last_dropped = 0";
+
+/// Complete checkpoints, oldest first.
+pub fn checkpoints_query(store: &Store) -> Query {
+    store
+        .client()
+        .query(&format!("{COMPLETE_CHECKPOINTS} ORDER BY taken_at"))
 }
 
 /// Which rows of [`observed_at_query`] a read takes.

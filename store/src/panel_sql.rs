@@ -680,13 +680,14 @@ pub const PANEL_CHECKPOINT_SECONDS: u32 = 6 * 3_600;
 /// its checkpoint rows in the range names the app, so that an object whose newest row names
 /// another app is left out. The group and environment are the current inventory's.
 ///
-/// Only the first checkpoint of every 6 hours is read ([`PANEL_CHECKPOINT_SECONDS`]): each
-/// costs a read of a whole checkpoint, and hourly ones over a week's range would be 168.
+/// Only the first complete checkpoint of every 6 hours is read ([`PANEL_CHECKPOINT_SECONDS`]):
+/// each costs a read of a whole checkpoint, and hourly ones over a week's range would be 168.
 pub fn running_versions_over_time(slots: &Slots) -> PanelQuery {
     let range = (slots.time_filter)("taken_at");
     let time = format!(
-        "{range} AND taken_at GLOBAL IN (SELECT min(taken_at) FROM checkpoint_log WHERE {range} \
-GROUP BY intDiv(toUInt32(taken_at), {PANEL_CHECKPOINT_SECONDS}))"
+        "{range} AND taken_at GLOBAL IN (SELECT min(taken_at) FROM ({complete}) WHERE {range} \
+GROUP BY intDiv(toUInt32(taken_at), {PANEL_CHECKPOINT_SECONDS}))",
+        complete = crate::history::COMPLETE_CHECKPOINTS
     );
     let sql = format!(
         "SELECT time, version, count() AS clusters FROM (\

@@ -523,14 +523,19 @@ async fn failure_insights_put_the_planted_label_first() {
 
 /// The `checkpoint_log` row that lists the checkpoint at `taken_at` as complete.
 fn logged(taken_at: u32) -> String {
+    log_row(taken_at, taken_at, 0)
+}
+
+/// A `checkpoint_log` row about the checkpoint at `taken_at`, written at `finished_at`.
+fn log_row(taken_at: u32, finished_at: u32, dropped: u8) -> String {
     insert_statement(
         "checkpoint_log",
         &["taken_at", "objects", "finished_at", "dropped"],
         &[vec![
             taken_at.literal(),
             1u64.literal(),
-            taken_at.literal(),
-            0u8.literal(),
+            finished_at.literal(),
+            dropped.literal(),
         ]],
     )
 }
@@ -640,6 +645,11 @@ async fn running_versions_over_time_count_clusters_per_version_per_checkpoint() 
     // An hour before t(1), in the same 6 hours, still being written (not listed): not read,
     // and t(1) stays the first.
     statements.push(checkpoint_insert(t(1) - 3_600, &[ck("cp-1", "8.8.8", 1)]));
+    // An hour before t(2), in the same 6 hours, listed and then marked dropped (retention under
+    // way, its rows not gone yet): not read, and t(2) is the first.
+    statements.push(checkpoint_insert(t(2) - 3_600, &[ck("cp-1", "7.7.7", 1)]));
+    statements.push(logged(t(2) - 3_600));
+    statements.push(log_row(t(2) - 3_600, t(0) + 60, 1));
     execute(&client, &statements).await;
 
     let mut times = Vec::new();
