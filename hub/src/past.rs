@@ -394,9 +394,18 @@ async fn build_from(
                 }
             })
             .await?;
-        // The rest of the checkpoint, until its thread is done.
-        for batch in made.iter() {
-            fleet.stage_made(batch, &mut staged);
+        // The rest of the checkpoint, until its thread is done. Waiting without blocking the
+        // thread: the tables' reads beside this one go on meanwhile (a moment just after its
+        // checkpoint has few arrivals, and a blocking wait held them back for the whole
+        // checkpoint).
+        loop {
+            match made.try_recv() {
+                Ok(batch) => fleet.stage_made(batch, &mut staged),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
+            }
         }
         Ok::<_, fleetscope_store::StoreError>(rows)
     };
