@@ -582,7 +582,21 @@ async fn a_build_given_up_on_finishes_in_its_turn_and_is_kept() {
     store.insert_rows(&observed).await.unwrap();
     store.take_checkpoint(Timestamp(T0 + HOUR)).await.unwrap();
 
-    let past = Past::default();
+    // A hub whose `/metrics` shows the builds waiting and under way.
+    let index = Arc::new(Index::load(store.clone()).await.unwrap());
+    let mut state = AppState::new(index, DriftPolicy::default(), MetricsConfig::default());
+    state.fixed_now = Some(Timestamp(T0 + 2 * HOUR));
+    let state = Arc::new(state);
+    let base = common::serve(router(state.clone(), Arc::new(Auth::Insecure), true)).await;
+    let metrics = || async {
+        reqwest::get(format!("{base}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let past: &Past = &state.past;
     let at = Timestamp(T0 + HOUR + 600);
     let key = (at.seconds(), Reach::Fleet);
     // Every whole-fleet turn is taken: the request's build waits for one.
@@ -604,6 +618,13 @@ async fn a_build_given_up_on_finishes_in_its_turn_and_is_kept() {
             "the request's build never asked for a turn"
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let text = metrics().await;
+    for line in [
+        "fleetscope_hub_past_builds{state=\"waiting\"} 1",
+        &format!("fleetscope_hub_past_builds{{state=\"building\"}} {FLEET_BUILDS_AT_ONCE}"),
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
     }
     // The request gives up; then the turns come free.
     request.abort();
@@ -640,4 +661,7 @@ async fn a_build_given_up_on_finishes_in_its_turn_and_is_kept() {
         .unwrap();
     assert!(Arc::ptr_eq(&fleet, &again));
     assert_eq!((past.waiting(), past.building()), (0, 0));
+    assert!(metrics()
+        .await
+        .contains("fleetscope_hub_past_builds{state=\"building\"} 0"));
 }
