@@ -312,12 +312,11 @@ fn bump32(n: &mut u32, add: bool) {
     }
 }
 
-/// Counts a cluster desiring or running `version` in or out.
-fn bump_version(versions: &mut SmallVec<[VersionCount; 2]>, version: u32, side: Side, add: bool) {
-    let at = match versions.binary_search_by_key(&version, |v| v.version) {
-        Ok(at) => at,
-        Err(at) => {
-            assert!(add, "a version is taken out only after it was counted");
+/// Where `version`'s entry is, made at zero when there is none.
+fn version_at(versions: &mut SmallVec<[VersionCount; 2]>, version: u32) -> usize {
+    versions
+        .binary_search_by_key(&version, |v| v.version)
+        .unwrap_or_else(|at| {
             versions.insert(
                 at,
                 VersionCount {
@@ -327,8 +326,12 @@ fn bump_version(versions: &mut SmallVec<[VersionCount; 2]>, version: u32, side: 
                 },
             );
             at
-        }
-    };
+        })
+}
+
+/// Counts a cluster desiring or running `version` in or out.
+fn bump_version(versions: &mut SmallVec<[VersionCount; 2]>, version: u32, side: Side, add: bool) {
+    let at = version_at(versions, version);
     let entry = &mut versions[at];
     bump32(
         match side {
@@ -361,16 +364,21 @@ fn count_pairs(cell: &mut Cell, changes: &[(&CountedPair, bool)]) {
     cell.change_app(first.app(), |app| {
         for add in [false, true] {
             for (pair, _) in changes.iter().filter(|(_, a)| *a == add) {
-                bump32(&mut app.pairs[state_index(pair.state())], add);
-                if let Some(v) = pair.desired_version() {
-                    bump_version(&mut app.versions, v, Side::Desired, add);
-                }
-                if let Some(v) = pair.observed_version() {
-                    bump_version(&mut app.versions, v, Side::Running, add);
-                }
+                count_in_app(app, pair, add);
             }
         }
     });
+}
+
+/// Counts one pair in (`add`) or out of its app's entry: its state and its versions.
+fn count_in_app(app: &mut AppCell, pair: &CountedPair, add: bool) {
+    bump32(&mut app.pairs[state_index(pair.state())], add);
+    if let Some(v) = pair.desired_version() {
+        bump_version(&mut app.versions, v, Side::Desired, add);
+    }
+    if let Some(v) = pair.observed_version() {
+        bump_version(&mut app.versions, v, Side::Running, add);
+    }
 }
 
 /// Makes the cell of all environments of `prefix` the same `Arc` as the cell of `environment`
@@ -545,25 +553,24 @@ impl Tally {
         }
         let mut at = 0;
         for pair in counted.pairs() {
-            let app = pair.app();
-            while at < self.apps.len() && self.apps[at].0 < app {
-                at += 1;
-            }
-            if at == self.apps.len() || self.apps[at].0 != app {
-                self.apps.insert(at, (app, AppCell::default()));
-            }
-            let state = state_index(pair.state());
-            self.counts.pairs[state] += 1;
-            let entry = &mut self.apps[at].1;
-            bump32(&mut entry.pairs[state], true);
-            if let Some(v) = pair.desired_version() {
-                bump_version(&mut entry.versions, v, Side::Desired, true);
-            }
-            if let Some(v) = pair.observed_version() {
-                bump_version(&mut entry.versions, v, Side::Running, true);
-            }
+            at = self.entry_from(at, pair.app());
+            self.counts.pairs[state_index(pair.state())] += 1;
+            count_in_app(&mut self.apps[at].1, pair, true);
             at += 1;
         }
+    }
+
+    /// Where the entry of `app` is, looking from `from` on (the entries before it are of
+    /// smaller apps); made empty when there is none.
+    fn entry_from(&mut self, from: usize, app: u32) -> usize {
+        let mut at = from;
+        while self.apps.get(at).is_some_and(|(a, _)| *a < app) {
+            at += 1;
+        }
+        if self.apps.get(at).is_none_or(|(a, _)| *a != app) {
+            self.apps.insert(at, (app, AppCell::default()));
+        }
+        at
     }
 
     /// Adds what `other` counts.
@@ -575,46 +582,24 @@ impl Tally {
         }
         let mut at = 0;
         for (app, cell) in &other.apps {
-            while at < self.apps.len() && self.apps[at].0 < *app {
-                at += 1;
+            at = self.entry_from(at, *app);
+            let entry = &mut self.apps[at].1;
+            for (mine, theirs) in entry.pairs.iter_mut().zip(cell.pairs) {
+                *mine = mine
+                    .checked_add(theirs)
+                    .expect("fewer than 4 billion clusters in a cell");
             }
-            if at == self.apps.len() || self.apps[at].0 != *app {
-                self.apps.insert(at, (*app, cell.clone()));
-            } else {
-                let entry = &mut self.apps[at].1;
-                for (mine, theirs) in entry.pairs.iter_mut().zip(cell.pairs) {
-                    *mine = mine
-                        .checked_add(theirs)
-                        .expect("fewer than 4 billion clusters in a cell");
-                }
-                for v in &cell.versions {
-                    let i = match entry
-                        .versions
-                        .binary_search_by_key(&v.version, |e| e.version)
-                    {
-                        Ok(i) => i,
-                        Err(i) => {
-                            entry.versions.insert(
-                                i,
-                                VersionCount {
-                                    version: v.version,
-                                    desired: 0,
-                                    running: 0,
-                                },
-                            );
-                            i
-                        }
-                    };
-                    let e = &mut entry.versions[i];
-                    e.desired = e
-                        .desired
-                        .checked_add(v.desired)
-                        .expect("fewer than 4 billion clusters in a cell");
-                    e.running = e
-                        .running
-                        .checked_add(v.running)
-                        .expect("fewer than 4 billion clusters in a cell");
-                }
+            for v in &cell.versions {
+                let i = version_at(&mut entry.versions, v.version);
+                let e = &mut entry.versions[i];
+                e.desired = e
+                    .desired
+                    .checked_add(v.desired)
+                    .expect("fewer than 4 billion clusters in a cell");
+                e.running = e
+                    .running
+                    .checked_add(v.running)
+                    .expect("fewer than 4 billion clusters in a cell");
             }
             at += 1;
         }
