@@ -70,8 +70,9 @@ pub struct Pair {
     pub message: Option<String>,
 }
 
-/// `GET /api/v1/gate`. What the gate answers beyond the fields named here (parameters newer
-/// than this client, and their results) is kept in `more`.
+/// `GET /api/v1/gate`. The fields a hub without them leaves out are options; what the gate
+/// answers beyond the fields named here (parameters newer than this client, and their
+/// results) is kept in `more`.
 #[derive(Debug, Deserialize)]
 pub struct Gate {
     pub app: String,
@@ -85,6 +86,25 @@ pub struct Gate {
     pub threshold: f64,
     pub verdict: String,
     pub reason: String,
+    /// The rule that decided the verdict.
+    pub rule: Option<String>,
+    pub soak_seconds: Option<u64>,
+    pub soaked: Option<u64>,
+    pub share_soaked: Option<f64>,
+    pub failed: Option<u64>,
+    /// `max_failed` as asked.
+    pub max_failed: Option<String>,
+    /// The most failed clusters `max_failed` allows.
+    pub failed_allowed: Option<u64>,
+    /// How stale targeted clusters were handled: `exclude`, `count` or `fail`.
+    pub stale: Option<String>,
+    pub stale_clusters: Option<u64>,
+    /// One page of the clusters holding the gate back, each an object (`cluster`, `group`,
+    /// `state`, `since`, `soaks_at`, and whatever a newer hub adds).
+    #[serde(default)]
+    pub holding_back: Vec<serde_json::Value>,
+    /// The cursor of the next page of `holding_back`; none on the last page.
+    pub next_cursor: Option<String>,
     #[serde(flatten)]
     pub more: serde_json::Map<String, serde_json::Value>,
 }

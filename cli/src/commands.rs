@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::answers::{DriftPage, Gate, Summary, Versions};
 use crate::client::{HubClient, HubConnection, Output};
-use crate::table::{percent, shorten, Table};
+use crate::table::{duration, percent, shorten, thousands, Table};
 use crate::{parse, write_line, CliError, Outcome};
 
 /// One command with its flags, as the binary's subcommands hand them over.
@@ -399,65 +399,142 @@ async fn gate(args: &GateArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
     if args.hub.output == Output::Json {
         write_line(out, &text)?;
     } else {
-        let tables = gate_tables(&answer);
-        for (i, table) in tables.iter().enumerate() {
-            if i > 0 {
-                writeln!(out)?;
-            }
-            write!(out, "{table}")?;
-        }
+        write!(out, "{}", gate_text(&answer))?;
     }
     Ok(outcome)
 }
 
-/// The gate's tables: the verdict with its numbers (and every other value the hub answered,
-/// one column each), the targeted clusters per state, and `holding_back` when present.
-pub fn gate_tables(answer: &Gate) -> Vec<Table> {
-    let mut headers: Vec<String> = [
-        "VERDICT",
-        "SHARE_IN_SYNC",
-        "THRESHOLD",
-        "TARGETED",
-        "IN_SYNC",
-    ]
-    .map(String::from)
-    .to_vec();
-    let mut row = vec![
-        answer.verdict.clone(),
+/// The gate's answer for a person: labelled lines (the verdict and why, what was gated, the
+/// share in sync against the threshold, the soak, failed clusters against what `max_failed`
+/// allows, stale clusters and how they were handled, the targeted clusters per state, then one
+/// line for every value a newer hub answers that this client does not name), then the page of
+/// clusters holding the gate back as a table, and how to ask for the next page.
+pub fn gate_text(answer: &Gate) -> String {
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut line = |label: &str, text: String| lines.push((format!("{label}:"), text));
+    line("verdict", format!("{}: {}", answer.verdict, answer.reason));
+    let mut rollout = answer.app.clone();
+    match (&answer.version, &answer.commit) {
+        (Some(version), _) => rollout.push_str(&format!(" {version}")),
+        (None, Some(commit)) => rollout.push_str(&format!(" at commit {commit}")),
+        (None, None) => {}
+    }
+    if let Some(group) = &answer.group {
+        rollout.push_str(&format!(" in {group}"));
+    }
+    line("rollout", rollout);
+    let targeted = thousands(answer.targeted_clusters);
+    let soak = answer.soak_seconds.unwrap_or(0);
+    let threshold = format!("threshold {}", percent(answer.threshold));
+    let in_sync = format!(
+        "{} of {targeted} targeted ({} clusters)",
         percent(answer.share_in_sync),
-        percent(answer.threshold),
-        answer.targeted_clusters.to_string(),
-        answer.in_sync.to_string(),
-    ];
-    for (key, value) in &answer.more {
-        if key != "holding_back" {
-            headers.push(key.to_uppercase());
-            // Shares (`share_soaked`, …) read as the two the client names do.
-            match value.as_f64() {
-                Some(share) if key.starts_with("share_") => row.push(percent(share)),
-                _ => row.push(cell(value)),
+        thousands(answer.in_sync)
+    );
+    if soak == 0 {
+        line("in sync", format!("{in_sync}; {threshold}"));
+        if answer.soak_seconds.is_some() {
+            line("soak", "none asked: in sync now counts".to_owned());
+        }
+    } else {
+        line("in sync", in_sync);
+        line(
+            "soaked",
+            format!(
+                "{} in sync for at least {} ({} clusters); {threshold}",
+                percent(answer.share_soaked.unwrap_or(0.0)),
+                duration(soak),
+                thousands(answer.soaked.unwrap_or(0))
+            ),
+        );
+    }
+    if let Some(failed) = answer.failed {
+        let budget = match (&answer.max_failed, answer.failed_allowed) {
+            (Some(asked), Some(allowed)) => {
+                format!(
+                    "at most {} allowed (max_failed {asked})",
+                    thousands(allowed)
+                )
             }
+            _ => "no limit asked (max_failed)".to_owned(),
+        };
+        line(
+            "failed",
+            format!("{} of {targeted}; {budget}", thousands(failed)),
+        );
+    }
+    if let Some(stale_clusters) = answer.stale_clusters {
+        let handled = match answer.stale.as_deref() {
+            Some("count") => "counted as not in sync".to_owned(),
+            Some("exclude") => "left out of the targeted clusters".to_owned(),
+            Some("fail") => "the gate fails while any is stale".to_owned(),
+            Some(other) => format!("stale={other}"),
+            None => "stale handling not given".to_owned(),
+        };
+        line(
+            "stale",
+            format!("{} selected clusters; {handled}", thousands(stale_clusters)),
+        );
+    }
+    let by_state: Vec<String> = answer
+        .by_state
+        .iter()
+        .map(|(state, clusters)| format!("{state} {}", thousands(*clusters)))
+        .collect();
+    line(
+        "by state",
+        if by_state.is_empty() {
+            "no targeted clusters".to_owned()
+        } else {
+            by_state.join(", ")
+        },
+    );
+    for (key, value) in &answer.more {
+        // Shares (`share_…`) read as the ones this client names do.
+        match value.as_f64() {
+            Some(share) if key.starts_with("share_") => line(key, percent(share)),
+            _ => line(key, cell(value)),
         }
     }
-    headers.push("REASON".to_owned());
-    row.push(answer.reason.clone());
-    let mut verdict = Table::new(headers);
-    verdict.push(row);
-
-    let mut by_state = Table::new(["STATE", "CLUSTERS"]);
-    for (state, clusters) in &answer.by_state {
-        by_state.push([state.clone(), clusters.to_string()]);
+    let width = lines
+        .iter()
+        .map(|(label, _)| label.len())
+        .max()
+        .unwrap_or(0);
+    let mut text = String::new();
+    for (label, value) in &lines {
+        text.push_str(&format!("{label:width$}   {value}\n"));
     }
-    let mut tables = vec![verdict, by_state];
-    if let Some(Value::Array(items)) = answer.more.get("holding_back") {
-        tables.push(objects_table(items));
+    if !answer.holding_back.is_empty() {
+        text.push_str(&format!(
+            "\nholding it back ({} on this page, by cluster id):\n{}",
+            thousands(answer.holding_back.len() as u64),
+            objects_table(
+                &answer.holding_back,
+                &["cluster", "group", "state", "since", "soaks_at"]
+            )
+        ));
     }
-    tables
+    if let Some(cursor) = &answer.next_cursor {
+        text.push_str(&format!(
+            "more clusters hold it back: add --param cursor={cursor} for the next page\n"
+        ));
+    }
+    text
 }
 
-/// A list of JSON objects as a table: one column per key any of them has.
-fn objects_table(items: &[Value]) -> Table {
+/// A list of JSON objects as a table: one column per key any of them has, the keys of `first`
+/// first in that order, then the others in the order they are met.
+fn objects_table(items: &[Value], first: &[&str]) -> Table {
     let mut keys: Vec<&str> = Vec::new();
+    for key in first {
+        if items
+            .iter()
+            .any(|item| item.as_object().is_some_and(|o| o.contains_key(*key)))
+        {
+            keys.push(key);
+        }
+    }
     for item in items {
         if let Value::Object(object) = item {
             for key in object.keys() {
@@ -494,41 +571,100 @@ fn cell(value: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use expect_test::expect;
+
     use super::*;
 
-    /// A gate answer with parameters newer than this client: their values become columns, and
-    /// `holding_back` a table of its own.
+    fn check_gate(answer: Value, expect: expect_test::Expect) {
+        let answer: Gate = serde_json::from_value(answer).unwrap();
+        expect.assert_eq(&gate_text(&answer));
+    }
+
+    /// A failing gate with a soak and a failure budget: labelled lines, the clusters holding it
+    /// back as a table, and how to read the next page; values newer than this client get a line
+    /// each.
     #[test]
-    fn a_gate_with_newer_fields_prints_them_and_what_holds_back() {
-        let answer: Gate = serde_json::from_value(serde_json::json!({
-            "app": "checkout", "version": "1.5.0", "commit": null, "group": "emea",
-            "targeted_clusters": 120, "in_sync": 99,
-            "by_state": { "failed": 3, "in_sync": 99, "progressing": 18 },
-            "share_in_sync": 0.825, "threshold": 0.95, "verdict": "fail",
-            "reason": "the share in sync is below the threshold",
-            "soak_seconds": 600, "max_failed": 2,
-            "holding_back": [
-                { "cluster": "berlin-01", "state": "failed", "since": "2026-11-22T09:41:07Z" },
-                { "cluster": "paris-02", "state": "progressing", "since": null },
-            ],
-        }))
-        .unwrap();
-        let printed: Vec<String> = gate_tables(&answer).iter().map(Table::to_string).collect();
-        assert_eq!(
-            printed.join("\n"),
-            "\
-VERDICT   SHARE_IN_SYNC   THRESHOLD   TARGETED   IN_SYNC   MAX_FAILED   SOAK_SECONDS   REASON
-fail      82.5%           95.0%       120        99        2            600            the share in sync is below the threshold
+    fn a_failing_gate_reads_as_lines_then_what_holds_it_back() {
+        check_gate(
+            serde_json::json!({
+                "app": "checkout", "version": "1.5.0", "commit": null, "group": "emea",
+                "targeted_clusters": 1234, "in_sync": 1074,
+                "by_state": { "failed": 3, "in_sync": 1074, "progressing": 155, "stale": 2 },
+                "share_in_sync": 0.87, "threshold": 0.9, "verdict": "fail",
+                "reason": "the share in sync for the soak is below the threshold",
+                "rule": "threshold", "soak_seconds": 7200, "soaked": 1000,
+                "share_soaked": 0.8104, "failed": 3, "max_failed": "2%", "failed_allowed": 24,
+                "stale": "count", "stale_clusters": 2,
+                "holding_back": [
+                    { "cluster": "berlin-01", "group": "emea/de", "state": "failed",
+                      "since": "2026-11-22T09:41:07Z", "soaks_at": null },
+                    { "cluster": "paris-02", "group": "emea/fr", "state": "in_sync",
+                      "since": "2026-11-22T09:50:00Z", "soaks_at": "2026-11-22T11:50:00Z" },
+                ],
+                "next_cursor": "0a1b2c",
+                "min_regions": 2, "share_canary": 0.5,
+            }),
+            expect![[r#"
+                verdict:        fail: the share in sync for the soak is below the threshold
+                rollout:        checkout 1.5.0 in emea
+                in sync:        87.0% of 1,234 targeted (1,074 clusters)
+                soaked:         81.0% in sync for at least 2h (1,000 clusters); threshold 90.0%
+                failed:         3 of 1,234; at most 24 allowed (max_failed 2%)
+                stale:          2 selected clusters; counted as not in sync
+                by state:       failed 3, in_sync 1,074, progressing 155, stale 2
+                min_regions:    2
+                share_canary:   50.0%
 
-STATE         CLUSTERS
-failed        3
-in_sync       99
-progressing   18
+                holding it back (2 on this page, by cluster id):
+                CLUSTER     GROUP     STATE     SINCE                  SOAKS_AT
+                berlin-01   emea/de   failed    2026-11-22T09:41:07Z   <none>
+                paris-02    emea/fr   in_sync   2026-11-22T09:50:00Z   2026-11-22T11:50:00Z
+                more clusters hold it back: add --param cursor=0a1b2c for the next page
+            "#]],
+        );
+    }
 
-CLUSTER     SINCE                  STATE
-berlin-01   2026-11-22T09:41:07Z   failed
-paris-02    <none>                 progressing
-"
+    /// A passing gate with no soak and no failure budget asked, and nothing holding it back.
+    #[test]
+    fn a_passing_gate_says_what_was_not_asked() {
+        check_gate(
+            serde_json::json!({
+                "app": "checkout", "version": null, "commit": "4f2a9c1", "group": null,
+                "targeted_clusters": 300, "in_sync": 300, "by_state": { "in_sync": 300 },
+                "share_in_sync": 1.0, "threshold": 1.0, "verdict": "pass",
+                "reason": "the share in sync reaches the threshold", "rule": "threshold",
+                "soak_seconds": 0, "soaked": 300, "share_soaked": 1.0, "failed": 0,
+                "max_failed": null, "failed_allowed": null, "stale": "exclude",
+                "stale_clusters": 0, "holding_back": [], "next_cursor": null,
+            }),
+            expect![[r#"
+                verdict:    pass: the share in sync reaches the threshold
+                rollout:    checkout at commit 4f2a9c1
+                in sync:    100.0% of 300 targeted (300 clusters); threshold 100.0%
+                soak:       none asked: in sync now counts
+                failed:     0 of 300; no limit asked (max_failed)
+                stale:      0 selected clusters; left out of the targeted clusters
+                by state:   in_sync 300
+            "#]],
+        );
+    }
+
+    /// An older hub's answer, without the soak, failure and stale fields: only what it has.
+    #[test]
+    fn an_older_hubs_gate_prints_what_it_answered() {
+        check_gate(
+            serde_json::json!({
+                "app": "checkout", "version": "1.5.0", "commit": null, "group": null,
+                "targeted_clusters": 0, "in_sync": 0, "by_state": {},
+                "share_in_sync": 0.0, "threshold": 0.9, "verdict": "fail",
+                "reason": "no cluster in this selection desires that version or commit",
+            }),
+            expect![[r#"
+                verdict:    fail: no cluster in this selection desires that version or commit
+                rollout:    checkout 1.5.0
+                in sync:    0.0% of 0 targeted (0 clusters); threshold 90.0%
+                by state:   no targeted clusters
+            "#]],
         );
     }
 

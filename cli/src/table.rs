@@ -76,6 +76,37 @@ pub fn percent(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
 }
 
+/// A count with thousands separated by commas: `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// Seconds in days, hours, minutes and seconds, units that are 0 left out: `2h`, `1h30m`,
+/// `1m30s`; `0s` for none.
+pub fn duration(seconds: u64) -> String {
+    if seconds == 0 {
+        return "0s".to_owned();
+    }
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    let (hours, rest) = (rest / 3_600, rest % 3_600);
+    let (minutes, secs) = (rest / 60, rest % 60);
+    let mut out = String::new();
+    for (value, unit) in [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")] {
+        if value > 0 {
+            out.push_str(&format!("{value}{unit}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +127,18 @@ mod tests {
         assert_eq!(shorten("a\nb  c", 10), "a b c");
         assert_eq!(shorten("0123456789abc", 8), "0123456…");
         assert_eq!(percent(0.825), "82.5%");
+    }
+
+    #[test]
+    fn counts_and_durations_read_as_people_write_them() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_234), "1,234");
+        assert_eq!(thousands(30_000_000), "30,000,000");
+        assert_eq!(duration(0), "0s");
+        assert_eq!(duration(90), "1m30s");
+        assert_eq!(duration(7_200), "2h");
+        assert_eq!(duration(5_400), "1h30m");
+        assert_eq!(duration(2_592_000), "30d");
     }
 }

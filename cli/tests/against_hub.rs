@@ -1,11 +1,13 @@
 //! The commands against a real hub, served in-process on a generated fleet in a private
 //! ClickHouse: every table agrees with the hub's JSON, `-o json` is that JSON, and the exit
 //! codes are the documented ones for a gate that passes or fails, a usage error, a bad token
-//! and a hub that cannot be reached.
+//! and a hub that cannot be reached; the gate's verdict reads as labelled lines, with the page
+//! of clusters holding it back and how to read the next.
 
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use fleetscope_cli::table::thousands;
 use fleetscope_cli::{DriftArgs, GateArgs, StatusArgs, VersionsArgs};
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_hub::auth::Auth;
@@ -126,6 +128,19 @@ impl Hub {
         all.extend(args);
         run(&all).await
     }
+}
+
+/// The gate's labelled lines (`label:   value`) before its first blank line, by label.
+fn labelled(text: &str) -> std::collections::BTreeMap<String, String> {
+    text.lines()
+        .take_while(|line| !line.is_empty())
+        .map(|line| {
+            let (label, value) = line
+                .split_once(':')
+                .unwrap_or_else(|| panic!("not a labelled line: {line:?}"));
+            (label.to_owned(), value.trim_start().to_owned())
+        })
+        .collect()
 }
 
 fn parse_json(text: &str) -> Value {
@@ -326,42 +341,114 @@ async fn the_commands_print_the_hubs_answers_with_the_documented_exit_codes() {
         ))
         .await;
     assert_eq!(gate["verdict"], "pass");
-    let table = rows(&pass.stdout);
+    // The verdict as labelled lines, each the hub's numbers.
+    let lines = labelled(&pass.stdout);
+    let share = |key: &str| format!("{:.1}%", gate[key].as_f64().unwrap() * 100.0);
+    let count = |key: &str| thousands(gate[key].as_u64().unwrap());
     assert_eq!(
-        table[0][..5].join(" "),
-        "VERDICT SHARE_IN_SYNC THRESHOLD TARGETED IN_SYNC"
+        lines["verdict"],
+        format!("pass: {}", gate["reason"].as_str().unwrap())
+    );
+    assert_eq!(lines["rollout"], format!("{app} {version}"));
+    assert_eq!(
+        lines["in sync"],
+        format!(
+            "{} of {} targeted ({} clusters); threshold 0.0%",
+            share("share_in_sync"),
+            count("targeted_clusters"),
+            count("in_sync")
+        )
+    );
+    assert_eq!(lines["soak"], "none asked: in sync now counts");
+    assert_eq!(
+        lines["failed"],
+        format!(
+            "{} of {}; no limit asked (max_failed)",
+            count("failed"),
+            count("targeted_clusters")
+        )
     );
     assert_eq!(
-        table[1][..5],
-        [
-            "pass".to_owned(),
-            format!("{:.1}%", gate["share_in_sync"].as_f64().unwrap() * 100.0),
-            "0.0%".to_owned(),
-            gate["targeted_clusters"].to_string(),
-            gate["in_sync"].to_string(),
-        ]
+        lines["stale"],
+        format!(
+            "{} selected clusters; counted as not in sync",
+            count("stale_clusters")
+        )
     );
-    // The states table ends at the blank line before the next one (`holding_back`).
-    let states: Vec<Vec<String>> = table[3..]
+    let by_state: Vec<String> = gate["by_state"]
+        .as_object()
+        .unwrap()
         .iter()
-        .take_while(|row| !row.is_empty())
-        .cloned()
+        .map(|(state, n)| format!("{state} {}", thousands(n.as_u64().unwrap())))
         .collect();
-    let holders = gate["holding_back"].as_array().unwrap();
-    let rest = &table[3 + states.len()..];
-    if holders.is_empty() {
-        assert!(rest.iter().all(|row| row.is_empty()), "{rest:?}");
-    } else {
-        // A blank line, the header, then one row per cluster of the page.
-        assert!(rest[1].contains(&"CLUSTER".to_owned()), "{rest:?}");
-        assert_eq!(rest.len() - 2, holders.len(), "{rest:?}");
+    assert_eq!(lines["by state"], by_state.join(", "));
+    assert!(
+        !pass.stdout.contains("NEXT_CURSOR") && !pass.stdout.contains("next_cursor"),
+        "{}",
+        pass.stdout
+    );
+
+    // What holds a gate back, a page at a time: the table lists the page's clusters, and the
+    // hint names the flag that reads the next page, which reads the hub's next page.
+    let held = hub
+        .run(
+            "gate",
+            &["--app", &app, "--version", &version, "--param", "limit=3"],
+        )
+        .await;
+    assert_eq!(held.code, 1, "{held:?}");
+    let held_json = hub
+        .json(&format!("/api/v1/gate?app={app}&version={version}&limit=3"))
+        .await;
+    let holders = held_json["holding_back"].as_array().unwrap();
+    assert_eq!(holders.len(), 3, "{held_json}");
+    let (_, table) = held
+        .stdout
+        .split_once("holding it back (3 on this page, by cluster id):\n")
+        .unwrap_or_else(|| panic!("{}", held.stdout));
+    let table = rows(table);
+    assert_eq!(table[0][..3].join(" "), "CLUSTER GROUP STATE", "{table:?}");
+    for (row, holder) in table[1..4].iter().zip(holders) {
+        assert_eq!(
+            row[..3],
+            [&holder["cluster"], &holder["group"], &holder["state"]]
+                .map(|v| v.as_str().unwrap().to_owned())
+        );
     }
-    assert_eq!(states[0].join(" "), "STATE CLUSTERS");
-    let by_state = gate["by_state"].as_object().unwrap();
-    assert_eq!(states.len(), 1 + by_state.len());
-    for row in &states[1..] {
-        assert_eq!(by_state[&row[0]].to_string(), row[1]);
-    }
+    let cursor = held_json["next_cursor"]
+        .as_str()
+        .expect("more than one page");
+    let hint = format!("more clusters hold it back: add --param cursor={cursor} for the next page");
+    assert_eq!(
+        held.stdout.lines().last(),
+        Some(hint.as_str()),
+        "{}",
+        held.stdout
+    );
+    let next = hub
+        .run(
+            "gate",
+            &[
+                "--app",
+                &app,
+                "--version",
+                &version,
+                "--param",
+                "limit=3",
+                "--param",
+                &format!("cursor={cursor}"),
+                "-o",
+                "json",
+            ],
+        )
+        .await;
+    assert_eq!(
+        parse_json(&next.stdout),
+        hub.json(&format!(
+            "/api/v1/gate?app={app}&version={version}&limit=3&cursor={cursor}"
+        ))
+        .await
+    );
     let fail = hub
         .run(
             "gate",
