@@ -2,7 +2,9 @@
 //! both from one list: each handler's `#[utoipa::path]` (summary, parameters from its typed
 //! query, answer types with their field documentation) goes into the document as its route
 //! goes into the router, so the two cannot disagree. The document is committed as
-//! `docs/openapi.json` (a test keeps the two equal) and served at `/api/v1/openapi.json`.
+//! `docs/openapi.json` (a test keeps the two equal) and served at `/api/v1/openapi.json`, the
+//! one route that needs no token: it holds no fleet data, and clients read it before they
+//! have one.
 
 use std::sync::{Arc, OnceLock};
 
@@ -23,7 +25,7 @@ use crate::server::AppState;
 
 const DESCRIPTION: &str = "Desired against actual state of a GitOps fleet: drift, version inventory, history, group rollups and rollout gates.
 
-Every route needs a bearer token (read role); scoped tokens see only their group subtree, on every route.
+Every route but this document needs a bearer token (read role); scoped tokens see only their group subtree, on every route.
 
 Every route, this document's included, refuses a parameter it does not take, a repeated one that cannot repeat (only parameters whose schema is an array repeat) and a value that does not parse with a 400 whose `parameter` names it, and a path value that is not percent-encoded UTF-8 the same way. Integer parameters take decimal digits only: a sign, a fraction (`1.5`, `2.0`) or an exponent is refused.
 
@@ -70,12 +72,13 @@ error_responses! {
     Unavailable: "ClickHouse did not answer, or the request was still unanswered at its 30 s deadline (with `Retry-After`).";
 }
 
-/// `GET /api/v1/openapi.json`: takes no parameters, so any is refused like on every route.
+/// `GET /api/v1/openapi.json`: takes no parameters, so any is refused like on every route;
+/// needs no token.
 #[utoipa::path(
     get,
     path = "/api/v1/openapi.json",
     summary = "This document.",
-    description = "Takes no parameters: any is a 400 naming it, as on every route.",
+    description = "Needs no token: the document holds no fleet data. Takes no parameters: any is a 400 naming it, as on every route.",
     params(NoQuery),
     responses((status = 200, description = "The OpenAPI 3.1 document.", content_type = "application/json", body = Object)),
 )]
@@ -87,8 +90,26 @@ pub async fn serve(ApiQuery(NoQuery): ApiQuery<NoQuery>) -> impl IntoResponse {
 }
 
 /// The routes of `/api/v1` and their document, from the same handlers.
-pub fn routes() -> (Router<Arc<AppState>>, OpenApi) {
-    let (router, mut document) = OpenApiRouter::new()
+pub struct Routes {
+    /// Every route that needs a token: the router puts authentication on these.
+    pub guarded: Router<Arc<AppState>>,
+    /// The routes open to anyone: the document's own.
+    pub open: Router<Arc<AppState>>,
+    /// The document of both, the open routes' operations marked as needing no token.
+    pub document: OpenApi,
+}
+
+impl std::fmt::Debug for Routes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routes")
+            .field("paths", &self.document.paths.paths.keys())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The routes of `/api/v1` and their document, from the same handlers.
+pub fn routes() -> Routes {
+    let (guarded, mut document) = OpenApiRouter::new()
         .routes(routes!(api::summary))
         .routes(routes!(api::drift))
         .routes(routes!(api::cluster))
@@ -99,17 +120,26 @@ pub fn routes() -> (Router<Arc<AppState>>, OpenApi) {
         .routes(routes!(api::gate))
         .routes(routes!(api::history))
         .routes(routes!(api::insights_failures))
+        .split_for_parts();
+    let (open, open_document) = OpenApiRouter::new()
         .routes(routes!(serve))
         .split_for_parts();
-    complete(&mut document);
-    (router, document)
+    let open_paths: Vec<String> = open_document.paths.paths.keys().cloned().collect();
+    document.merge(open_document);
+    complete(&mut document, &open_paths);
+    Routes {
+        guarded,
+        open,
+        document,
+    }
 }
 
 /// What every operation shares, put in once: the errors every route can answer (every route
 /// refuses parameters it does not take, so every route can answer 400; every route has the
-/// server's deadline, so every route can answer 503), authentication, and the document's
+/// server's deadline, so every route can answer 503; every route but `open_paths` needs a
+/// token, so those can answer 401), authentication (none for `open_paths`), and the document's
 /// information.
-fn complete(document: &mut OpenApi) {
+fn complete(document: &mut OpenApi, open_paths: &[String]) {
     document.info.title = "Fleetscope hub API".to_owned();
     document.info.version = env!("CARGO_PKG_VERSION").to_owned();
     document.info.description = Some(DESCRIPTION.to_owned());
@@ -146,11 +176,19 @@ fn complete(document: &mut OpenApi) {
                 }
             }
         }
+        let open = open_paths.contains(path);
+        if open {
+            // An empty list of requirements: this operation needs no token.
+            operation.security = Some(Vec::new());
+        }
         for (status, name) in [
             ("400", "BadRequest"),
             ("401", "Unauthorized"),
             ("503", "Unavailable"),
         ] {
+            if open && status == "401" {
+                continue;
+            }
             operation
                 .responses
                 .responses
@@ -174,7 +212,7 @@ const LEFT_OUT_WHEN_EMPTY: &[(&str, &str)] = &[
 /// The document.
 pub fn document() -> &'static OpenApi {
     static DOCUMENT: OnceLock<OpenApi> = OnceLock::new();
-    DOCUMENT.get_or_init(|| routes().1)
+    DOCUMENT.get_or_init(|| routes().document)
 }
 
 /// Marks every property of an answer's object schema (and of the objects of its `oneOf`)

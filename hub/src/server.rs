@@ -249,33 +249,21 @@ impl AppState {
     }
 }
 
-/// The router: health and readiness open, metrics open when configured, the API behind auth
-/// (the token file in force, see [`LiveAuth`]). Every route has [`REQUEST_TIMEOUT`].
+/// The router: health and readiness open, and the OpenAPI document (it holds no fleet data);
+/// metrics open when configured; the rest of the API behind auth (the token file in force, see
+/// [`LiveAuth`]). Every route has [`REQUEST_TIMEOUT`].
 pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: bool) -> Router {
     let auth: LiveAuth = auth.into();
     // The routes and the OpenAPI document come from the same handlers, so the two cannot
-    // disagree on what exists.
-    let (api, _) = crate::openapi::routes();
+    // disagree on what exists, or on which routes need a token.
+    let routes = crate::openapi::routes();
+    let require = || axum::middleware::from_fn_with_state(auth.clone(), crate::auth::require);
+    let api = routes.guarded.layer(require()).merge(routes.open);
     let metrics = Router::new().route("/metrics", get(metrics_endpoint));
-    let (api, metrics) = if open_metrics {
-        (
-            api.layer(axum::middleware::from_fn_with_state(
-                auth.clone(),
-                crate::auth::require,
-            )),
-            metrics,
-        )
+    let metrics = if open_metrics {
+        metrics
     } else {
-        (
-            api.layer(axum::middleware::from_fn_with_state(
-                auth.clone(),
-                crate::auth::require,
-            )),
-            metrics.layer(axum::middleware::from_fn_with_state(
-                auth,
-                crate::auth::require,
-            )),
-        )
+        metrics.layer(require())
     };
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))

@@ -1,5 +1,6 @@
 //! The hub as a service: its token file reloaded while it runs (a token added, one removed, a
-//! broken file refused), credentials given twice, and the reload metrics on `/metrics`.
+//! broken file refused), credentials given twice, the reload metrics on `/metrics`, and the
+//! OpenAPI document served without a token while every other route needs one.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,6 +102,43 @@ async fn the_token_file_is_reloaded_while_the_hub_runs() {
     };
     assert_eq!(hub.token_metrics().await, (version.clone(), 0, 0));
     assert_eq!(hub.get("/api/v1/summary", &[bearer(READER)]).await.0, 401);
+
+    // The OpenAPI document holds no fleet data: anyone reads it, without a token or with one
+    // the hub does not know; every other route still refuses both.
+    for headers in [vec![], vec![bearer(READER)]] {
+        let (status, body) = hub.get("/api/v1/openapi.json", &headers).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body, fleetscope_hub::openapi::document_text());
+    }
+    let (status, body) = hub.get("/api/v1/summary", &[]).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            401,
+            r#"{"error":"missing bearer token (send Authorization: Bearer <token>)"}"#
+        )
+    );
+    // The document says which routes are open (an empty `security`), and the router agrees.
+    let document = serde_json::to_value(fleetscope_hub::openapi::document()).unwrap();
+    let mut open = Vec::new();
+    for route in common::documented_routes() {
+        let operation = &document["paths"][route.path]["get"];
+        let path = route
+            .path
+            .replace("{id}", "c-1")
+            .replace("{app}", "checkout");
+        let (status, body) = hub.get(&path, &[]).await;
+        if operation["security"] == serde_json::json!([]) {
+            assert!(operation["responses"]["401"].is_null(), "{path}");
+            assert_eq!(status, 200, "{path}: {body}");
+            open.push(route.path);
+        } else {
+            assert!(operation["security"].is_null(), "{path}: {operation}");
+            assert_eq!(status, 401, "{path}: {body}");
+        }
+    }
+    assert_eq!(open, ["/api/v1/openapi.json"]);
+    assert_eq!(hub.get("/metrics", &[]).await.0, 401);
 
     // Both orders of a valid and a bogus header are refused alike.
     for headers in [
