@@ -211,8 +211,9 @@ pub struct PairItem<'a> {
     pub desired_version: Option<&'a str>,
     /// The renderer's hash of everything rendered for the app in the cluster's render group.
     pub desired_content_hash: Option<&'a str>,
-    /// When the desired version and content became desired (the render's time); null when
-    /// not desired.
+    /// When the desired version and content became desired on this cluster: the time of the
+    /// render that last changed them for it, in whichever render group (moving to another
+    /// render group with the same version and content keeps the time); null when not desired.
     pub desired_since: Option<String>,
     /// The version the renderer's stamp on the running object names; null when the app is not
     /// observed on the cluster.
@@ -409,7 +410,9 @@ pub struct DesiredApp<'a> {
     pub commit: &'a str,
     /// The render that published it.
     pub render_id: u64,
-    /// When this version and content became desired (the render's time).
+    /// When this version and content became desired on this cluster: the time of the render
+    /// that last changed them for it, in whichever render group (moving to another render
+    /// group with the same version and content keeps the time).
     pub desired_since: Option<String>,
     /// The pair's drift state.
     #[schema(value_type = DriftStateName)]

@@ -301,7 +301,7 @@ fn pair_item<'a>(
     let info = cluster.info.as_ref();
     let since = match (pair.observed, pair.desired) {
         (Some(o), _) => o.transitioned_at,
-        (None, Some(d)) => d.since,
+        (None, Some(_)) => pair.desired_since.unwrap_or(0),
         (None, None) => 0,
     };
     PairItem {
@@ -313,7 +313,7 @@ fn pair_item<'a>(
         since: time_string(since),
         desired_version: pair.desired.map(|d| s.text(d.version)),
         desired_content_hash: pair.desired.map(|d| s.text(d.content_hash)),
-        desired_since: pair.desired.and_then(|d| time_string(d.since)),
+        desired_since: pair.desired_since.and_then(time_string),
         observed_version: pair.observed.map(|o| s.text(o.version)),
         observed_content_hash: pair.observed.map(|o| s.text(o.content_hash)),
         revision: pair.observed.map(|o| s.text(o.revision)),
@@ -809,7 +809,7 @@ pub async fn explain(
                         render_group,
                         commit: s.text(d.commit),
                         render_id: d.render_id,
-                        desired_since: time_string(d.since),
+                        desired_since: p.desired_since.and_then(time_string),
                         state: p.state.as_str(),
                     })
                 }

@@ -217,9 +217,9 @@ pub fn in_sync_span(pair: &Pair<'_>, cluster: &ClusterRec) -> Option<(u32, u32)>
     if pair.state != DriftState::InSync {
         return None;
     }
-    let desired = pair.desired?;
+    let desired_since = pair.desired_since?;
     let observed = pair.observed?;
-    let since = desired.since.max(observed.received_at);
+    let since = desired_since.max(observed.received_at);
     let until = cluster.last_seen.unwrap_or(0).max(observed.received_at);
     Some((since, until))
 }
@@ -302,7 +302,7 @@ pub fn tally<'a>(
             let since = match (span, pair.observed) {
                 (Some((since, _)), _) => since,
                 (None, Some(o)) => o.transitioned_at,
-                (None, None) => d.since,
+                (None, None) => pair.desired_since.unwrap_or(d.since),
             };
             tally.holding_back.push(Holding {
                 cluster: id,

@@ -28,7 +28,8 @@ use fleetscope_model::state::{Health, ObjectKind, SyncStatus};
 use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
 use fleetscope_store::queries::{ArrivalHorizon, ChangeMarkers, ObservedSource};
 use fleetscope_store::{
-    ClusterRow, DesiredRow, HeartbeatRow, ObservedRef, ObservedRow, ReasonSetRow, Store,
+    ClusterRow, DesiredRow, HeartbeatRow, ObservedRef, ObservedRow, ReasonSetRow, SinceSetRow,
+    Store,
 };
 
 use crate::rollups::{Cells, Counted, CountedPair, Side, ANY_ENVIRONMENT};
@@ -256,6 +257,11 @@ pub struct ClusterRec {
     /// `None` until the cluster is in the inventory; only inventory clusters have pairs.
     pub info: Option<Arc<ClusterInfo>>,
     pub render_group: Option<u32>,
+    /// The render of its membership row: the render that put it in its render group.
+    pub member_render: u64,
+    /// The since set of that membership row, if it has one: when apps became desired for this
+    /// cluster, where that differs from its render group's rows ([`Fleet::desired_since`]).
+    pub since_set: Option<u32>,
     /// Its reason set, when the renderer published one.
     pub reason_set: Option<u32>,
     pub last_seen: Option<u32>,
@@ -324,6 +330,9 @@ impl ClusterInfo {
 pub struct Pair<'a> {
     pub app: u32,
     pub desired: Option<&'a DesiredRec>,
+    /// When the desired version and content became desired for this cluster
+    /// ([`Fleet::desired_since`]); `None` when not desired.
+    pub desired_since: Option<u32>,
     pub observed: Option<Object>,
     pub state: DriftState,
 }
@@ -522,6 +531,8 @@ pub struct Fleet {
     pub desired: Arc<HashMap<u32, Vec<DesiredRec>>>,
     /// Reason set symbol → why each app is desired, sorted by app symbol.
     pub reasons: Arc<HashMap<u32, Vec<ReasonRec>>>,
+    /// Since set symbol → (app symbol, desired since), sorted by app symbol.
+    pub since_sets: Arc<HashMap<u32, Vec<(u32, u32)>>>,
     pub markers: Option<ChangeMarkers>,
     /// The newest `received_at` of observed rows read so far.
     pub observed_watermark: u32,
@@ -555,6 +566,7 @@ impl Fleet {
             clusters: self.clusters.clone(),
             desired: self.desired.clone(),
             reasons: self.reasons.clone(),
+            since_sets: self.since_sets.clone(),
             markers: self.markers,
             observed_watermark: self.observed_watermark,
             heartbeat_watermark: self.heartbeat_watermark,
@@ -714,6 +726,88 @@ impl Fleet {
     /// Replaces membership with `(cluster, render group, removed)` rows.
     pub fn set_membership(&mut self, rows: Vec<(String, String, bool)>) {
         self.set_field(rows, |c| c.render_group, |c| &mut c.render_group, true);
+    }
+
+    /// Sets each cluster's membership render and since set from `(cluster, render, since set or
+    /// "", removed)` rows, clusters not listed getting none; clusters whose value changed are
+    /// classified again.
+    pub fn set_member_since(&mut self, rows: Vec<(String, u64, String, bool)>) {
+        let mut wanted: HashMap<String, (u64, Option<u32>)> = HashMap::with_capacity(rows.len());
+        for (cluster, render, set, removed) in rows {
+            if !removed {
+                let set = (!set.is_empty()).then(|| self.symbols.intern(&set));
+                wanted.insert(cluster, (render, set));
+            }
+        }
+        for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
+            let id = self.clusters.id(slot).clone();
+            let value = wanted.remove(&*id).unwrap_or((0, None));
+            let rec = self.clusters.rec(slot);
+            if (rec.member_render, rec.since_set) != value {
+                let rec = self.clusters.rec_mut(slot);
+                (rec.member_render, rec.since_set) = value;
+                self.touch(slot);
+            }
+        }
+        for (id, value) in wanted {
+            let slot = self.clusters.slot_or_add(&id);
+            let rec = self.clusters.rec_mut(slot);
+            (rec.member_render, rec.since_set) = value;
+            self.touch(slot);
+        }
+        self.generation += 1;
+    }
+
+    /// Replaces the since sets; the clusters of a set whose content changed are classified
+    /// again (a set's name is a hash of its content, so that happens only to a set read half).
+    pub fn set_since_sets(&mut self, rows: Vec<SinceSetRow>) {
+        let mut sets: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+        for row in rows {
+            let set = self.symbols.intern(&row.since_set);
+            let app = self.symbols.intern(&row.app);
+            sets.entry(set).or_default().push((app, row.desired_since));
+        }
+        for entries in sets.values_mut() {
+            entries.sort_unstable();
+            entries.dedup_by_key(|(app, _)| *app);
+        }
+        let changed: HashSet<u32> = self
+            .since_sets
+            .iter()
+            .filter(|(set, entries)| sets.get(set) != Some(entries))
+            .map(|(set, _)| *set)
+            .collect();
+        if !changed.is_empty() {
+            for slot in
+                0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters")
+            {
+                if self
+                    .clusters
+                    .rec(slot)
+                    .since_set
+                    .is_some_and(|s| changed.contains(&s))
+                {
+                    self.touch(slot);
+                }
+            }
+        }
+        self.since_sets = Arc::new(sets);
+        self.generation += 1;
+    }
+
+    /// When `desired`, a row of `cluster`'s render group, became desired for `cluster`: the
+    /// time in the cluster's since set when the row is not newer than the cluster's membership
+    /// and the set has the app, else the row's own. The one rule of docs/data-model.md
+    /// ("Desired since"), which the store's SQL applies too.
+    pub fn desired_since(&self, cluster: &ClusterRec, desired: &DesiredRec) -> u32 {
+        if desired.render_id <= cluster.member_render {
+            if let Some(entries) = cluster.since_set.and_then(|s| self.since_sets.get(&s)) {
+                if let Ok(at) = entries.binary_search_by_key(&desired.app, |(app, _)| *app) {
+                    return entries[at].1;
+                }
+            }
+        }
+        desired.since
     }
 
     /// Replaces reason set membership with `(cluster, reason set, removed)` rows.
@@ -1116,6 +1210,7 @@ impl Fleet {
             .map(|(app, desired, observed)| Pair {
                 app,
                 desired,
+                desired_since: desired.map(|d| self.desired_since(cluster, d)),
                 observed,
                 state: self.classify(cluster, desired, observed.as_ref(), now, policy),
             })
@@ -1133,6 +1228,7 @@ impl Fleet {
             .map(|(app, desired, observed)| Pair {
                 app,
                 desired,
+                desired_since: desired.map(|d| self.desired_since(cluster, d)),
                 observed,
                 state: cluster.state_of(app).unwrap_or(DriftState::Unknown),
             })
@@ -1185,6 +1281,7 @@ impl Fleet {
         Some(Pair {
             app,
             desired,
+            desired_since: desired.map(|d| self.desired_since(cluster, d)),
             observed,
             state: self.classify(cluster, desired, observed.as_ref(), now, policy),
         })
@@ -1196,6 +1293,7 @@ impl Fleet {
         Some(Pair {
             app,
             desired,
+            desired_since: desired.map(|d| self.desired_since(cluster, d)),
             observed,
             state: cluster.state_of(app).unwrap_or(DriftState::Unknown),
         })
@@ -1214,7 +1312,7 @@ impl Fleet {
             desired: desired.map(|w| DesiredForDrift {
                 version: self.symbols.text(w.version),
                 content_hash: self.symbols.text(w.content_hash),
-                since: Timestamp(i64::from(w.since)),
+                since: Timestamp(i64::from(self.desired_since(cluster, w))),
             }),
             observed: observed.map(|h| ObservedForDrift {
                 version: self.symbols.text(h.version),
@@ -1914,6 +2012,7 @@ pub struct Tables {
     unfinished_render: Option<u64>,
     inventory: Vec<ClusterRow>,
     members: Vec<fleetscope_store::queries::CurrentMemberRow>,
+    since_sets: Vec<SinceSetRow>,
     desired: Vec<DesiredRow>,
     reason_members: Vec<fleetscope_store::queries::CurrentReasonMemberRow>,
     reason_sets: Vec<ReasonSetRow>,
@@ -1928,6 +2027,7 @@ impl Tables {
             unfinished_render: None,
             inventory: store.inventory_rows().await?,
             members: store.current_members().await?,
+            since_sets: store.since_set_rows().await?,
             desired: store.desired_rows().await?,
             reason_members: store.current_reason_members().await?,
             reason_sets: store.reason_set_rows().await?,
@@ -1942,6 +2042,7 @@ impl Tables {
     pub fn from_rows(
         inventory: Vec<ClusterRow>,
         members: Vec<fleetscope_store::queries::CurrentMemberRow>,
+        since_sets: Vec<SinceSetRow>,
         desired: Vec<DesiredRow>,
     ) -> Tables {
         Tables {
@@ -1953,6 +2054,7 @@ impl Tables {
             unfinished_render: None,
             inventory,
             members,
+            since_sets,
             desired,
             reason_members: Vec::new(),
             reason_sets: Vec::new(),
@@ -1974,6 +2076,20 @@ impl Fleet {
     /// Replaces inventory, membership, desired state and reasons.
     pub fn set_tables(&mut self, tables: Tables) {
         self.set_inventory(tables.inventory);
+        self.set_member_since(
+            tables
+                .members
+                .iter()
+                .map(|m| {
+                    (
+                        m.cluster_id.clone(),
+                        m.render_id,
+                        m.since_set.clone(),
+                        m.removed != 0,
+                    )
+                })
+                .collect(),
+        );
         self.set_membership(
             tables
                 .members
@@ -1981,6 +2097,7 @@ impl Fleet {
                 .map(|m| (m.cluster_id, m.render_group, m.removed != 0))
                 .collect(),
         );
+        self.set_since_sets(tables.since_sets);
         self.set_desired(tables.desired);
         self.set_reason_membership(
             tables

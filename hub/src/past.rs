@@ -352,6 +352,8 @@ async fn build_from(
     let tables = async {
         let inventory = store.inventory_at(at, render, cluster).await?;
         let members = store.members_at(render, cluster).await?;
+        // A set's rows never change, so the sets stored now are those of any past moment.
+        let since_sets = store.since_set_rows().await?;
         let render_group = match reach {
             Reach::Cluster(_) => Some(
                 members
@@ -373,7 +375,7 @@ async fn build_from(
             None => store.heartbeats_at(at, None, &ids).await?,
         };
         Ok::<_, fleetscope_store::StoreError>((
-            Tables::from_rows(inventory, members, desired),
+            Tables::from_rows(inventory, members, since_sets, desired),
             heartbeats,
             started.elapsed(),
         ))

@@ -372,8 +372,8 @@ impl Renderer {
             )
             .await?;
             println!(
-                "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships, {} cluster rows",
-                published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.cluster_rows
+                "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships ({} with a desired since of their own), {} cluster rows",
+                published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.member_since_rows, published.cluster_rows
             );
         }
         if self.push && !(watching && self.pushed.is_some() && self.pushed == head) {

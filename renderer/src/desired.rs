@@ -2,15 +2,19 @@
 //! and which reason set each cluster belongs to, per render group and app the version, content
 //! hash and commit, and per reason set and app why it is desired. Only what changed since the
 //! last render is written (each render a row in `renders`, so the history of desired state is
-//! complete). Nothing here is per cluster and app: rows grow with clusters plus apps × distinct
-//! configurations.
+//! complete). A cluster that joins a render group also gets a since set where its own
+//! `desired_since` differs from the group's (docs/data-model.md, "Desired since"). Nothing here
+//! is per cluster and app: rows grow with clusters plus apps × distinct configurations.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use fleetscope_model::Timestamp;
+use fleetscope_store::queries::{CurrentDesiredRow, CurrentMemberRow};
 use fleetscope_store::{
-    ClusterRow, DesiredRow, MembershipRow, ReasonMemberRow, ReasonSetRow, RenderRow, Store,
+    ClusterRow, DesiredRow, MemberSinceRow, MembershipRow, ReasonMemberRow, ReasonSetRow,
+    RenderRow, SinceSetRow, Store,
 };
+use sha2::{Digest, Sha256};
 
 use crate::assign::Assigned;
 use crate::RenderOutcome;
@@ -27,6 +31,11 @@ pub struct Published {
     pub reason_set_rows: usize,
     /// Rows of `reason_set_members` written (clusters whose reason set changed or that left).
     pub reason_member_rows: usize,
+    /// Rows of `since_sets` written (since sets not stored before).
+    pub since_set_rows: usize,
+    /// Rows of `member_since_sets` written (clusters that joined a render group with a
+    /// `desired_since` of their own for some app).
+    pub member_since_rows: usize,
     /// Reading what the store holds, comparing it with the render, and writing the difference.
     pub timings: PublishTimings,
 }
@@ -103,10 +112,14 @@ fn membership_changes<'a>(
 /// What the store holds before a publication, as [`rows`] compares against it.
 #[derive(Debug, Clone, Default)]
 pub struct Current {
-    /// (render group, app) → (content hash, removed).
-    pub desired: BTreeMap<(String, String), (String, u8)>,
+    /// (render group, app) → its current row (removed ones included, flagged).
+    pub desired: BTreeMap<(String, String), CurrentDesiredRow>,
     /// Cluster → (render group, removed).
     pub members: BTreeMap<String, (String, u8)>,
+    /// Cluster → (render of its membership row, that row's since set or `""`).
+    pub member_since: BTreeMap<String, (u64, String)>,
+    /// Since set → app → desired since.
+    pub since_sets: BTreeMap<String, BTreeMap<String, u32>>,
     /// (reason set, app) → its latest row.
     pub reason_sets: BTreeMap<(String, String), ReasonSetRow>,
     /// Cluster → (reason set, removed).
@@ -116,38 +129,144 @@ pub struct Current {
 }
 
 impl Current {
-    /// Reads what the store holds: the five reads run concurrently.
+    /// Reads what the store holds: the six reads run concurrently.
     pub async fn read(store: &Store) -> Result<Current, fleetscope_store::StoreError> {
-        let (desired, members, reason_sets, reason_members, inventory) = tokio::try_join!(
+        let (desired, members, since_sets, reason_sets, reason_members, inventory) = tokio::try_join!(
             store.current_desired(),
             store.current_members(),
+            store.since_set_rows(),
             store.reason_set_rows(),
             store.current_reason_members(),
             store.inventory_rows(),
         )?;
-        Ok(Current {
+        let mut current = Current::from_desired_and_members(desired, members, since_sets);
+        current.reason_sets = reason_sets
+            .into_iter()
+            .map(|r| ((r.reason_set.clone(), r.app.clone()), r))
+            .collect();
+        current.reason_members = reason_members
+            .into_iter()
+            .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
+            .collect();
+        current.inventory = inventory
+            .into_iter()
+            .map(|row| (row.cluster_id.clone(), row))
+            .collect();
+        Ok(current)
+    }
+
+    /// The desired state and membership part of what the store holds, from its rows.
+    pub fn from_desired_and_members(
+        desired: Vec<CurrentDesiredRow>,
+        members: Vec<CurrentMemberRow>,
+        since_sets: Vec<SinceSetRow>,
+    ) -> Current {
+        let mut sets: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
+        for row in since_sets {
+            sets.entry(row.since_set)
+                .or_default()
+                .insert(row.app, row.desired_since);
+        }
+        Current {
             desired: desired
                 .into_iter()
-                .map(|r| ((r.render_group, r.app), (r.content_hash, r.removed)))
+                .map(|r| ((r.render_group.clone(), r.app.clone()), r))
+                .collect(),
+            member_since: members
+                .iter()
+                .map(|m| (m.cluster_id.clone(), (m.render_id, m.since_set.clone())))
                 .collect(),
             members: members
                 .into_iter()
                 .map(|m| (m.cluster_id, (m.render_group, m.removed)))
                 .collect(),
-            reason_sets: reason_sets
-                .into_iter()
-                .map(|r| ((r.reason_set.clone(), r.app.clone()), r))
-                .collect(),
-            reason_members: reason_members
-                .into_iter()
-                .map(|m| (m.cluster_id, (m.reason_set, m.removed)))
-                .collect(),
-            inventory: inventory
-                .into_iter()
-                .map(|row| (row.cluster_id.clone(), row))
-                .collect(),
-        })
+            since_sets: sets,
+            ..Current::default()
+        }
     }
+
+    /// When the app's current row in `group` became desired for `cluster`, a member of it: the
+    /// cluster's since set's time when the row is not newer than its membership, else the row's.
+    fn desired_since_of(&self, cluster: &str, row: &CurrentDesiredRow) -> u32 {
+        if let Some((joined, set)) = self.member_since.get(cluster) {
+            if row.render_id <= *joined {
+                if let Some(since) = self.since_sets.get(set).and_then(|s| s.get(&row.app)) {
+                    return *since;
+                }
+            }
+        }
+        row.desired_since
+    }
+}
+
+/// The name of a since set: `ss-` and 12 hex digits of a hash of its (app, since) entries, so
+/// equal sets share a name and a name never changes its meaning.
+pub fn since_set_name(entries: &BTreeMap<String, u32>) -> String {
+    let mut hasher = Sha256::new();
+    for (app, since) in entries {
+        hasher.update([0]);
+        hasher.update(app.as_bytes());
+        hasher.update([1]);
+        hasher.update(since.to_le_bytes());
+    }
+    let digest = hasher.finalize();
+    format!(
+        "ss-{}",
+        digest
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )
+}
+
+/// For each cluster that joins a render group in this render (`joining`: cluster → group), the
+/// apps whose `desired_since` for it differs from what the group's row will say after the
+/// render: an app it already had at the same version and content keeps its time, any other
+/// app is desired from `now`. Clusters with no such app are left out.
+fn carried_since(
+    joining: &[(&str, &str)],
+    outcome: &RenderOutcome,
+    current: &Current,
+    now: u32,
+) -> BTreeMap<String, BTreeMap<String, u32>> {
+    let mut out = BTreeMap::new();
+    for &(cluster, group) in joining {
+        let Some(content) = outcome.assigned.groups.get(group) else {
+            continue;
+        };
+        let before = current
+            .members
+            .get(cluster)
+            .filter(|(_, removed)| *removed == 0)
+            .map(|(g, _)| g.as_str());
+        let mut entries = BTreeMap::new();
+        for a in &content.assignments {
+            let app = a.app.as_str();
+            let hash = &outcome.hashes[&(group.to_owned(), app.to_owned())];
+            let live = |g: &str| {
+                current
+                    .desired
+                    .get(&(g.to_owned(), app.to_owned()))
+                    .filter(|row| row.removed == 0)
+            };
+            // What the group's row says after this render: unchanged, or written now.
+            let group_since = live(group)
+                .filter(|row| &row.content_hash == hash && row.version == a.version.as_str())
+                .map_or(now, |row| row.desired_since);
+            let own = before
+                .and_then(live)
+                .filter(|row| &row.content_hash == hash && row.version == a.version.as_str())
+                .map_or(now, |row| current.desired_since_of(cluster, row));
+            if own != group_since {
+                entries.insert(app.to_owned(), own);
+            }
+        }
+        if !entries.is_empty() {
+            out.insert(cluster.to_owned(), entries);
+        }
+    }
+    out
 }
 
 /// The rows one publication writes.
@@ -157,6 +276,9 @@ pub struct Rows {
     pub members: Vec<MembershipRow>,
     pub reason_sets: Vec<ReasonSetRow>,
     pub reason_members: Vec<ReasonMemberRow>,
+    /// Since sets not stored before, and the membership rows' since sets.
+    pub since_sets: Vec<SinceSetRow>,
+    pub member_since: Vec<MemberSinceRow>,
     pub clusters: Vec<ClusterRow>,
     pub render: RenderRow,
     /// Desired rows for apps present, and for apps marked removed.
@@ -178,10 +300,9 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
             let key = (group.clone(), a.app.to_string());
             let hash = &hashes[&key];
             present.insert(key.clone());
-            if current_desired
-                .get(&key)
-                .is_some_and(|(h, removed)| h == hash && *removed == 0)
-            {
+            if current_desired.get(&key).is_some_and(|row| {
+                &row.content_hash == hash && row.version == a.version.as_str() && row.removed == 0
+            }) {
                 continue;
             }
             let app = &platform.apps[&a.app];
@@ -209,15 +330,15 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
     }
     let changed = desired.len();
     let mut removed = 0;
-    for ((group, app), (hash, was_removed)) in current_desired {
-        if *was_removed == 0 && !present.contains(&(group.clone(), app.clone())) {
+    for ((group, app), held) in current_desired {
+        if held.removed == 0 && !present.contains(&(group.clone(), app.clone())) {
             removed += 1;
             desired.push(DesiredRow {
                 render_group: group.clone(),
                 app: app.clone(),
                 render_id,
                 version: String::new(),
-                content_hash: hash.clone(),
+                content_hash: held.content_hash.clone(),
                 kind: String::new(),
                 namespace: String::new(),
                 reasons: vec![],
@@ -245,6 +366,30 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
         removed,
     })
     .collect();
+    let joining: Vec<(&str, &str)> = members
+        .iter()
+        .filter(|m| m.removed == 0)
+        .map(|m| (m.cluster_id.as_str(), m.render_group.as_str()))
+        .collect();
+    let now_seconds = fleetscope_store::to_datetime(now);
+    let mut since_sets = Vec::new();
+    let mut member_since = Vec::new();
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    for (cluster, entries) in carried_since(&joining, outcome, current, now_seconds) {
+        let name = since_set_name(&entries);
+        if !current.since_sets.contains_key(&name) && named.insert(name.clone()) {
+            since_sets.extend(entries.into_iter().map(|(app, desired_since)| SinceSetRow {
+                since_set: name.clone(),
+                app,
+                desired_since,
+            }));
+        }
+        member_since.push(MemberSinceRow {
+            cluster_id: cluster,
+            render_id,
+            since_set: name,
+        });
+    }
     // Reason sets are named by their content: a row is written when a reason set appears
     // (or comes back) and when no cluster has it any more.
     let sets_now = &current.reason_sets;
@@ -343,6 +488,8 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
         members,
         reason_sets,
         reason_members,
+        since_sets,
+        member_since,
         clusters,
         render,
         changed,
@@ -369,6 +516,13 @@ pub async fn publish(
     let rows = rows(outcome, &current, render_id, now);
     timings.compare = comparing.elapsed();
     let writing = std::time::Instant::now();
+    // A membership row's since set is stored before the row that names it.
+    if !rows.since_sets.is_empty() {
+        store.insert_rows(&rows.since_sets).await?;
+    }
+    if !rows.member_since.is_empty() {
+        store.insert_rows(&rows.member_since).await?;
+    }
     if !rows.desired.is_empty() {
         store.insert_rows(&rows.desired).await?;
     }
@@ -396,6 +550,8 @@ pub async fn publish(
         cluster_rows: rows.clusters.len(),
         reason_set_rows: rows.reason_sets.len(),
         reason_member_rows: rows.reason_members.len(),
+        since_set_rows: rows.since_sets.len(),
+        member_since_rows: rows.member_since.len(),
         timings,
     })
 }

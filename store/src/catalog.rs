@@ -185,6 +185,7 @@ pub fn read_queries_for(
             queries::current_reason_members_query(store),
         ),
         render::<crate::ReasonSetRow>("reason set rows", queries::reason_set_rows_query(store)),
+        render::<crate::SinceSetRow>("since set rows", queries::since_set_rows_query(store)),
         render::<queries::LastRenderRow>("last render", queries::last_render_query(store)),
         render::<crate::ClusterRow>("inventory rows", queries::inventory_rows_query(store)),
         render::<DesiredRow>("desired rows", queries::desired_rows_query(store)),

@@ -112,6 +112,8 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("heartbeat_floor", Placement::Sharded),
     ("observed_checkpoints", Placement::Sharded),
     ("checkpoint_log", Placement::Everywhere),
+    ("since_sets", Placement::Everywhere),
+    ("member_since_sets", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

@@ -127,18 +127,20 @@ ORDER BY cluster_id, version DESC, updated_at DESC LIMIT 1 BY cluster_id",
     }
 }
 
-/// Each cluster's render group under `render` (removed memberships included), optionally of
-/// one cluster.
+/// Each cluster's render group under `render` (removed memberships included), with the render
+/// of its membership row and that row's since set, optionally of one cluster.
 pub fn members_at_query(store: &Store, render: u64, cluster: Option<&str>) -> Query {
     let sql = format!(
-        "SELECT cluster_id, argMax(render_group, render_id) AS current_group, \
-argMax(removed, render_id) AS current_removed FROM member_history WHERE render_id <= ?{} \
-GROUP BY cluster_id ORDER BY cluster_id",
-        if cluster.is_some() {
-            " AND cluster_id = ?"
-        } else {
-            ""
-        }
+        "{} ORDER BY cluster_id",
+        crate::queries::members_with_since_sets_sql(&format!(
+            "(SELECT cluster_id, render_group, render_id, removed FROM member_history \
+WHERE render_id <= ?{})",
+            if cluster.is_some() {
+                " AND cluster_id = ?"
+            } else {
+                ""
+            }
+        ))
     );
     let query = store.client().query(&sql).bind(render);
     match cluster {

@@ -27,8 +27,9 @@ use std::time::Duration;
 pub use cluster::ClusterConfig;
 pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
-    ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRef,
-    ObservedRow, ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow,
+    ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MemberSinceRow, MembershipRow,
+    ObservedRef, ObservedRow, ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow,
+    SinceSetRow,
 };
 pub use sizes::TableSize;
 pub use writer::{BatchOutcome, BatchWriter, BatchWriterConfig, Receipt, WriteError};

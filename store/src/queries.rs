@@ -36,16 +36,38 @@ pub(crate) const OBSERVED_ORDER_DESC: &str =
 version DESC, content_hash DESC, applied_revision DESC, app DESC, reason DESC, message DESC, \
 transitioned_at DESC, observed_at DESC";
 
-/// Current membership: each cluster's render group, removed clusters left out.
-const MEMBERSHIP: &str = "SELECT cluster_id, current_group AS render_group FROM (\
-SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS member_removed \
-FROM render_group_members GROUP BY cluster_id) WHERE member_removed = 0";
+/// Current membership: each cluster's render group, the render of its membership row
+/// (`member_render`) and that row's since set (`''` for none), removed clusters left out.
+const MEMBERSHIP: &str = "SELECT cluster_id, current_group AS render_group, member_render, since_set FROM (\
+SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS member_removed, \
+max(render_id) AS member_render FROM render_group_members GROUP BY cluster_id\
+) AS members ANY LEFT JOIN (\
+SELECT cluster_id, render_id AS member_render, since_set FROM member_since_sets\
+) AS carried USING (cluster_id, member_render) WHERE member_removed = 0";
 
-/// Current desired rows per render group and app, removed apps left out.
+/// Current desired rows per render group and app, with the render that wrote each
+/// (`d_render`), removed apps left out.
 const DESIRED_CURRENT: &str = "SELECT render_group, app, argMax(version, render_id) AS d_version, \
 argMax(content_hash, render_id) AS d_hash, argMax(desired_since, render_id) AS d_since, \
-argMax(removed, render_id) AS d_removed \
+max(render_id) AS d_render, argMax(removed, render_id) AS d_removed \
 FROM desired_latest GROUP BY render_group, app HAVING d_removed = 0";
+
+/// Every desired (cluster, app) pair with its version, hash and `d_since`: the render group's
+/// `desired_since`, or the cluster's own from its since set when the group's row is not newer
+/// than the cluster's membership (the one rule of docs/data-model.md, "Desired since", that the
+/// hub's index applies too).
+fn desired_pairs_sql() -> String {
+    format!(
+        "SELECT cluster_id, app, 1 AS has_desired, d_version, d_hash, \
+if(d_render <= member_render AND toUInt32(carried_since) != 0, carried_since, group_since) AS d_since \
+FROM (\
+SELECT cluster_id, app, d_version, d_hash, d_since AS group_since, d_render, member_render, since_set \
+FROM ({MEMBERSHIP}) AS membership ALL INNER JOIN ({DESIRED_CURRENT}) AS desired USING render_group\
+) AS placed ANY LEFT JOIN (\
+SELECT since_set, app, desired_since AS carried_since FROM since_sets\
+) AS carried USING (since_set, app)"
+    )
+}
 
 /// Current clusters of the inventory, removed clusters left out: `cluster_id`,
 /// `group_prefixes`, `environment`.
@@ -73,8 +95,7 @@ fn pairs_sql() -> &'static str {
             "SELECT cluster_id, app, has_desired, has_observed, d_version, d_hash, toInt64(toUInt32(d_since)) AS d_since_s, \
 o_version, o_hash, o_health, o_sync, o_transitioned_s \
 FROM (\
-SELECT cluster_id, app, 1 AS has_desired, d_version, d_hash, d_since \
-FROM ({MEMBERSHIP}) AS membership ALL INNER JOIN ({DESIRED_CURRENT}) AS desired USING render_group\
+{desired_pairs}\
 ) AS desired_pairs ALL FULL OUTER JOIN (\
 SELECT cluster_id, obj_app AS app, 1 AS has_observed, argMax(obj_version, obj_seq) AS o_version, \
 argMax(obj_hash, obj_seq) AS o_hash, argMax(obj_health, obj_seq) AS o_health, argMax(obj_sync, obj_seq) AS o_sync, \
@@ -88,7 +109,8 @@ max(seq) AS obj_seq \
 FROM observed_latest WHERE object_kind IN ({primary_kinds}) \
 GROUP BY cluster_id, object_kind, object_namespace, object_name\
 ) AS objects WHERE obj_app != '' AND obj_deleted = 0 GROUP BY cluster_id, obj_app\
-) AS observed_pairs USING (cluster_id, app)"
+) AS observed_pairs USING (cluster_id, app)",
+            desired_pairs = desired_pairs_sql(),
         )
     })
 }
@@ -370,19 +392,31 @@ LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name, seq LIMIT ?",
         .bind(limit)
 }
 
+/// The current desired rows of one cluster's render group, each with the time it became
+/// desired for that cluster as its `desired_since` (see [`MEMBERSHIP`]'s since set).
 pub fn desired_for_cluster_query(store: &Store, cluster_id: &str) -> Query {
-    store
-        .client()
-        .query(
-            "SELECT ?fields FROM (\
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "SELECT render_group, app, render_id, version, content_hash, kind, namespace, reasons, commit, \
+if(render_id <= current_render AND toUInt32(carried_since) != 0, carried_since, desired_since) AS cluster_since, \
+removed FROM (\
+SELECT * FROM (\
+SELECT current_group AS render_group, current_render, since_set FROM ({members}) WHERE current_removed = 0\
+) AS membership ALL INNER JOIN (\
 SELECT * FROM desired_latest WHERE render_group IN (\
-SELECT current_group FROM (\
-SELECT argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS member_removed \
-FROM render_group_members WHERE cluster_id = ? GROUP BY cluster_id) WHERE member_removed = 0) \
+SELECT argMax(render_group, render_id) FROM render_group_members WHERE cluster_id = ?) \
 ORDER BY app, render_id DESC LIMIT 1 BY app\
-) WHERE removed = 0 ORDER BY app",
+) AS desired USING render_group\
+) AS placed ANY LEFT JOIN (\
+SELECT since_set, app, desired_since AS carried_since FROM since_sets\
+) AS carried USING (since_set, app) WHERE removed = 0 ORDER BY app",
+            members = members_with_since_sets_sql(
+                "(SELECT * FROM render_group_members WHERE cluster_id = ?)"
+            ),
         )
-        .bind(cluster_id)
+    });
+    store.client().query(sql).bind(cluster_id).bind(cluster_id)
 }
 
 pub fn latest_heartbeats_query(store: &Store) -> Query {
@@ -558,7 +592,8 @@ impl Store {
             .context(|| format!("reading recent history of cluster {cluster_id}"))
     }
 
-    /// What one cluster should run: the current desired rows of its render group.
+    /// What one cluster should run: the current desired rows of its render group, each with
+    /// the time it became desired for that cluster.
     pub async fn desired_for_cluster(&self, cluster_id: &str) -> Result<Vec<DesiredRow>> {
         desired_for_cluster_query(self, cluster_id)
             .fetch_all()
@@ -697,19 +732,28 @@ pub struct CurrentDesiredRow {
     pub app: String,
     pub content_hash: String,
     pub removed: u8,
+    pub version: String,
+    /// The render that wrote the row.
+    pub render_id: u64,
+    pub desired_since: u32,
 }
 
-/// Each cluster's current render group, removed memberships included.
+/// Each cluster's current render group, removed memberships included, with the render of its
+/// membership row and that row's since set (`""` for none).
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct CurrentMemberRow {
     pub cluster_id: String,
     pub render_group: String,
     pub removed: u8,
+    pub render_id: u64,
+    pub since_set: String,
 }
 
 pub fn current_desired_query(store: &Store) -> Query {
     store.client().query(
-        "SELECT render_group, app, argMax(content_hash, render_id) AS current_hash, argMax(removed, render_id) AS current_removed \
+        "SELECT render_group, app, argMax(content_hash, render_id) AS current_hash, argMax(removed, render_id) AS current_removed, \
+argMax(version, render_id) AS current_version, max(render_id) AS current_render, \
+argMax(desired_since, render_id) AS current_since \
 FROM desired_latest GROUP BY render_group, app ORDER BY render_group, app",
     )
 }
@@ -719,10 +763,36 @@ FROM desired_latest GROUP BY render_group, app ORDER BY render_group, app",
 pub(crate) const CURRENT_MEMBERS: &str = "SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS current_removed \
 FROM render_group_members GROUP BY cluster_id";
 
+/// Each cluster's render group among the membership rows of `rows` (a table or a subquery
+/// with `cluster_id`, `render_group`, `render_id`, `removed`), removed memberships included,
+/// with the render of that row and its since set: the columns of [`CurrentMemberRow`].
+pub(crate) fn members_with_since_sets_sql(rows: &str) -> String {
+    format!(
+        "SELECT cluster_id, current_group, current_removed, current_render, since_set FROM (\
+SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS current_removed, \
+max(render_id) AS current_render FROM {rows} GROUP BY cluster_id\
+) AS members ANY LEFT JOIN (\
+SELECT cluster_id, render_id AS current_render, since_set FROM member_since_sets\
+) AS carried USING (cluster_id, current_render)"
+    )
+}
+
 pub fn current_members_query(store: &Store) -> Query {
     static SQL: OnceLock<String> = OnceLock::new();
-    let sql = SQL.get_or_init(|| format!("{CURRENT_MEMBERS} ORDER BY cluster_id"));
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "{} ORDER BY cluster_id",
+            members_with_since_sets_sql("render_group_members")
+        )
+    });
     store.client().query(sql)
+}
+
+/// Every since set's rows (a set's rows never change; duplicates read once).
+pub fn since_set_rows_query(store: &Store) -> Query {
+    store
+        .client()
+        .query("SELECT ?fields FROM since_sets ORDER BY since_set, app LIMIT 1 BY since_set, app")
 }
 
 /// Each cluster's current reason set, removed memberships included.
@@ -800,6 +870,14 @@ impl Store {
             .fetch_all()
             .await
             .context(|| "reading render group membership".to_owned())
+    }
+
+    /// Every since set's rows, by set and app.
+    pub async fn since_set_rows(&self) -> Result<Vec<crate::SinceSetRow>> {
+        since_set_rows_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading since sets".to_owned())
     }
 }
 
@@ -952,6 +1030,7 @@ pub struct NewestRenderRows {
     pub reason_sets: u64,
     pub reason_members: u64,
     pub inventory: u64,
+    pub member_since_sets: u64,
 }
 
 impl NewestRenderRows {
@@ -963,6 +1042,7 @@ impl NewestRenderRows {
             self.reason_sets,
             self.reason_members,
             self.inventory,
+            self.member_since_sets,
         ]
         .into_iter()
         .max()
@@ -976,7 +1056,8 @@ pub fn newest_render_rows_query(store: &Store) -> Query {
 (SELECT max(render_id) FROM render_group_members) AS members, \
 (SELECT max(render_id) FROM reason_sets) AS reason_sets, \
 (SELECT max(render_id) FROM reason_set_members) AS reason_members, \
-(SELECT max(version) FROM clusters) AS inventory",
+(SELECT max(version) FROM clusters) AS inventory, \
+(SELECT max(render_id) FROM member_since_sets) AS member_since_sets",
     )
 }
 

@@ -138,6 +138,22 @@ pub struct ReasonSetRow {
     pub removed: u8,
 }
 
+/// When one app became desired for the clusters of one since set (see migration 6).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Row, Serialize, Deserialize)]
+pub struct SinceSetRow {
+    pub since_set: String,
+    pub app: String,
+    pub desired_since: u32,
+}
+
+/// The since set of a cluster's membership row of render `render_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct MemberSinceRow {
+    pub cluster_id: String,
+    pub render_id: u64,
+    pub since_set: String,
+}
+
 /// Which reason set a cluster has, by render.
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct ReasonMemberRow {
@@ -312,6 +328,12 @@ impl Table for MembershipRow {
 }
 impl Table for ReasonSetRow {
     const TABLE: &'static str = "reason_sets";
+}
+impl Table for SinceSetRow {
+    const TABLE: &'static str = "since_sets";
+}
+impl Table for MemberSinceRow {
+    const TABLE: &'static str = "member_since_sets";
 }
 impl Table for ReasonMemberRow {
     const TABLE: &'static str = "reason_set_members";

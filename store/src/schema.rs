@@ -327,6 +327,29 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             dropped UInt8
         ) ENGINE = ReplacingMergeTree(finished_at) ORDER BY taken_at",
     ],
+}, Migration {
+    version: 6,
+    name: "desired since carried by clusters that change render group",
+    statements: &[
+        // When an app's version and content became desired for the clusters that carry a
+        // since set, where that differs from their render group's `desired_since` (a cluster
+        // that moved keeps the age of what did not change for it; one that joined a render
+        // group later than the group's row gets the time it joined). Named by a hash of the
+        // content, so a set's rows never change.
+        "CREATE TABLE IF NOT EXISTS since_sets (
+            since_set String,
+            app String,
+            desired_since DateTime
+        ) ENGINE = ReplacingMergeTree ORDER BY (since_set, app)",
+        // The since set of a cluster's membership row of the same render (`render_id`): a
+        // membership row without one here has none. Every row is kept, for answers at a past
+        // moment.
+        "CREATE TABLE IF NOT EXISTS member_since_sets (
+            cluster_id String,
+            render_id UInt64,
+            since_set String
+        ) ENGINE = ReplacingMergeTree ORDER BY (cluster_id, render_id)",
+    ],
 }];
 
 /// The newest migration this build knows.

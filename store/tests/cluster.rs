@@ -50,6 +50,14 @@ async fn load(store: &Store, rows: &GridRows) {
     store.insert_rows(&rows.members).await.expect("membership");
     store.insert_rows(&rows.desired).await.expect("desired");
     store
+        .insert_rows(&rows.since_sets)
+        .await
+        .expect("since sets");
+    store
+        .insert_rows(&rows.member_since)
+        .await
+        .expect("membership since sets");
+    store
         .insert_rows(&rows.reason_members)
         .await
         .expect("reason set membership");

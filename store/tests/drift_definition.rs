@@ -18,6 +18,8 @@ async fn sql_and_model_agree_on_every_grid_case() {
     store.insert_rows(&rows.heartbeats).await.unwrap();
     store.insert_rows(&rows.members).await.unwrap();
     store.insert_rows(&rows.desired).await.unwrap();
+    store.insert_rows(&rows.since_sets).await.unwrap();
+    store.insert_rows(&rows.member_since).await.unwrap();
     store.insert_rows(&rows.observed).await.unwrap();
 
     let from_sql: BTreeMap<(String, String), String> = store

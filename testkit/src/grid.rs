@@ -9,8 +9,8 @@ use fleetscope_model::{
     SyncStatus, Timestamp,
 };
 use fleetscope_store::{
-    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, ReasonMemberRow,
-    ReasonSetRow, RollupSnapshotRow,
+    ClusterRow, DesiredRow, HeartbeatRow, MemberSinceRow, MembershipRow, ObservedRow,
+    ReasonMemberRow, ReasonSetRow, RollupSnapshotRow, SinceSetRow,
 };
 
 use crate::sql_literal::table_inserts;
@@ -255,6 +255,11 @@ pub struct GridRows {
     /// The two reason sets: the older one, removed by render 2, and the current one.
     pub reason_sets: Vec<ReasonSetRow>,
     pub observed: Vec<ObservedRow>,
+    /// Since sets: every third desired case takes its `since` from one (its render group's row
+    /// says a later time that must be ignored); the one after it has a since set on its older,
+    /// superseded membership only (a decoy that must be ignored).
+    pub since_sets: Vec<SinceSetRow>,
+    pub member_since: Vec<MemberSinceRow>,
     /// A few trend snapshots (not derived from the cases; they only feed the trend query).
     pub snapshots: Vec<RollupSnapshotRow>,
     /// The two renders the desired rows and memberships name (render 2 recorded twice, as an
@@ -316,7 +321,7 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
             0,
         ),
     ]);
-    for case in cases {
+    for (index, case) in cases.iter().enumerate() {
         for (reason_set, render_id) in [("rs-old", 1), ("rs-grid", 2)] {
             rows.reason_members.push(ReasonMemberRow {
                 cluster_id: case.cluster_id.clone(),
@@ -379,10 +384,48 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
             };
         rows.desired
             .push(desired_row("0.1.0", HASH_B, ago(100_000), 1, 0));
+        // A time that would change the state if it were read instead of the case's own.
+        let decoy = |since: Timestamp| {
+            if since.seconds() < NOW.seconds() - 900 {
+                NOW.plus_seconds(-30)
+            } else {
+                ago(86_400)
+            }
+        };
         match &case.desired {
-            Some(d) => rows
-                .desired
-                .push(desired_row(d.version, d.hash, d.since, 2, 0)),
+            Some(d) if index % 3 == 0 => {
+                let set = format!("ss-grid-{index}");
+                rows.since_sets.push(SinceSetRow {
+                    since_set: set.clone(),
+                    app: APP.into(),
+                    desired_since: fleetscope_store::to_datetime(d.since),
+                });
+                // Duplicated, as an unmerged insert retried would leave it.
+                rows.member_since.extend([1, 2].map(|_| MemberSinceRow {
+                    cluster_id: case.cluster_id.clone(),
+                    render_id: 2,
+                    since_set: set.clone(),
+                }));
+                rows.desired
+                    .push(desired_row(d.version, d.hash, decoy(d.since), 2, 0));
+            }
+            Some(d) => {
+                if index % 3 == 1 {
+                    let set = format!("ss-old-{index}");
+                    rows.since_sets.push(SinceSetRow {
+                        since_set: set.clone(),
+                        app: APP.into(),
+                        desired_since: fleetscope_store::to_datetime(decoy(d.since)),
+                    });
+                    rows.member_since.push(MemberSinceRow {
+                        cluster_id: case.cluster_id.clone(),
+                        render_id: 1,
+                        since_set: set,
+                    });
+                }
+                rows.desired
+                    .push(desired_row(d.version, d.hash, d.since, 2, 0))
+            }
             // Render 2 took the app away from this render group.
             None => rows
                 .desired
@@ -481,6 +524,8 @@ impl GridRows {
         out.extend(table_inserts("desired_history", &self.desired));
         out.extend(table_inserts("reason_set_members", &self.reason_members));
         out.extend(table_inserts("reason_sets", &self.reason_sets));
+        out.extend(table_inserts("since_sets", &self.since_sets));
+        out.extend(table_inserts("member_since_sets", &self.member_since));
         out.extend(table_inserts("observed_transitions", &self.observed));
         out.extend(table_inserts("rollup_snapshots", &self.snapshots));
         out.extend(table_inserts("arrival_writers", &self.arrival_writers));

@@ -85,8 +85,8 @@ pub fn table_inserts<T: SqlRow>(table: &str, rows: &[T]) -> Vec<String> {
 }
 
 use fleetscope_store::{
-    ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow,
-    ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow,
+    ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MemberSinceRow, MembershipRow,
+    ObservedRow, ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow, SinceSetRow,
 };
 
 impl SqlRow for ClusterRow {
@@ -153,6 +153,28 @@ impl SqlRow for ReasonSetRow {
             r.reasons.literal(),
             r.pinned_by.literal(),
             r.removed.literal(),
+        ]
+    }
+}
+
+impl SqlRow for SinceSetRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.since_set.literal(),
+            r.app.literal(),
+            r.desired_since.literal(),
+        ]
+    }
+}
+
+impl SqlRow for MemberSinceRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.cluster_id.literal(),
+            r.render_id.literal(),
+            r.since_set.literal(),
         ]
     }
 }
