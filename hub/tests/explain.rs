@@ -3,7 +3,8 @@
 //! rendered content is identical although different policies (or a pin, or a dependency) put
 //! their apps there. The hub must say what `fleetscope render explain` says for every cluster
 //! and app, before and after a restart; and clusters that move to other render groups keep the
-//! content hashes (and so the `in_sync` state) of the apps whose content did not change.
+//! content hashes (and so the `in_sync` state) of the apps whose content did not change, and
+//! the time those apps became desired (`desired_since`, so their state and the gate's soak).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -472,5 +473,180 @@ kind: Policy\nname: signage-de\napps: {names: [signage]}\nclusters: {matchLabels
             .filter(|((_, app), _)| app != "signage")
             .all(|(_, s)| s == "in_sync"),
         "no cluster's unchanged app left in sync"
+    );
+}
+
+/// RFC 3339 as the API writes times.
+fn rfc3339(at: Timestamp) -> String {
+    jiff::Timestamp::from_second(at.seconds())
+        .unwrap()
+        .to_string()
+}
+
+/// The reproduction of a render that moves one cluster to another render group: with
+/// `examples/platform`, a new app and a policy that gives it to `berlin-02` only. Its apps
+/// that did not change keep the time they became desired (and so their state: a missing app
+/// stays missing, an out-of-sync one stays out of sync, instead of "progressing" for the
+/// grace period), and the gate's soak keeps counting, in the live hub and after a restart.
+#[tokio::test]
+async fn a_render_that_moves_a_cluster_keeps_the_age_of_its_unchanged_apps() {
+    let test = TestStore::start().await;
+    let store = &test.store;
+    let platform = tempfile::tempdir().unwrap();
+    fleetscope_testkit::copy_dir(
+        &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform"),
+        platform.path(),
+    );
+    let gitops = tempfile::tempdir().unwrap();
+    let (first_at, second_at) = (NOW.plus_seconds(-3_600), NOW.plus_seconds(-60));
+    let first = render(platform.path(), gitops.path()).unwrap();
+    desired::publish(store, &first, 1, first_at).await.unwrap();
+    // berlin-02 runs payments as rendered (in sync since a minute after the first render),
+    // an older metrics-agent, and has not reported checkout.
+    let group = &first.assigned.members[&ClusterId::parse("berlin-02").unwrap()];
+    let object = |app: &str, kind: &str, version: &str, hash: &str| ObservedRow {
+        cluster_id: "berlin-02".into(),
+        object_kind: kind.into(),
+        object_namespace: "flux-system".into(),
+        object_name: app.into(),
+        app: app.into(),
+        version: version.into(),
+        content_hash: hash.into(),
+        applied_revision: version.into(),
+        health: "healthy".into(),
+        sync: "synced".into(),
+        reason: String::new(),
+        message: String::new(),
+        transitioned_at: fleetscope_store::to_datetime(first_at.plus_seconds(60)),
+        observed_at: fleetscope_store::to_datetime(first_at.plus_seconds(60)),
+        received_at: fleetscope_store::to_datetime(first_at.plus_seconds(60)),
+        seq: 1,
+        deleted: 0,
+    };
+    let payments_hash = first.hashes[&(group.clone(), "payments".to_owned())].clone();
+    store
+        .insert_rows(&[
+            object("payments", "Kustomization", "2.0.1", &payments_hash),
+            object("metrics-agent", "Kustomization", "0.9.2", "sha256:older"),
+        ])
+        .await
+        .unwrap();
+    store
+        .insert_rows(&[HeartbeatRow {
+            cluster_id: "berlin-02".into(),
+            seen_at: fleetscope_store::to_datetime(NOW.plus_seconds(-10)),
+            agent_version: "test".into(),
+            reconciler_names: vec![],
+            reconciler_versions: vec![],
+        }])
+        .await
+        .unwrap();
+    let hub = Hub::start(store).await;
+    let before = hub.json("/api/v1/clusters/berlin-02").await;
+
+    std::fs::write(
+        platform.path().join("apps/coupons.yaml"),
+        "kind: Namespace\nname: promo\nowners: [team-shop]\napps: [coupons]\n---\n\
+kind: Application\nname: coupons\nversion: 0.1.0\nnamespace: promo\nreconciler: flux-kustomization\n\
+source: {type: git, url: \"https://git.example.com/shop/coupons.git\", path: ./deploy, ref: main}\n---\n\
+kind: Policy\nname: coupons-pilot\napps: {names: [coupons]}\n\
+clusters: {matchLabels: {fleetscope.io/cluster: berlin-02}}\n",
+    )
+    .unwrap();
+    let second = render(platform.path(), gitops.path()).unwrap();
+    let cluster = ClusterId::parse("berlin-02").unwrap();
+    assert_ne!(
+        first.assigned.members[&cluster], second.assigned.members[&cluster],
+        "berlin-02 moves to another render group"
+    );
+    let published = desired::publish(store, &second, 2, second_at)
+        .await
+        .unwrap();
+    assert_eq!(published.member_since_rows, 1, "berlin-02 gets a since set");
+    assert!(hub.index.refresh().await.unwrap().tables_reloaded);
+
+    let check = |page: &Value, when: &str| {
+        let apps: BTreeMap<&str, &Value> = page["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (a["app"].as_str().unwrap(), a))
+            .collect();
+        let old: BTreeMap<&str, &Value> = before["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (a["app"].as_str().unwrap(), a))
+            .collect();
+        for (app, state) in [
+            ("checkout", "missing"),
+            ("payments", "in_sync"),
+            ("metrics-agent", "out_of_sync"),
+        ] {
+            let (now, was) = (apps[app], old[app]);
+            assert_eq!(
+                now["desired_version"], was["desired_version"],
+                "{when}: {app}"
+            );
+            assert_eq!(
+                now["desired_content_hash"], was["desired_content_hash"],
+                "{when}: {app}"
+            );
+            assert_eq!(
+                now["desired_since"].as_str(),
+                Some(rfc3339(first_at).as_str()),
+                "{when}: {app} keeps the time of the first render"
+            );
+            assert_eq!(now["state"], state, "{when}: {app}");
+        }
+        assert_eq!(
+            apps["coupons"]["desired_since"].as_str(),
+            Some(rfc3339(second_at).as_str()),
+            "{when}: the new app is desired from the second render"
+        );
+        assert_eq!(apps["coupons"]["state"], "progressing", "{when}: coupons");
+    };
+    assert_eq!(
+        before["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["app"] == "checkout")
+            .unwrap()["desired_since"]
+            .as_str(),
+        Some(rfc3339(first_at).as_str())
+    );
+    check(&hub.json("/api/v1/clusters/berlin-02").await, "live");
+    // The soak of payments on berlin-02 counts from its report a minute after the first
+    // render, not from the second render an hour later.
+    let gate = hub
+        .json("/api/v1/gate?app=payments&version=2.0.1&soak=30m&group=emea/de/berlin")
+        .await;
+    let holding: Vec<&str> = gate["holding_back"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["cluster"].as_str().unwrap())
+        .collect();
+    assert!(
+        !holding.contains(&"berlin-02"),
+        "berlin-02 has soaked payments for almost an hour: {gate}"
+    );
+    // The store's SQL (the dashboards') agrees on the states.
+    let sql: BTreeMap<String, String> = store
+        .cluster_drift("berlin-02", NOW, &DriftPolicy::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| (row.app, row.state))
+        .collect();
+    assert_eq!(sql["checkout"], "missing");
+    assert_eq!(sql["metrics-agent"], "out_of_sync");
+    assert_eq!(sql["coupons"], "progressing");
+
+    let restarted = Hub::start(store).await;
+    check(
+        &restarted.json("/api/v1/clusters/berlin-02").await,
+        "after a restart",
     );
 }
