@@ -185,10 +185,11 @@ impl Current {
         }
     }
 
-    /// When the app's current row in `group` became desired for `cluster`, a member of it: the
-    /// cluster's since set's time when the row is not newer than its membership, else the row's.
-    fn desired_since_of(&self, cluster: &str, row: &CurrentDesiredRow) -> u32 {
-        if let Some((joined, set)) = self.member_since.get(cluster) {
+    /// When the app's current row in a render group became desired for a member of it whose
+    /// membership has the render and since set `member`: the since set's time when the row is
+    /// not newer than the membership, else the row's.
+    fn desired_since_of(&self, member: Option<&(u64, String)>, row: &CurrentDesiredRow) -> u32 {
+        if let Some((joined, set)) = member {
             if row.render_id <= *joined {
                 if let Some(since) = self.since_sets.get(set).and_then(|s| s.get(&row.app)) {
                     return *since;
@@ -220,53 +221,80 @@ pub fn since_set_name(entries: &BTreeMap<String, u32>) -> String {
     )
 }
 
+/// A since set as a render writes it: its name and its (app, desired since) entries.
+type SinceSet = (String, BTreeMap<String, u32>);
+
 /// For each cluster that joins a render group in this render (`joining`: cluster → group), the
-/// apps whose `desired_since` for it differs from what the group's row will say after the
-/// render: an app it already had at the same version and content keeps its time, any other
-/// app is desired from `now`. Clusters with no such app are left out.
-fn carried_since(
-    joining: &[(&str, &str)],
+/// since set of the apps whose `desired_since` for it differs from what the group's row will
+/// say after the render: an app it already had at the same version and content keeps its
+/// time, any other app is desired from `now`. Clusters with no such app are left out.
+///
+/// The answer depends only on the group left, the group joined and the since set and render of
+/// the membership left, so it is worked out once for each distinct combination: a policy
+/// change that moves 30,000 clusters moves them in a few such batches.
+fn carried_since<'a>(
+    joining: &[(&'a str, &'a str)],
     outcome: &RenderOutcome,
-    current: &Current,
+    current: &'a Current,
     now: u32,
-) -> BTreeMap<String, BTreeMap<String, u32>> {
-    let mut out = BTreeMap::new();
+) -> Vec<(&'a str, std::rc::Rc<SinceSet>)> {
+    type Key<'k> = (Option<&'k str>, &'k str, Option<&'k (u64, String)>);
+    let mut worked_out: BTreeMap<Key<'a>, Option<std::rc::Rc<SinceSet>>> = BTreeMap::new();
+    let mut out = Vec::new();
     for &(cluster, group) in joining {
-        let Some(content) = outcome.assigned.groups.get(group) else {
-            continue;
-        };
         let before = current
             .members
             .get(cluster)
             .filter(|(_, removed)| *removed == 0)
             .map(|(g, _)| g.as_str());
-        let mut entries = BTreeMap::new();
-        for a in &content.assignments {
-            let app = a.app.as_str();
-            let hash = &outcome.hashes[&(group.to_owned(), app.to_owned())];
-            let live = |g: &str| {
-                current
-                    .desired
-                    .get(&(g.to_owned(), app.to_owned()))
-                    .filter(|row| row.removed == 0)
-            };
-            // What the group's row says after this render: unchanged, or written now.
-            let group_since = live(group)
-                .filter(|row| &row.content_hash == hash && row.version == a.version.as_str())
-                .map_or(now, |row| row.desired_since);
-            let own = before
-                .and_then(live)
-                .filter(|row| &row.content_hash == hash && row.version == a.version.as_str())
-                .map_or(now, |row| current.desired_since_of(cluster, row));
-            if own != group_since {
-                entries.insert(app.to_owned(), own);
-            }
-        }
-        if !entries.is_empty() {
-            out.insert(cluster.to_owned(), entries);
+        let own_since = before.and(current.member_since.get(cluster));
+        let set = worked_out
+            .entry((before, group, own_since))
+            .or_insert_with(|| {
+                let entries = carried_entries(before, group, own_since, outcome, current, now);
+                (!entries.is_empty()).then(|| std::rc::Rc::new((since_set_name(&entries), entries)))
+            });
+        if let Some(set) = set {
+            out.push((cluster, set.clone()));
         }
     }
     out
+}
+
+/// The entries of [`carried_since`] for a cluster that leaves `before` (with the membership
+/// render and since set `own_since`) for `group`.
+fn carried_entries(
+    before: Option<&str>,
+    group: &str,
+    own_since: Option<&(u64, String)>,
+    outcome: &RenderOutcome,
+    current: &Current,
+    now: u32,
+) -> BTreeMap<String, u32> {
+    let mut entries = BTreeMap::new();
+    let Some(content) = outcome.assigned.groups.get(group) else {
+        return entries;
+    };
+    for a in &content.assignments {
+        let app = a.app.as_str();
+        let hash = &outcome.hashes[&(group.to_owned(), app.to_owned())];
+        let live = |g: &str| {
+            current
+                .desired
+                .get(&(g.to_owned(), app.to_owned()))
+                .filter(|row| row.removed == 0)
+                .filter(|row| &row.content_hash == hash && row.version == a.version.as_str())
+        };
+        // What the group's row says after this render: unchanged, or written now.
+        let group_since = live(group).map_or(now, |row| row.desired_since);
+        let own = before
+            .and_then(live)
+            .map_or(now, |row| current.desired_since_of(own_since, row));
+        if own != group_since {
+            entries.insert(app.to_owned(), own);
+        }
+    }
+    entries
 }
 
 /// The rows one publication writes.
@@ -375,19 +403,19 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
     let mut since_sets = Vec::new();
     let mut member_since = Vec::new();
     let mut named: BTreeSet<String> = BTreeSet::new();
-    for (cluster, entries) in carried_since(&joining, outcome, current, now_seconds) {
-        let name = since_set_name(&entries);
-        if !current.since_sets.contains_key(&name) && named.insert(name.clone()) {
-            since_sets.extend(entries.into_iter().map(|(app, desired_since)| SinceSetRow {
+    for (cluster, set) in carried_since(&joining, outcome, current, now_seconds) {
+        let (name, entries) = &*set;
+        if !current.since_sets.contains_key(name) && named.insert(name.clone()) {
+            since_sets.extend(entries.iter().map(|(app, desired_since)| SinceSetRow {
                 since_set: name.clone(),
-                app,
-                desired_since,
+                app: app.clone(),
+                desired_since: *desired_since,
             }));
         }
         member_since.push(MemberSinceRow {
-            cluster_id: cluster,
+            cluster_id: cluster.to_owned(),
             render_id,
-            since_set: name,
+            since_set: name.clone(),
         });
     }
     // Reason sets are named by their content: a row is written when a reason set appears

@@ -114,6 +114,7 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("checkpoint_log", Placement::Everywhere),
     ("since_sets", Placement::Everywhere),
     ("member_since_sets", Placement::Everywhere),
+    ("member_since_history", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.
@@ -449,7 +450,7 @@ ORDER BY (cluster_id, object_kind, object_namespace, object_name)"
             .into_iter()
             .filter(|s| s.starts_with("CREATE MATERIALIZED VIEW"))
             .collect();
-        assert_eq!(views.len(), 6);
+        assert_eq!(views.len(), 7);
         assert!(views[0].starts_with(
             "CREATE MATERIALIZED VIEW IF NOT EXISTS fs.desired_latest_mv ON CLUSTER 'fleet' TO fs.desired_latest AS"
         ));
@@ -485,6 +486,17 @@ ORDER BY (cluster_id, object_kind, object_namespace, object_name)"
             views[5].ends_with("FROM fs.heartbeats_local"),
             "{}",
             views[5]
+        );
+        // Migration 6: the membership since sets (copied everywhere) into their history.
+        assert!(
+            views[6].contains("TO fs.member_since_history AS"),
+            "{}",
+            views[6]
+        );
+        assert!(
+            views[6].ends_with("FROM fs.member_since_sets"),
+            "{}",
+            views[6]
         );
     }
 

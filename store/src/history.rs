@@ -130,23 +130,32 @@ ORDER BY cluster_id, version DESC, updated_at DESC LIMIT 1 BY cluster_id",
 /// Each cluster's render group under `render` (removed memberships included), with the render
 /// of its membership row and that row's since set, optionally of one cluster.
 pub fn members_at_query(store: &Store, render: u64, cluster: Option<&str>) -> Query {
+    let one = if cluster.is_some() {
+        " AND cluster_id = ?"
+    } else {
+        ""
+    };
     let sql = format!(
         "{} ORDER BY cluster_id",
-        crate::queries::members_with_since_sets_sql(&format!(
-            "(SELECT cluster_id, render_group, render_id, removed FROM member_history \
-WHERE render_id <= ?{})",
-            if cluster.is_some() {
-                " AND cluster_id = ?"
-            } else {
-                ""
-            }
-        ))
+        crate::queries::members_with_since_sets_sql(
+            &format!(
+                "(SELECT cluster_id, render_group, render_id, removed FROM member_history \
+WHERE render_id <= ?{one})"
+            ),
+            &format!(
+                "(SELECT cluster_id, render_id, since_set FROM member_since_history \
+WHERE render_id <= ?{one})"
+            )
+        )
     );
-    let query = store.client().query(&sql).bind(render);
-    match cluster {
-        Some(cluster) => query.bind(cluster),
-        None => query,
+    let mut query = store.client().query(&sql);
+    for _ in 0..2 {
+        query = query.bind(render);
+        if let Some(cluster) = cluster {
+            query = query.bind(cluster);
+        }
     }
+    query
 }
 
 /// The desired row of every (render group, app) in force under `render` (removed ones

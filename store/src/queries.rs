@@ -42,7 +42,8 @@ const MEMBERSHIP: &str = "SELECT cluster_id, current_group AS render_group, memb
 SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS member_removed, \
 max(render_id) AS member_render FROM render_group_members GROUP BY cluster_id\
 ) AS members ANY LEFT JOIN (\
-SELECT cluster_id, render_id AS member_render, since_set FROM member_since_sets\
+SELECT cluster_id, max(render_id) AS member_render, argMax(since_set, render_id) AS since_set \
+FROM member_since_sets GROUP BY cluster_id\
 ) AS carried USING (cluster_id, member_render) WHERE member_removed = 0";
 
 /// Current desired rows per render group and app, with the render that wrote each
@@ -412,11 +413,17 @@ ORDER BY app, render_id DESC LIMIT 1 BY app\
 SELECT since_set, app, desired_since AS carried_since FROM since_sets\
 ) AS carried USING (since_set, app) WHERE removed = 0 ORDER BY app",
             members = members_with_since_sets_sql(
-                "(SELECT * FROM render_group_members WHERE cluster_id = ?)"
+                "(SELECT * FROM render_group_members WHERE cluster_id = ?)",
+                "(SELECT * FROM member_since_sets WHERE cluster_id = ?)"
             ),
         )
     });
-    store.client().query(sql).bind(cluster_id).bind(cluster_id)
+    store
+        .client()
+        .query(sql)
+        .bind(cluster_id)
+        .bind(cluster_id)
+        .bind(cluster_id)
 }
 
 pub fn latest_heartbeats_query(store: &Store) -> Query {
@@ -765,14 +772,17 @@ FROM render_group_members GROUP BY cluster_id";
 
 /// Each cluster's render group among the membership rows of `rows` (a table or a subquery
 /// with `cluster_id`, `render_group`, `render_id`, `removed`), removed memberships included,
-/// with the render of that row and its since set: the columns of [`CurrentMemberRow`].
-pub(crate) fn members_with_since_sets_sql(rows: &str) -> String {
+/// with the render of that row and its since set, the newest of `since_rows` (a table or a
+/// subquery with `cluster_id`, `render_id`, `since_set`) when it is of the same render: the
+/// columns of [`CurrentMemberRow`].
+pub(crate) fn members_with_since_sets_sql(rows: &str, since_rows: &str) -> String {
     format!(
         "SELECT cluster_id, current_group, current_removed, current_render, since_set FROM (\
 SELECT cluster_id, argMax(render_group, render_id) AS current_group, argMax(removed, render_id) AS current_removed, \
 max(render_id) AS current_render FROM {rows} GROUP BY cluster_id\
 ) AS members ANY LEFT JOIN (\
-SELECT cluster_id, render_id AS current_render, since_set FROM member_since_sets\
+SELECT cluster_id, max(render_id) AS current_render, argMax(since_set, render_id) AS since_set \
+FROM {since_rows} GROUP BY cluster_id\
 ) AS carried USING (cluster_id, current_render)"
     )
 }
@@ -782,7 +792,7 @@ pub fn current_members_query(store: &Store) -> Query {
     let sql = SQL.get_or_init(|| {
         format!(
             "{} ORDER BY cluster_id",
-            members_with_since_sets_sql("render_group_members")
+            members_with_since_sets_sql("render_group_members", "member_since_sets")
         )
     });
     store.client().query(sql)

@@ -341,14 +341,22 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             app String,
             desired_since DateTime
         ) ENGINE = ReplacingMergeTree ORDER BY (since_set, app)",
-        // The since set of a cluster's membership row of the same render (`render_id`): a
-        // membership row without one here has none. Every row is kept, for answers at a past
-        // moment.
+        // The since set of a cluster's membership row of the same render (`render_id`), the
+        // newest row per cluster: a membership row of another render has none.
         "CREATE TABLE IF NOT EXISTS member_since_sets (
             cluster_id String,
             render_id UInt64,
             since_set String
+        ) ENGINE = ReplacingMergeTree(render_id) ORDER BY cluster_id",
+        // Every such row, for answers at a past moment.
+        "CREATE TABLE IF NOT EXISTS member_since_history (
+            cluster_id String,
+            render_id UInt64,
+            since_set String
         ) ENGINE = ReplacingMergeTree ORDER BY (cluster_id, render_id)",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS member_since_history_mv TO member_since_history AS
+        SELECT cluster_id, render_id, since_set
+        FROM member_since_sets",
     ],
 }];
 

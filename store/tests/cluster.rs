@@ -222,6 +222,7 @@ async fn a_cluster_answers_like_a_single_server() {
             "cluster_history_mv",
             "member_history_mv",
             "heartbeat_history_mv",
+            "member_since_history_mv",
         ] {
             expected.insert(view.to_owned(), "MaterializedView".to_owned());
         }

@@ -135,6 +135,7 @@ fn clustered_schema_and_queries_run_on_the_current_engine() {
         "cluster_history_mv",
         "member_history_mv",
         "heartbeat_history_mv",
+        "member_since_history_mv",
     ] {
         expected.insert(view.to_owned(), "MaterializedView");
     }
