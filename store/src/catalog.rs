@@ -180,6 +180,10 @@ pub fn read_queries_for(
             "current membership",
             queries::current_members_query(store),
         ),
+        render::<crate::MemberSinceRow>(
+            "current membership since sets",
+            queries::current_member_since_query(store),
+        ),
         render::<queries::CurrentReasonMemberRow>(
             "current reason set membership",
             queries::current_reason_members_query(store),
@@ -302,6 +306,14 @@ pub fn read_queries_for(
         render::<queries::CurrentMemberRow>(
             "one cluster's membership at a moment",
             history::members_at_query(store, u64::MAX >> 1, Some(cluster_id)),
+        ),
+        render::<crate::MemberSinceRow>(
+            "membership since sets at a moment",
+            history::member_since_at_query(store, u64::MAX >> 1, None),
+        ),
+        render::<crate::MemberSinceRow>(
+            "one cluster's membership since set at a moment",
+            history::member_since_at_query(store, u64::MAX >> 1, Some(cluster_id)),
         ),
         render::<DesiredRow>(
             "desired state at a moment",

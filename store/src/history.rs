@@ -128,34 +128,41 @@ ORDER BY cluster_id, version DESC, updated_at DESC LIMIT 1 BY cluster_id",
 }
 
 /// Each cluster's render group under `render` (removed memberships included), with the render
-/// of its membership row and that row's since set, optionally of one cluster.
+/// of its membership row, optionally of one cluster; its since set is read by
+/// [`member_since_at_query`].
 pub fn members_at_query(store: &Store, render: u64, cluster: Option<&str>) -> Query {
-    let one = if cluster.is_some() {
-        " AND cluster_id = ?"
-    } else {
-        ""
-    };
-    let sql = format!(
-        "{} ORDER BY cluster_id",
-        crate::queries::members_with_since_sets_sql(
-            &format!(
-                "(SELECT cluster_id, render_group, render_id, removed FROM member_history \
-WHERE render_id <= ?{one})"
-            ),
-            &format!(
-                "(SELECT cluster_id, render_id, since_set FROM member_since_history \
-WHERE render_id <= ?{one})"
-            )
-        )
-    );
-    let mut query = store.client().query(&sql);
-    for _ in 0..2 {
-        query = query.bind(render);
-        if let Some(cluster) = cluster {
-            query = query.bind(cluster);
+    let sql = crate::queries::members_sql(&format!(
+        "(SELECT cluster_id, render_group, render_id, removed FROM member_history \
+WHERE render_id <= ?{})",
+        if cluster.is_some() {
+            " AND cluster_id = ?"
+        } else {
+            ""
         }
+    ));
+    let query = store.client().query(&sql).bind(render);
+    match cluster {
+        Some(cluster) => query.bind(cluster),
+        None => query,
     }
-    query
+}
+
+/// Each cluster's newest membership since row under `render`, optionally of one cluster.
+pub fn member_since_at_query(store: &Store, render: u64, cluster: Option<&str>) -> Query {
+    let sql = crate::queries::newest_since_rows_sql(&format!(
+        "(SELECT cluster_id, render_id, since_set FROM member_since_history \
+WHERE render_id <= ?{})",
+        if cluster.is_some() {
+            " AND cluster_id = ?"
+        } else {
+            ""
+        }
+    ));
+    let query = store.client().query(&sql).bind(render);
+    match cluster {
+        Some(cluster) => query.bind(cluster),
+        None => query,
+    }
 }
 
 /// The desired row of every (render group, app) in force under `render` (removed ones
@@ -466,10 +473,21 @@ impl Store {
         render: u64,
         cluster: Option<&str>,
     ) -> Result<Vec<CurrentMemberRow>> {
-        members_at_query(self, render, cluster)
-            .fetch_all()
-            .await
-            .context(|| "reading the membership at a moment".to_owned())
+        let (members, since) = tokio::try_join!(
+            async {
+                members_at_query(self, render, cluster)
+                    .fetch_all()
+                    .await
+                    .context(|| "reading the membership at a moment".to_owned())
+            },
+            async {
+                member_since_at_query(self, render, cluster)
+                    .fetch_all()
+                    .await
+                    .context(|| "reading the membership since sets at a moment".to_owned())
+            },
+        )?;
+        Ok(crate::queries::with_since_sets(members, since))
     }
 
     pub async fn desired_at(

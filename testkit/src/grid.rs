@@ -257,7 +257,8 @@ pub struct GridRows {
     pub observed: Vec<ObservedRow>,
     /// Since sets: every third desired case takes its `since` from one (its render group's row
     /// says a later time that must be ignored); the one after it has a since set on its older,
-    /// superseded membership only (a decoy that must be ignored).
+    /// superseded membership only (a decoy that must be ignored); the one after that has a
+    /// since set without its app (its render group's time holds).
     pub since_sets: Vec<SinceSetRow>,
     pub member_since: Vec<MemberSinceRow>,
     /// A few trend snapshots (not derived from the cases; they only feed the trend query).
@@ -410,6 +411,24 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
                     .push(desired_row(d.version, d.hash, decoy(d.since), 2, 0));
             }
             Some(d) => {
+                if index % 3 == 2 {
+                    if !rows
+                        .since_sets
+                        .iter()
+                        .any(|r| r.since_set == "ss-other-app")
+                    {
+                        rows.since_sets.push(SinceSetRow {
+                            since_set: "ss-other-app".into(),
+                            app: "payments".into(),
+                            desired_since: fleetscope_store::to_datetime(ago(86_400)),
+                        });
+                    }
+                    rows.member_since.push(MemberSinceRow {
+                        cluster_id: case.cluster_id.clone(),
+                        render_id: 2,
+                        since_set: "ss-other-app".into(),
+                    });
+                }
                 if index % 3 == 1 {
                     let set = format!("ss-old-{index}");
                     rows.since_sets.push(SinceSetRow {
