@@ -4,11 +4,14 @@
 //! child processes; simulated agents report through the collector. Then it keeps going until
 //! interrupted: rollouts of new versions through the renderer in waves (some clusters fail
 //! them), clusters going dark and coming back with their spooled changes, status changes in the
-//! background, and a status line from the hub. Ctrl-C stops everything it started and removes
-//! what it wrote (unless `--work-dir` was given).
+//! background, and a status line from the hub. The hour before the start is simulated
+//! (`history`), so that the hub's answers at a past moment show the fleet from the start on.
+//! Ctrl-C stops everything it started and removes what it wrote (unless `--work-dir` was
+//! given).
 
 #![forbid(unsafe_code)]
 
+pub mod history;
 pub mod platform;
 pub mod table;
 pub mod where_to_look;
@@ -147,7 +150,8 @@ fn step(started: Instant, text: &str) {
 /// Runs the demo until interrupted (or for `--duration`), then stops what it started.
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     args.validate()?;
-    let exe = procs::fleetscope_exe(args.fleetscope_binary.clone())?;
+    // Absolute: the command-line examples name it, to be run from any directory.
+    let exe = std::path::absolute(procs::fleetscope_exe(args.fleetscope_binary.clone())?)?;
     let work = match &args.work_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)
@@ -256,10 +260,35 @@ async fn run_in(args: &DemoArgs, exe: &Path, work: &Path) -> anyhow::Result<()> 
         stale_after_seconds: args.stale_after,
         ..DriftPolicy::default()
     };
-    let fleet = SimFleet::from_render(&outcome, args.seed, published_at, now, policy)?;
+    let mut fleet = SimFleet::from_render(&outcome, args.seed, published_at, now, policy)?;
+    // The first rollout takes the first app to its next version (as `bump_version` makes it).
+    let first_rollout = outcome
+        .platform
+        .apps
+        .iter()
+        .next()
+        .and_then(|(app, entry)| {
+            next_version(entry.version.as_str()).map(|version| (app.to_string(), version))
+        });
     drop(outcome);
 
-    let result = live(args, exe, fleet, &store, &server, work, &logs).await;
+    let t = Instant::now();
+    let written = history::write(&store, &mut fleet, clock::now(), args.stale_after).await?;
+    step(
+        t,
+        &format!(
+            "history: the hour before the start simulated from {} UTC on, {} app objects and {} heartbeats, with its checkpoint",
+            clock_time(written.from),
+            thousands(written.objects),
+            thousands(written.heartbeats)
+        ),
+    );
+
+    let started = Started {
+        history_from: written.from,
+        first_rollout,
+    };
+    let result = live(args, exe, fleet, &store, &server, work, &started).await;
     drop(store);
     let pid = server.pid();
     tokio::task::spawn_blocking(move || server.stop()).await?;
@@ -270,6 +299,28 @@ async fn run_in(args: &DemoArgs, exe: &Path, work: &Path) -> anyhow::Result<()> 
     result
 }
 
+/// The version after `version` as a rollout of the demo makes it: the minor number up by
+/// one, the patch number 0 (`1.4.2` → `1.5.0`); none unless `major.minor.patch`.
+pub fn next_version(version: &str) -> Option<String> {
+    let parts: Vec<u64> = version
+        .split('.')
+        .map(|p| p.parse::<u64>().ok())
+        .collect::<Option<_>>()?;
+    match parts[..] {
+        [major, minor, _] => Some(format!("{major}.{}.0", minor + 1)),
+        _ => None,
+    }
+}
+
+/// What the start-up decided that the printed examples name.
+#[derive(Debug, Clone)]
+struct Started {
+    /// The start of the simulated history.
+    history_from: fleetscope_model::Timestamp,
+    /// The app the first rollout takes, and to which version.
+    first_rollout: Option<(String, String)>,
+}
+
 /// The running pipeline: services, agents, and the scenario loop until interrupted.
 async fn live(
     args: &DemoArgs,
@@ -278,8 +329,9 @@ async fn live(
     store: &Store,
     server: &LocalClickHouse,
     work: &Path,
-    logs: &Path,
+    started: &Started,
 ) -> anyhow::Result<()> {
+    let logs = &work.join("logs");
     let seed = fleet.seed();
     let apps: Vec<String> = fleet
         .apps
@@ -372,7 +424,14 @@ async fn live(
             logs: logs.to_path_buf(),
             example_cluster: first_cluster(ctx),
             rollout_app: apps.first().cloned().unwrap_or_default(),
+            rollout_version: started
+                .first_rollout
+                .as_ref()
+                .filter(|(app, _)| apps.first() == Some(app))
+                .map(|(_, version)| version.clone()),
             stale_after: args.stale_after,
+            fleetscope: exe.to_path_buf(),
+            history_from: started.history_from,
         })?;
         drive(
             args,
@@ -650,4 +709,17 @@ async fn status_line(ctx: &Ctx) -> anyhow::Result<String> {
         thousands(instances),
         parts.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_version_is_the_one_a_rollout_makes() {
+        assert_eq!(next_version("1.4.2").as_deref(), Some("1.5.0"));
+        assert_eq!(next_version("0.9.0").as_deref(), Some("0.10.0"));
+        assert_eq!(next_version("1.4"), None);
+        assert_eq!(next_version("1.4.2-rc1"), None);
+    }
 }

@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use fleetscope_loadtest::scenario::clock_time;
+use fleetscope_model::Timestamp;
 
 use crate::{EMEA_TOKEN, READ_TOKEN};
 
@@ -55,7 +57,27 @@ pub struct Endpoints {
     pub example_cluster: String,
     /// The app the first rollout takes.
     pub rollout_app: String,
+    /// The version the first rollout takes it to.
+    pub rollout_version: Option<String>,
     pub stale_after: i64,
+    /// The `fleetscope` binary this demo runs (absolute), for the command-line examples.
+    pub fleetscope: PathBuf,
+    /// The oldest moment the hub answers for: the start of the simulated history.
+    pub history_from: Timestamp,
+}
+
+/// `text` as one word of a POSIX shell command line: as it is when it has nothing the shell
+/// would read otherwise, else in single quotes.
+pub fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 fn host_port(url: &str) -> &str {
@@ -134,6 +156,9 @@ pub fn write_grafana(e: &Endpoints) -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((provisioning, dashboards))
 }
 
+/// The indent of every line of the printed examples: a `# what` line, then its commands.
+pub const EXAMPLE_INDENT: &str = "  ";
+
 /// The ClickHouse version the Grafana ClickHouse plugin needs at least.
 const PLUGIN_MIN_CLICKHOUSE: (u32, u32) = (22, 7);
 
@@ -171,70 +196,106 @@ pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> S
         e.work.join("gitops").display()
     );
     let _ = writeln!(t, "  logs       {}", e.logs.display());
+    // Each example: a `# what` line, then its command lines, each a shell command line that
+    // works as printed, pasted into a new shell (the last example's lines in that order).
     let _ = writeln!(t, "\nTry:");
     let hub = &e.hub;
-    let examples = [
-        ("the fleet and each region", format!("{curl} '{hub}/api/v1/summary?depth=1'")),
+    let app = &e.rollout_app;
+    let mut examples: Vec<(String, Vec<String>)> = vec![
         (
-            "failing app instances, with the reconciler's message",
-            format!("{curl} '{hub}/api/v1/drift?state=failed&limit=5'"),
+            "the fleet and each region".into(),
+            vec![format!("{curl} '{hub}/api/v1/summary?depth=1'")],
         ),
         (
-            "the rollout: versions of one app, desired and running",
-            format!("{curl} '{hub}/api/v1/apps/{}/versions'", e.rollout_app),
+            "failing app instances, with the reconciler's message".into(),
+            vec![format!("{curl} '{hub}/api/v1/drift?state=failed&limit=5'")],
         ),
         (
-            "the rollout gate (pass at 90% in sync)",
-            format!(
-                "{curl} '{hub}/api/v1/gate?app={}&version=<the new version>&threshold=0.9'",
-                e.rollout_app
-            ),
-        ),
-        (
-            &*format!("clusters not heard from for {} s", e.stale_after),
-            format!("{curl} '{hub}/api/v1/stale?limit=5'"),
-        ),
-        (
-            "one cluster: desired, actual, history",
-            format!("{curl} '{hub}/api/v1/clusters/{}'", e.example_cluster),
-        ),
-        (
-            "why an app runs there",
-            format!(
-                "{curl} '{hub}/api/v1/explain?cluster={}&app={}'",
-                e.example_cluster, e.rollout_app
-            ),
-        ),
-        (
-            "the fleet as it was five minutes ago (any moment since the first checkpoint)",
-            format!(
-                "{curl} \"{hub}/api/v1/summary?depth=1&at=$(( $(date +%s) - 300 ))\""
-            ),
-        ),
-        (
-            "drift of one country as CSV",
-            format!("{curl} '{hub}/api/v1/drift?group=emea/de&format=csv' | head"),
-        ),
-        (
-            "a scoped token sees only its subtree",
-            format!(
-                "curl -s -H \"Authorization: Bearer {EMEA_TOKEN}\" '{hub}/api/v1/summary?depth=1'"
-            ),
-        ),
-        ("the OpenAPI document", format!("curl -s '{hub}/api/v1/openapi.json'")),
-        (
-            "Prometheus metrics of the hub and the collector",
-            format!("{curl} '{hub}/metrics' | grep fleetscope_app_instances; curl -s '{}/metrics' | head", e.collector),
+            "the rollout: versions of one app, desired and running".into(),
+            vec![format!("{curl} '{hub}/api/v1/apps/{app}/versions'")],
         ),
     ];
-    for (what, command) in examples {
-        let _ = writeln!(t, "  # {what}\n  {command}");
+    if let Some(version) = &e.rollout_version {
+        examples.push((
+            format!("the rollout gate of {app} {version}, the version rolled out first (pass at 90% in sync)"),
+            vec![format!(
+                "{curl} '{hub}/api/v1/gate?app={app}&version={version}&threshold=0.9'"
+            )],
+        ));
     }
-    let _ = writeln!(
-        t,
-        "  # the same from the command line: tables, `-o json` for scripts; the gate exits 1 on fail\n  export FLEETSCOPE_HUB_URL={hub} FLEETSCOPE_HUB_TOKEN={READ_TOKEN}\n  fleetscope status\n  fleetscope versions {app}\n  fleetscope drift --state failed --limit 5\n  fleetscope status --at \"$(date -u -d '5 minutes ago' +%Y-%m-%dT%H:%M:%SZ)\"\n  fleetscope gate --app {app} --version <the new version> --threshold 0.9; echo \"exit $?\"",
-        app = e.rollout_app
-    );
+    examples.extend([
+        (
+            format!("clusters not heard from for {} s", e.stale_after),
+            vec![format!("{curl} '{hub}/api/v1/stale?limit=5'")],
+        ),
+        (
+            "one cluster: desired, actual, history".into(),
+            vec![format!("{curl} '{hub}/api/v1/clusters/{}'", e.example_cluster)],
+        ),
+        (
+            "why an app runs there".into(),
+            vec![format!(
+                "{curl} '{hub}/api/v1/explain?cluster={}&app={app}'",
+                e.example_cluster
+            )],
+        ),
+        (
+            format!(
+                "the fleet as it was five minutes ago (any moment since {} UTC: the demo simulates the hour before it started)",
+                &clock_time(e.history_from)[..5]
+            ),
+            vec![format!(
+                "{curl} \"{hub}/api/v1/summary?depth=1&at=$(( $(date +%s) - 300 ))\""
+            )],
+        ),
+        (
+            "drift of one country as CSV".into(),
+            vec![format!(
+                "{curl} '{hub}/api/v1/drift?group=emea/de&format=csv' | head"
+            )],
+        ),
+        (
+            "a scoped token sees only its subtree".into(),
+            vec![format!(
+                "curl -s -H \"Authorization: Bearer {EMEA_TOKEN}\" '{hub}/api/v1/summary?depth=1'"
+            )],
+        ),
+        (
+            "the OpenAPI document (needs no token)".into(),
+            vec![format!("curl -s '{hub}/api/v1/openapi.json'")],
+        ),
+        (
+            "Prometheus metrics of the hub and the collector".into(),
+            vec![format!(
+                "{curl} '{hub}/metrics' | grep fleetscope_app_instances; curl -s '{}/metrics' | head",
+                e.collector
+            )],
+        ),
+    ]);
+    let fleetscope = shell_word(&e.fleetscope.display().to_string());
+    let mut commands = vec![
+        format!("export FLEETSCOPE_HUB_URL={hub} FLEETSCOPE_HUB_TOKEN={READ_TOKEN}"),
+        format!("{fleetscope} status"),
+        format!("{fleetscope} versions {app}"),
+        format!("{fleetscope} drift --state failed --limit 5"),
+        format!("{fleetscope} status --at \"$(date -u -d '5 minutes ago' +%Y-%m-%dT%H:%M:%SZ)\""),
+    ];
+    if let Some(version) = &e.rollout_version {
+        commands.push(format!(
+            "{fleetscope} gate --app {app} --version {version} --threshold 0.9; echo \"exit $?\""
+        ));
+    }
+    examples.push((
+        "the same from the command line: tables, `-o json` for scripts; the gate exits 1 on fail"
+            .into(),
+        commands,
+    ));
+    for (what, lines) in examples {
+        let _ = writeln!(t, "{EXAMPLE_INDENT}# {what}");
+        for line in lines {
+            let _ = writeln!(t, "{EXAMPLE_INDENT}{line}");
+        }
+    }
     let _ = writeln!(
         t,
         "\nPrometheus (scrapes both, loads the alert rules):\n  prometheus --config.file={} --storage.tsdb.path={} --web.listen-address=127.0.0.1:{PROMETHEUS_PORT}",
@@ -272,6 +333,8 @@ pub fn print(e: &Endpoints) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use expect_test::expect;
+
     use super::*;
 
     fn endpoints(work: &Path) -> Endpoints {
@@ -284,7 +347,10 @@ mod tests {
             logs: work.join("logs"),
             example_cluster: "berlin-01".into(),
             rollout_app: "checkout".into(),
+            rollout_version: Some("1.5.0".into()),
             stale_after: 120,
+            fleetscope: PathBuf::from("/src/fleet scope/target/release/fleetscope"),
+            history_from: Timestamp(1_764_000_000),
         }
     }
 
@@ -364,6 +430,59 @@ mod tests {
             Some(dashboards.to_str().unwrap())
         );
         assert_eq!(std::fs::read_dir(&dashboards).unwrap().count(), 6);
+    }
+
+    /// The examples as printed: each `# what` line followed by its command lines, every line
+    /// with the same indent, real values in place of placeholders, the binary by its absolute
+    /// path (quoted, as it has a space here).
+    #[test]
+    fn the_examples_are_commands_to_paste() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = endpoints(dir.path());
+        let paths = (dir.path().join("p"), dir.path().join("d"));
+        let text = text(&e, &dir.path().join("prometheus.yml"), &paths);
+        let examples: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "Try:")
+            .take_while(|l| !l.is_empty())
+            .collect();
+        expect![[r#"
+            Try:
+              # the fleet and each region
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/summary?depth=1'
+              # failing app instances, with the reconciler's message
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/drift?state=failed&limit=5'
+              # the rollout: versions of one app, desired and running
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/apps/checkout/versions'
+              # the rollout gate of checkout 1.5.0, the version rolled out first (pass at 90% in sync)
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/gate?app=checkout&version=1.5.0&threshold=0.9'
+              # clusters not heard from for 120 s
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/stale?limit=5'
+              # one cluster: desired, actual, history
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/clusters/berlin-01'
+              # why an app runs there
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/explain?cluster=berlin-01&app=checkout'
+              # the fleet as it was five minutes ago (any moment since 16:00 UTC: the demo simulates the hour before it started)
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" "http://127.0.0.1:8080/api/v1/summary?depth=1&at=$(( $(date +%s) - 300 ))"
+              # drift of one country as CSV
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/drift?group=emea/de&format=csv' | head
+              # a scoped token sees only its subtree
+              curl -s -H "Authorization: Bearer demo-read-token-emea" 'http://127.0.0.1:8080/api/v1/summary?depth=1'
+              # the OpenAPI document (needs no token)
+              curl -s 'http://127.0.0.1:8080/api/v1/openapi.json'
+              # Prometheus metrics of the hub and the collector
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/metrics' | grep fleetscope_app_instances; curl -s 'http://127.0.0.1:8081/metrics' | head
+              # the same from the command line: tables, `-o json` for scripts; the gate exits 1 on fail
+              export FLEETSCOPE_HUB_URL=http://127.0.0.1:8080 FLEETSCOPE_HUB_TOKEN=demo-read-token-fleet
+              '/src/fleet scope/target/release/fleetscope' status
+              '/src/fleet scope/target/release/fleetscope' versions checkout
+              '/src/fleet scope/target/release/fleetscope' drift --state failed --limit 5
+              '/src/fleet scope/target/release/fleetscope' status --at "$(date -u -d '5 minutes ago' +%Y-%m-%dT%H:%M:%SZ)"
+              '/src/fleet scope/target/release/fleetscope' gate --app checkout --version 1.5.0 --threshold 0.9; echo "exit $?"
+        "#]]
+        .assert_eq(&(examples.join("\n") + "\n"));
+        assert_eq!(shell_word("/usr/bin/fleetscope"), "/usr/bin/fleetscope");
+        assert_eq!(shell_word("/tmp/it's here"), r"'/tmp/it'\''s here'");
     }
 
     #[test]
