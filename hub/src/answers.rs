@@ -772,7 +772,7 @@ pub enum HistoryEvent {
 }
 
 /// One example answer per route, as the document shows them (validated against the schemas by
-/// `hub/tests/openapi_schemas.rs`, so an example cannot drift from what the hub sends). Names
+/// `hub/tests/it/openapi_schemas.rs`, so an example cannot drift from what the hub sends). Names
 /// are those of the example platform repo.
 pub(crate) fn examples() -> Vec<(&'static str, serde_json::Value)> {
     use serde_json::json;

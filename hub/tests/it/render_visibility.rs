@@ -11,7 +11,6 @@ use fleetscope_store::{
 };
 use fleetscope_testkit::TestStore;
 
-#[path = "render_visibility/desired_since.rs"]
 mod desired_since;
 
 const GROUP: &str = "rg-1";

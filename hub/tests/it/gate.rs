@@ -17,7 +17,7 @@ use fleetscope_store::{
 use fleetscope_testkit::TestStore;
 use serde_json::{json, Value};
 
-mod common;
+use crate::common;
 
 const NOW: i64 = 1_800_000_000;
 /// The render that made `checkout` 2.0.0 desired: three hours ago.

@@ -15,7 +15,7 @@ use fleetscope_model::{DriftState, GroupPath};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 const ADMIN: &str = "admin-token-0123456789";
 const SCOPED: &str = "emea-de-token-0123456789";

@@ -17,7 +17,7 @@ use proptest::test_runner::{TestCaseError, TestRunner};
 use serde_json::Value;
 use tower::ServiceExt;
 
-mod common;
+use crate::common;
 
 /// One answer: status, content type and body.
 struct Reply {

@@ -1,8 +1,6 @@
 //! What the hub's integration tests share: a simulated fleet in a private ClickHouse, a hub
 //! state on it with the fleet's clock, and a router served on a free loopback port.
 
-#![allow(dead_code)]
-
 use std::sync::Arc;
 
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};

@@ -26,7 +26,7 @@ use fleetscope_store::{
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 const HOUR: i64 = 3_600;
 const DAY: i64 = 86_400;

@@ -13,7 +13,7 @@ use fleetscope_model::DriftPolicy;
 use fleetscope_testkit::reloads::{file_version as version_of, reload_state};
 use fleetscope_testkit::TestStore;
 
-mod common;
+use crate::common;
 
 const ADMIN: &str = "admin-token-0123456789";
 const READER: &str = "reader-token-0123456789";

@@ -10,7 +10,7 @@ use fleetscope_hub::index::Index;
 use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::{router, spawn_refresher, AppState};
 
-mod common;
+use crate::common;
 
 async fn serve(state: Arc<AppState>) -> String {
     common::serve(router(state, Arc::new(Auth::Insecure), true)).await

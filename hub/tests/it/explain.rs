@@ -21,7 +21,7 @@ use fleetscope_store::{HeartbeatRow, ObservedRow, Store};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 const NOW: Timestamp = Timestamp(1_800_000_000);
 

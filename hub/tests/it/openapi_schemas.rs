@@ -13,7 +13,7 @@ use fleetscope_hub::metrics::MetricsConfig;
 use fleetscope_hub::server::router;
 use serde_json::{json, Value};
 
-mod common;
+use crate::common;
 
 const READER: &str = "schema-reader-token-0123456789";
 const SCOPED: &str = "schema-scoped-token-0123456789";

@@ -19,7 +19,7 @@ use fleetscope_store::ObservedRow;
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 const READER: &str = "insights-reader-token-0123456789";
 const SCOPED: &str = "insights-emea-de-token-0123456789";

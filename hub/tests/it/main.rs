@@ -1,0 +1,20 @@
+//! The hub's integration tests, one binary so that a change links one test program: a module
+//! per area, each starting with what it proves. Tests that need a server start a private one.
+
+mod alert_rules;
+mod api;
+mod arrivals;
+mod common;
+mod explain;
+mod gate;
+mod insights;
+mod maintained;
+mod metrics;
+mod one_definition;
+mod openapi_schemas;
+mod otlp;
+mod params;
+mod render_visibility;
+mod serving;
+mod ties;
+mod time_travel;
