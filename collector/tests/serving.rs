@@ -13,6 +13,7 @@ use fleetscope_testkit::TestStore;
 use common::now;
 use fleetscope_testkit::reloads::{file_version as version_of, reload_state};
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 const TOKEN_A: &str = "token-for-store-a-0123456789";

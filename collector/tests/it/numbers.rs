@@ -18,7 +18,7 @@ use fleetscope_testkit::TestStore;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-mod common;
+use crate::common;
 
 fn now_micros() -> u64 {
     std::time::SystemTime::now()

@@ -153,7 +153,7 @@ fn validation_with(variable: &str, value: &std::path::Path) -> (bool, String) {
     let output = Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
-            "every_dashboard_validates_against_grafanas_schema",
+            "grafana_schema::every_dashboard_validates_against_grafanas_schema",
             "--nocapture",
         ])
         .env(variable, value)

@@ -13,7 +13,7 @@ use fleetscope_testkit::TestStore;
 
 use common::{change, now};
 
-mod common;
+use crate::common;
 
 const TOKEN_A: &str = "token-for-store-a-0123456789";
 const TOKEN_B: &str = "token-for-store-b-0123456789";

@@ -8,7 +8,7 @@ use fleetscope_renderer::platform::Document;
 fn committed_schema_matches_the_types() {
     let schema = schemars::schema_for!(Document);
     let text = serde_json::to_string_pretty(&schema).expect("schemas serialize") + "\n";
-    expect_file!["../../docs/platform-repo.schema.json"].assert_eq(&text);
+    expect_file!["../../../docs/platform-repo.schema.json"].assert_eq(&text);
 }
 
 #[test]

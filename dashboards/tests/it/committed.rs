@@ -15,7 +15,7 @@ use serde_json::Value;
 fn the_committed_files_are_the_generated_ones() {
     let dashboards = fleetscope_dashboards::all();
     for dashboard in &dashboards {
-        expect_test::expect_file![format!("../grafana/{}", dashboard.file_name)]
+        expect_test::expect_file![format!("../../grafana/{}", dashboard.file_name)]
             .assert_eq(&fleetscope_dashboards::to_text(&dashboard.json));
     }
     let generated: BTreeSet<String> = dashboards.iter().map(|d| d.file_name.clone()).collect();

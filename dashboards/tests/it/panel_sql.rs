@@ -5,7 +5,7 @@
 //! overview's rollup equals `Store::drift_rollup` and the simulator's ground truth: the
 //! dashboards and the store share one drift definition.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -15,7 +15,7 @@ use fleetscope_store::Store;
 use fleetscope_testkit::TestStore;
 use tokio::sync::{mpsc, oneshot};
 
-mod common;
+use crate::common;
 
 struct CollectorServer {
     addr: std::net::SocketAddr,

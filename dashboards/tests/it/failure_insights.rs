@@ -4,7 +4,7 @@
 //! ClickHouse against the hub's answer from its index loaded from the same store. The panel keeps only the findings on at
 //! least two failing clusters and ranks by its own measure, so the comparison is of the sets.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -4,8 +4,6 @@
 //! snapshots and 6-hourly checkpoints of observed state, as rows and as `INSERT` statements
 //! for engines the Rust client cannot reach.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 
 use fleetscope_dashboards::expand::{self, Choice, Context, MacroStyle};
