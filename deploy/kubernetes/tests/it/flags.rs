@@ -10,7 +10,7 @@
 //! `--help` skips (required flags, conflicts between flags) is checked from the help's usage
 //! line and explicitly.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;

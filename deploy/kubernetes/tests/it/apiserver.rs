@@ -3,7 +3,7 @@
 //! ServiceMonitor and PrometheusRule of every build, and must agree with this crate's
 //! validator on objects broken in the ways the validator is meant to catch.
 
-mod common;
+use crate::common;
 
 use common::{build, find, validator, CENTRAL};
 use fleetscope_deploy_kubernetes::{describe, manifests_dir};

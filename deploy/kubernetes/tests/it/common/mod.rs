@@ -1,7 +1,5 @@
 //! Shared by the tests: the builds, lookups in them, and the fleetscope binary.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -8,7 +8,7 @@
 //! the remote's history without rendering again; that a new platform revision is rendered,
 //! published and pushed on top of it; and that SIGTERM stops the renderer and the push loop.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! `UPDATE_MANIFESTS=1` rewrites the generated files (the dashboards' copies and the
 //! PrometheusRule) from their sources before comparing.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -1,0 +1,7 @@
+//! The `fleetscope` binary's tests, one program: its command line, the fault tests of the real
+//! services and TLS. Each starts the binary (and the servers it needs) as child processes. The
+//! tests that need the binary's development tools are the `dev_tools` program.
+
+mod cli;
+mod faults;
+mod tls;
