@@ -137,10 +137,6 @@ impl Change {
             deleted: item.deleted,
         }
     }
-
-    pub fn object_key(&self) -> (&str, &str, &str) {
-        (&self.kind, &self.namespace, &self.name)
-    }
 }
 
 /// Why a report was refused. `field` names where, in JSON-path style.

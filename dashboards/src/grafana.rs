@@ -398,12 +398,6 @@ impl Panel {
         self
     }
 
-    /// Shows text fields too (stat panels show numbers only by default).
-    pub fn all_fields(mut self) -> Panel {
-        self.options["reduceOptions"]["fields"] = json!("/.*/");
-        self
-    }
-
     fn datasource(&self) -> Value {
         match self.queries.first() {
             Some(Query::Prometheus { .. }) => prometheus_ref(),

@@ -144,22 +144,6 @@ impl Agents {
         self.wake.notify_waiters();
     }
 
-    /// Starts heartbeats for every delivering cluster, spread evenly over one interval.
-    pub fn start_heartbeats(&self) {
-        let fleet = self.fleet.lock().expect("fleet lock");
-        let mut schedule = self.schedule.lock().expect("schedule lock");
-        let n = fleet.clusters.len().max(1) as u32;
-        let now = Instant::now();
-        for (c, sim) in fleet.clusters.iter().enumerate() {
-            if sim.never_seen {
-                continue;
-            }
-            let due = now + self.heartbeat_every / n * c as u32;
-            schedule.heartbeat_due[c] = Some(due);
-            schedule.heartbeats.push(Reverse((due, c)));
-        }
-    }
-
     /// Clusters with reports not yet acknowledged, dark ones left out.
     pub fn undelivered(&self) -> usize {
         let fleet = self.fleet.lock().expect("fleet lock");

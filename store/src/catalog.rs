@@ -238,7 +238,6 @@ pub fn read_queries_for(
             queries::heartbeats_between_query(store, week_ago, now.plus_seconds(365 * 86_400)),
         ),
         render::<crate::sizes::TableSize>("table sizes", crate::sizes::table_sizes_query(store)),
-        render::<crate::RenderRow>("recent renders", queries::recent_renders_query(store, 10)),
         render::<ObservedRow>(
             "observed transitions of a group and app",
             queries::observed_transitions_query(

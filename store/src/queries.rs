@@ -1126,14 +1126,6 @@ pub fn newest_render_rows_query(store: &Store) -> Query {
     )
 }
 
-/// The newest `limit` renders, newest first.
-pub fn recent_renders_query(store: &Store, limit: u64) -> Query {
-    store
-        .client()
-        .query("SELECT ?fields FROM renders ORDER BY render_id DESC LIMIT 1 BY render_id LIMIT ?")
-        .bind(limit)
-}
-
 /// Desired-state changes of one render group (every app, or one) in a time range, oldest
 /// first, selecting `fields`. `render_group` and `app` are string expressions (`''` for every
 /// app), `from` and `to` `DateTime` expressions (the range includes `from`, not `to`): `?` and
@@ -1270,13 +1262,6 @@ impl Store {
             .fetch_one()
             .await
             .context(|| "reading the newest render of each desired-state table".to_owned())
-    }
-
-    pub async fn recent_renders(&self, limit: u64) -> Result<Vec<crate::RenderRow>> {
-        recent_renders_query(self, limit)
-            .fetch_all()
-            .await
-            .context(|| "reading renders".to_owned())
     }
 
     pub async fn desired_history(

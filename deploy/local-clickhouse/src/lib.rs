@@ -336,18 +336,6 @@ impl LocalClickHouse {
         self.shut_down();
     }
 
-    /// Leaves the server running after this value is gone (the demo's `--keep`). Returns its
-    /// process id and directory; a temporary directory is kept too.
-    pub fn keep_running(mut self) -> (Option<u32>, PathBuf) {
-        let pid = self.process.take().and_then(ChildProcess::detach);
-        let home = std::mem::replace(&mut self.home, Home::Kept(PathBuf::new()));
-        let path = match home {
-            Home::Temporary(dir) => dir.keep(),
-            Home::Kept(path) => path,
-        };
-        (pid, path)
-    }
-
     fn kill_now(&mut self) {
         // Dropping the process kills it.
         self.process = None;

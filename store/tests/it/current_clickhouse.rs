@@ -16,6 +16,7 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
     let inserts = grid::rows(&cases).insert_statements();
     let queries = catalog::read_queries(&database, NOW, &POLICY, "case-0017");
     let upkeep = catalog::upkeep_statements(&database, NOW);
+    let maintenance = catalog::maintenance_statements(&database);
 
     let mut statements: Vec<Statement> = catalog::schema_statements()
         .into_iter()
@@ -36,6 +37,12 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
         queries
             .iter()
             .map(|entry| Statement::fetch(entry.name.clone(), entry.sql.clone())),
+    );
+    // Last, since they remove rows.
+    statements.extend(
+        maintenance
+            .iter()
+            .map(|entry| Statement::execute(entry.name.clone(), entry.sql.clone())),
     );
 
     // The real server: the schema is already there (TestStore migrated it); load the same data.
@@ -69,6 +76,28 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
             .unwrap_or_else(|err| panic!("{} on 18.16: {err}\n{}", entry.name, entry.sql));
         server_outputs.push(String::from_utf8(bytes.to_vec()).expect("utf-8"));
     }
+    // The grid's transitions are all of the sample day, which the maintenance drops.
+    let day_rows = || async {
+        client
+            .query(
+                "SELECT count() FROM observed_transitions WHERE toYYYYMMDD(observed_at) = 20270115",
+            )
+            .fetch_one::<u64>()
+            .await
+            .expect("count the sample day's transitions")
+    };
+    assert!(
+        day_rows().await > 0,
+        "the grid has transitions on the sample day"
+    );
+    for entry in &maintenance {
+        client
+            .query(&entry.sql)
+            .execute()
+            .await
+            .unwrap_or_else(|err| panic!("{} on 18.16: {err}", entry.name));
+    }
+    assert_eq!(day_rows().await, 0, "the day partition is dropped on 18.16");
 
     let run = chdb::run(&database, &statements);
     assert!(
