@@ -6,10 +6,9 @@ mod args;
 
 use clap::Parser;
 
-/// jemalloc instead of the C library's allocator. The hub replaces parts of its in-memory fleet
-/// many times a second while answers are built beside it; under the 30,000-cluster load test
-/// glibc's allocator kept the pages it freed (the hub grew to 1.4 GB); the same build on
-/// jemalloc stayed under 800 MB and used 0.26 cores instead of 0.42 (docs/benchmarks.md).
+/// jemalloc instead of the C library's allocator: the hub replaces parts of its in-memory fleet
+/// many times a second while answers are built beside it, and glibc's allocator kept the pages
+/// it freed (docs/benchmarks.md has the load test's figures for both).
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -18,15 +17,13 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// settings from when the process starts.
 const MALLOC_CONF: &str = "_RJEM_MALLOC_CONF";
 
-/// The hub's allocator settings: one arena instead of four per core. The hub's threads (the
-/// runtime's workers, and the threads a refresh moves to) free each other's copies of cells and
-/// records as snapshots are replaced; with an arena per thread, memory freed in one arena was
-/// not reused by the others: in the 30,000-cluster load test's steady phase the hub kept
-/// growing and ended at 343–355 MB; with one arena at 273–277 MB, with the same CPU.
-/// And pages left free are given back after about a second instead of ten: a refresh that
-/// recounts the fleet frees a snapshot's worth of copies at once; in full load tests the hub
-/// ended 3–10 MB lower with the same CPU (docs/benchmarks.md). The collector keeps the
-/// defaults: its many concurrent inserts are what several arenas are for.
+/// The hub's allocator settings: one arena instead of four per core, because the hub's threads
+/// (the runtime's workers, and the threads a refresh moves to) free each other's copies of
+/// cells and records as snapshots are replaced, and memory freed in one arena was not reused by
+/// the others; and pages left free are given back after about a second instead of ten, because
+/// a refresh that recounts the fleet frees a snapshot's worth of copies at once. The figures are
+/// in docs/benchmarks.md. The collector keeps the defaults: its many concurrent inserts are
+/// what several arenas are for.
 const HUB_MALLOC_CONF: &str = "narenas:1,dirty_decay_ms:1000";
 
 /// jemalloc reads its settings only as the process starts, so the hub restarts itself once,

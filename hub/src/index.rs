@@ -129,10 +129,10 @@ pub struct ObjectStatus {
     pub deleted: bool,
 }
 
-/// One object's latest report as the fleet holds it: 28 bytes, of which the fleet holds one
-/// per app object (three million at 30,000 clusters of 100 apps). The change number is kept as
-/// two halves so that the record aligns to 4 bytes: a cluster's 100 records then take 2,800
-/// bytes, a 3,072-byte allocation, where 32-byte records took 3,200 in a 3,584-byte one.
+/// One object's latest report as the fleet holds it, one per app object: 28 bytes (an assertion
+/// below holds it to that), every text a number into the fleet's tables. The change number is kept as
+/// two halves so that the record aligns to 4 bytes, which lets a cluster's records fit a
+/// smaller allocation (docs/benchmarks.md has the memory this saves).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ObjectRec {
     key: u32,

@@ -219,9 +219,9 @@ impl Store {
     /// thread or its runtime could not run).
     ///
     /// A multi-threaded runtime hands every chunk of a large answer from the task that owns
-    /// the connection to the task that decodes it across threads: streaming 9.4 million
-    /// observed rows took 21–26 s that way on the 2-core benchmark machine and 3.2–4.0 s with
-    /// both tasks on one thread (see docs/benchmarks.md). The connections are made inside
+    /// the connection to the task that decodes it across threads, which made streaming millions
+    /// of rows several times slower than both tasks on one thread (docs/benchmarks.md has the
+    /// figures). The connections are made inside
     /// that runtime and closed with it, so none is left bound to a runtime that is gone.
     pub async fn read_in_bulk<T, F, Fut>(&self, read: F) -> Result<T>
     where

@@ -2,8 +2,8 @@
 //!
 //! Every snapshot asks for the latest stored row of each of its cluster's objects (to leave out
 //! what is stored unchanged and to find what is gone). Asked one cluster
-//! at a time, that is one ClickHouse query per report (about 230 ms each at 64 concurrent
-//! senders, see `docs/benchmarks.md`). Here the lookups of concurrent snapshots are gathered:
+//! at a time, that is one ClickHouse query per report, which does not keep up with a fleet
+//! connecting at once (`docs/benchmarks.md` has the figures). Here the lookups of concurrent snapshots are gathered:
 //! while a query runs, the next lookups wait in the queue and then go out together as one query
 //! (group commit, as in the batch writer). Nothing is cached: every answer is read from the
 //! store after the lookup was asked for, so several collectors behind a load balancer are safe.
