@@ -471,6 +471,64 @@ async fn check_route(
     Ok(())
 }
 
+/// A hub over a small simulated fleet in a private ClickHouse, and a value each route accepts
+/// for every parameter a request needs (taken from the fleet's own answers).
+async fn sampled_hub() -> (
+    fleetscope_testkit::TestStore,
+    axum::Router,
+    BTreeMap<&'static str, String>,
+) {
+    let (test, fleet) = common::simulated_fleet(200, 4).await;
+    let spec = fleet.spec().clone();
+    let state = common::hub_state(&test, &fleet, MetricsConfig::default()).await;
+    let app = router(Arc::new(state), Arc::new(Auth::Insecure), false);
+    let drift = ok(&app, "/api/v1/drift?limit=1").await;
+    let cluster = drift["items"][0]["cluster"].as_str().unwrap().to_owned();
+    let app_name = drift["items"][0]["app"].as_str().unwrap().to_owned();
+    let page = ok(&app, &format!("/api/v1/clusters/{cluster}")).await;
+    let (key, value) = page["labels"]
+        .as_object()
+        .and_then(|l| l.iter().next())
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .expect("clusters have labels");
+    let versions = ok(&app, &format!("/api/v1/apps/{app_name}/versions")).await;
+    let version = versions["desired"][0]["version"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let group = page["group"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let samples: BTreeMap<&'static str, String> = [
+        ("id", cluster.clone()),
+        ("cluster", cluster),
+        ("app", app_name),
+        ("group", group),
+        (
+            "environment",
+            page["environment"].as_str().unwrap().to_owned(),
+        ),
+        ("label", format!("{key}={value}")),
+        ("depth", "2".to_owned()),
+        ("limit", "5".to_owned()),
+        ("state", "failed,stale".to_owned()),
+        ("format", "csv".to_owned()),
+        ("version", version),
+        ("commit", "0123abcd".to_owned()),
+        ("threshold", "0.5".to_owned()),
+        ("history_hours", "48".to_owned()),
+        ("from", (spec.now.seconds() - 3_600).to_string()),
+        ("to", "2027-01-15T09:00:00Z".to_owned()),
+    ]
+    .into_iter()
+    .collect();
+    (test, app, samples)
+}
+
 /// Every parameter of every route in the route table (a new route or parameter is covered
 /// without a change here), with arbitrary values, repeated or not, and unknown parameters:
 /// never a 5xx, a panic or an empty answer; only statuses the document lists; a 400 always
@@ -483,57 +541,7 @@ fn no_parameter_value_breaks_any_route() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let (_test, app, samples) = runtime.block_on(async {
-        let (test, fleet) = common::simulated_fleet(200, 4).await;
-        let spec = fleet.spec().clone();
-        let state = common::hub_state(&test, &fleet, MetricsConfig::default()).await;
-        let app = router(Arc::new(state), Arc::new(Auth::Insecure), false);
-        let drift = ok(&app, "/api/v1/drift?limit=1").await;
-        let cluster = drift["items"][0]["cluster"].as_str().unwrap().to_owned();
-        let app_name = drift["items"][0]["app"].as_str().unwrap().to_owned();
-        let page = ok(&app, &format!("/api/v1/clusters/{cluster}")).await;
-        let (key, value) = page["labels"]
-            .as_object()
-            .and_then(|l| l.iter().next())
-            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
-            .expect("clusters have labels");
-        let versions = ok(&app, &format!("/api/v1/apps/{app_name}/versions")).await;
-        let version = versions["desired"][0]["version"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let group = page["group"]
-            .as_str()
-            .unwrap()
-            .split('/')
-            .next()
-            .unwrap()
-            .to_owned();
-        let samples: BTreeMap<&'static str, String> = [
-            ("id", cluster.clone()),
-            ("cluster", cluster),
-            ("app", app_name),
-            ("group", group),
-            (
-                "environment",
-                page["environment"].as_str().unwrap().to_owned(),
-            ),
-            ("label", format!("{key}={value}")),
-            ("depth", "2".to_owned()),
-            ("limit", "5".to_owned()),
-            ("state", "failed,stale".to_owned()),
-            ("format", "csv".to_owned()),
-            ("version", version),
-            ("commit", "0123abcd".to_owned()),
-            ("threshold", "0.5".to_owned()),
-            ("history_hours", "48".to_owned()),
-            ("from", (spec.now.seconds() - 3_600).to_string()),
-            ("to", "2027-01-15T09:00:00Z".to_owned()),
-        ]
-        .into_iter()
-        .collect();
-        (test, app, samples)
-    });
+    let (_test, app, samples) = runtime.block_on(sampled_hub());
     let document = serde_json::to_value(fleetscope_hub::openapi::document()).unwrap();
     // Every parameter the table lists has a good value here, or the base requests break.
     for route in common::documented_routes() {
@@ -563,4 +571,79 @@ fn no_parameter_value_breaks_any_route() {
     if let Err(err) = result {
         panic!("{err}");
     }
+}
+
+/// Every bound the OpenAPI document states for a parameter is the one the hub enforces: at
+/// the documented minimum and maximum the parameter is accepted, one step beyond either it is a
+/// 400 naming it (a step is 1 for an integer, 0.001 for a number).
+#[tokio::test]
+async fn every_documented_bound_is_the_one_enforced() {
+    let (_test, app, samples) = sampled_hub().await;
+    let document = serde_json::to_value(fleetscope_hub::openapi::document()).unwrap();
+    let mut checked = 0;
+    for route in common::documented_routes() {
+        let alternatives = EITHER
+            .iter()
+            .find(|(path, _)| *path == route.path)
+            .map_or(&[][..], |(_, names)| *names);
+        let parameters = document["paths"][route.path]["get"]["parameters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for parameter in &parameters {
+            let name = parameter["name"].as_str().unwrap();
+            let schema = &parameter["schema"];
+            let (Some(minimum), Some(maximum)) =
+                (schema["minimum"].as_f64(), schema["maximum"].as_f64())
+            else {
+                continue;
+            };
+            let integer = schema["type"] == "integer";
+            let step = if integer { 1.0 } else { 0.001 };
+            let text = |value: f64| {
+                if integer {
+                    format!("{}", value as i64)
+                } else {
+                    format!("{value}")
+                }
+            };
+            // The base: the route's required parameters and first alternative.
+            let mut path = route.path.to_owned();
+            let mut query: Vec<String> = Vec::new();
+            for p in &route.params {
+                let needed = p.2 || alternatives.first() == Some(&p.0);
+                if p.0 == name || !needed {
+                    continue;
+                }
+                match p.1 {
+                    "path" => path = path.replace(&format!("{{{}}}", p.0), &samples[p.0]),
+                    _ => query.push(format!("{}={}", p.0, escape(&samples[p.0], false))),
+                }
+            }
+            let uri = |value: f64| {
+                let mut query = query.clone();
+                query.push(format!("{name}={}", escape(&text(value), false)));
+                format!("{path}?{}", query.join("&"))
+            };
+            for accepted in [minimum, maximum] {
+                let reply = get(&app, &uri(accepted)).await;
+                let refused_for_it = reply.status == 400 && reply.json()["parameter"] == name;
+                assert!(
+                    !refused_for_it,
+                    "{}: the documented bound {} is refused: {}",
+                    uri(accepted),
+                    text(accepted),
+                    reply.body
+                );
+            }
+            for beyond in [minimum - step, maximum + step] {
+                assert_names(&get(&app, &uri(beyond)).await, &uri(beyond), name);
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 5,
+        "only {checked} bounded parameters found in the document"
+    );
 }
