@@ -360,7 +360,7 @@ async fn live(
             hub_port: args.hub_port,
             stale_after: args.stale_after,
             heartbeat: Duration::from_secs(args.heartbeat_seconds),
-            concurrency: 16,
+            concurrency: agent_workers(args.clusters, args.heartbeat_seconds),
             hub_timeout: Duration::from_secs(30),
             readers: vec![
                 HubReader {
@@ -711,8 +711,27 @@ async fn status_line(ctx: &Ctx) -> anyhow::Result<String> {
     ))
 }
 
+/// How many requests the simulated agents keep in flight: a fifth of the heartbeats due each
+/// second, from 16 for a small fleet up to the load test's 256, so that the heartbeats of a
+/// large fleet do not take every worker and leave the agents' first snapshots waiting.
+fn agent_workers(clusters: usize, heartbeat_seconds: u64) -> usize {
+    let per_second = clusters as u64 / heartbeat_seconds.max(1);
+    usize::try_from(per_second / 5)
+        .unwrap_or(usize::MAX)
+        .clamp(16, 256)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn agent_workers_grow_with_the_heartbeats_to_send() {
+        assert_eq!(agent_workers(300, 20), 16);
+        assert_eq!(agent_workers(2_000, 20), 20);
+        assert_eq!(agent_workers(30_000, 20), 256);
+        assert_eq!(agent_workers(30_000, 60), 100);
+        assert_eq!(agent_workers(10, 0), 16);
+    }
+
     use super::*;
 
     #[test]
