@@ -687,27 +687,22 @@ impl Fleet {
         self.generation += 1;
     }
 
-    /// Sets one field of every cluster from `rows` (`(cluster, value, removed)`), clusters not
-    /// listed getting `None`; touches the clusters whose value changed when `drift` says the
-    /// field matters to drift.
-    fn set_field(
+    /// Sets one value of every cluster from `wanted` (cluster → value), clusters not listed
+    /// getting `absent`; touches the clusters whose value changed when `drift` says the value
+    /// matters to drift.
+    fn assign<T: Copy + PartialEq>(
         &mut self,
-        rows: Vec<(String, String, bool)>,
-        get: fn(&ClusterRec) -> Option<u32>,
-        field: fn(&mut ClusterRec) -> &mut Option<u32>,
+        mut wanted: HashMap<String, T>,
+        absent: T,
+        get: fn(&ClusterRec) -> T,
+        put: fn(&mut ClusterRec, T),
         drift: bool,
     ) {
-        let mut wanted: HashMap<String, u32> = HashMap::with_capacity(rows.len());
-        for (cluster, value, removed) in rows {
-            if !removed {
-                wanted.insert(cluster, self.symbols.intern(&value));
-            }
-        }
         for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
             let id = self.clusters.id(slot).clone();
-            let value = wanted.remove(&*id);
+            let value = wanted.remove(&*id).unwrap_or(absent);
             if get(self.clusters.rec(slot)) != value {
-                *field(self.clusters.rec_mut(slot)) = value;
+                put(self.clusters.rec_mut(slot), value);
                 if drift {
                     self.touch(slot);
                 }
@@ -715,7 +710,7 @@ impl Fleet {
         }
         for (id, value) in wanted {
             let slot = self.clusters.slot_or_add(&id);
-            *field(self.clusters.rec_mut(slot)) = Some(value);
+            put(self.clusters.rec_mut(slot), value);
             if drift {
                 self.touch(slot);
             }
@@ -723,39 +718,47 @@ impl Fleet {
         self.generation += 1;
     }
 
+    /// Sets one symbol field of every cluster from `rows` (`(cluster, value, removed)`), as
+    /// [`Fleet::assign`] does.
+    fn set_field(
+        &mut self,
+        rows: Vec<(String, String, bool)>,
+        get: fn(&ClusterRec) -> Option<u32>,
+        put: fn(&mut ClusterRec, Option<u32>),
+        drift: bool,
+    ) {
+        let mut wanted = HashMap::with_capacity(rows.len());
+        for (cluster, value, removed) in rows {
+            if !removed {
+                wanted.insert(cluster, Some(self.symbols.intern(&value)));
+            }
+        }
+        self.assign(wanted, None, get, put, drift);
+    }
+
     /// Replaces membership with `(cluster, render group, removed)` rows.
     pub fn set_membership(&mut self, rows: Vec<(String, String, bool)>) {
-        self.set_field(rows, |c| c.render_group, |c| &mut c.render_group, true);
+        self.set_field(rows, |c| c.render_group, |c, v| c.render_group = v, true);
     }
 
     /// Sets each cluster's membership render and since set from `(cluster, render, since set or
     /// "", removed)` rows, clusters not listed getting none; clusters whose value changed are
     /// classified again.
     pub fn set_member_since(&mut self, rows: Vec<(String, u64, String, bool)>) {
-        let mut wanted: HashMap<String, (u64, Option<u32>)> = HashMap::with_capacity(rows.len());
+        let mut wanted = HashMap::with_capacity(rows.len());
         for (cluster, render, set, removed) in rows {
             if !removed {
                 let set = (!set.is_empty()).then(|| self.symbols.intern(&set));
                 wanted.insert(cluster, (render, set));
             }
         }
-        for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
-            let id = self.clusters.id(slot).clone();
-            let value = wanted.remove(&*id).unwrap_or((0, None));
-            let rec = self.clusters.rec(slot);
-            if (rec.member_render, rec.since_set) != value {
-                let rec = self.clusters.rec_mut(slot);
-                (rec.member_render, rec.since_set) = value;
-                self.touch(slot);
-            }
-        }
-        for (id, value) in wanted {
-            let slot = self.clusters.slot_or_add(&id);
-            let rec = self.clusters.rec_mut(slot);
-            (rec.member_render, rec.since_set) = value;
-            self.touch(slot);
-        }
-        self.generation += 1;
+        self.assign(
+            wanted,
+            (0, None),
+            |c| (c.member_render, c.since_set),
+            |c, (render, set)| (c.member_render, c.since_set) = (render, set),
+            true,
+        );
     }
 
     /// Replaces the since sets; the clusters of a set whose content changed are classified
@@ -812,7 +815,7 @@ impl Fleet {
 
     /// Replaces reason set membership with `(cluster, reason set, removed)` rows.
     pub fn set_reason_membership(&mut self, rows: Vec<(String, String, bool)>) {
-        self.set_field(rows, |c| c.reason_set, |c| &mut c.reason_set, false);
+        self.set_field(rows, |c| c.reason_set, |c, v| c.reason_set = v, false);
     }
 
     /// Replaces the reason sets with the current row per (reason set, app).
