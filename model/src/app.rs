@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{AppName, Version};
 use crate::selector::{validate_labels, ClusterSelector, LabelRequirement, Labels};
 
-crate::state::string_enum!(
+crate::string_enum::string_enum!(
     /// The reconciler object an application becomes on a cluster.
     ReconcilerKind {
         FluxKustomization = "flux-kustomization",

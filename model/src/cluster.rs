@@ -44,7 +44,7 @@ impl fmt::Display for Environment {
     }
 }
 
-crate::state::string_enum!(
+crate::string_enum::string_enum!(
     /// The GitOps reconciler running on a cluster.
     Reconciler {
         Flux = "flux",

@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{string_enum, Health, SyncStatus};
+use crate::state::{Health, SyncStatus};
+use crate::string_enum::string_enum;
 use crate::time::Timestamp;
 
 string_enum!(

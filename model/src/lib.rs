@@ -14,6 +14,7 @@ pub mod ids;
 pub mod selector;
 pub mod stamps;
 pub mod state;
+mod string_enum;
 pub mod time;
 
 pub use app::{AppSource, Application, AssignmentPolicy, NamespaceSpec, ReconcilerKind};

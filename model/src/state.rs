@@ -7,37 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::ReconcilerKind;
 use crate::ids::{AppName, ClusterId, Version};
+use crate::string_enum::string_enum;
 use crate::time::Timestamp;
-
-macro_rules! string_enum {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ::serde::Serialize, ::serde::Deserialize, ::schemars::JsonSchema)]
-        pub enum $name {
-            $($(#[$vdoc])* #[serde(rename = $text)] $variant),+
-        }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// The stable text used on the wire, in ClickHouse and in metrics labels.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-
-            pub fn parse(text: &str) -> Option<$name> {
-                match text { $($text => Some($name::$variant),)+ _ => None }
-            }
-        }
-
-        impl ::std::fmt::Display for $name {
-            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-pub(crate) use string_enum;
 
 string_enum!(
     /// The reconciler's verdict on what it applied, normalized across Flux and Argo CD.
