@@ -1,7 +1,8 @@
 //! Cluster mode: the same schema spread over a ClickHouse cluster.
 //!
-//! The clustered DDL is derived from the single-server migrations in [`crate::schema`], statement
-//! by statement, so there is one source of truth for columns, engines and sort keys:
+//! The clustered DDL is derived from the single-server migrations statement by statement
+//! ([`clustered_statements`]), so there is one source of truth for columns, engines and sort
+//! keys:
 //!
 //! - every statement runs `ON CLUSTER`, so one `migrate` creates the tables on every node;
 //! - tables that grow with the fleet's reports and are keyed by cluster

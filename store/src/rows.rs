@@ -292,8 +292,8 @@ pub trait Table:
     const TABLE: &'static str;
 
     /// Stamps the row with its arrival time (seconds since the epoch), for writers that
-    /// publish arrival horizons ([`crate::writer::BatchWriterConfig::arrival_writer`]). Rows
-    /// without an arrival time ignore it.
+    /// publish arrival horizons (migration 4, `arrival_writers`). Rows without an arrival time
+    /// ignore it.
     fn stamp_arrival(&mut self, _at: u32) {}
 }
 

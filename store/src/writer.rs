@@ -32,10 +32,11 @@ pub struct BatchWriterConfig {
     pub max_backoff: Duration,
     /// Rows that may wait (queued or being written) at once.
     pub max_queued_rows: usize,
-    /// When set, this writer stamps each batch's rows with their arrival time (never earlier
-    /// than a stamp or horizon it gave before) and publishes under this name, about once a
-    /// second, up to when its rows are visible (`arrival_writers`, migration 4). It publishes
-    /// once before its first insert; the name must be unique to this process.
+    /// When set, this writer stamps each batch's rows with their arrival time
+    /// ([`Table::stamp_arrival`]; never earlier than a stamp or horizon it gave before) and
+    /// publishes under this name, about once a second, up to when its rows are visible
+    /// (`arrival_writers`, migration 4). It publishes once before its first insert; the name
+    /// must be unique to this process.
     pub arrival_writer: Option<String>,
 }
 

@@ -1,0 +1,146 @@
+//! Renders: the last render, the renders in a time range, and the markers that tell the hub a
+//! render or the inventory changed (or that a render is still being published).
+
+use std::sync::OnceLock;
+
+use clickhouse::query::Query;
+use clickhouse::Row;
+use fleetscope_model::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::{to_datetime, Context, Result, Store};
+
+/// The GitOps commit of the newest render recorded (one row; empty when there is none).
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct LastRenderRow {
+    pub commit: String,
+}
+
+/// The GitOps commit of the newest render recorded.
+pub fn last_render_query(store: &Store) -> Query {
+    store
+        .client()
+        .query("SELECT argMax(commit, render_id) AS last_commit FROM renders")
+}
+
+/// Renders in a time range, newest first, at most `limit`, selecting `fields`. `from` and `to`
+/// are `DateTime` expressions (the range includes `from`, not `to`), `limit` an integer
+/// expression: `toDateTime(?)` and `?` in the store's own query.
+pub(crate) fn renders_between_sql(fields: &str, from: &str, to: &str, limit: &str) -> String {
+    format!(
+        "SELECT {fields} FROM renders WHERE rendered_at >= {from} AND rendered_at < {to} \
+ORDER BY render_id DESC LIMIT 1 BY render_id LIMIT {limit}"
+    )
+}
+
+/// Renders in a time range, newest first.
+pub fn renders_between_query(store: &Store, from: Timestamp, to: Timestamp, limit: u64) -> Query {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql =
+        SQL.get_or_init(|| renders_between_sql("?fields", "toDateTime(?)", "toDateTime(?)", "?"));
+    store
+        .client()
+        .query(sql)
+        .bind(to_datetime(from))
+        .bind(to_datetime(to))
+        .bind(limit)
+}
+
+/// Change markers for the tables the hub reloads whole: the newest render, and the inventory's
+/// newest version and row count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct ChangeMarkers {
+    pub last_render: u64,
+    pub inventory_version: u64,
+    pub inventory_rows: u64,
+}
+
+/// The change markers of the tables the hub reloads whole.
+pub fn change_markers_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT (SELECT max(render_id) FROM renders) AS last_render, \
+(SELECT max(version) FROM clusters) AS inventory_version, (SELECT count() FROM clusters) AS inventory_rows",
+    )
+}
+
+/// The newest render any row of the renderer's tables belongs to, per table. A number above
+/// the newest row of `renders` (written last) means a render is being published: some of its
+/// rows are in, others may not be yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct NewestRenderRows {
+    pub desired: u64,
+    pub members: u64,
+    pub reason_sets: u64,
+    pub reason_members: u64,
+    pub inventory: u64,
+    pub member_since_sets: u64,
+}
+
+impl NewestRenderRows {
+    /// The highest of them.
+    pub fn newest(&self) -> u64 {
+        [
+            self.desired,
+            self.members,
+            self.reason_sets,
+            self.reason_members,
+            self.inventory,
+            self.member_since_sets,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+}
+
+/// The newest render each of the renderer's tables holds rows of.
+pub fn newest_render_rows_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT (SELECT max(render_id) FROM desired_latest) AS desired, \
+(SELECT max(render_id) FROM render_group_members) AS members, \
+(SELECT max(render_id) FROM reason_sets) AS reason_sets, \
+(SELECT max(render_id) FROM reason_set_members) AS reason_members, \
+(SELECT max(version) FROM clusters) AS inventory, \
+(SELECT max(render_id) FROM member_since_sets) AS member_since_sets",
+    )
+}
+
+impl Store {
+    /// The GitOps commit of the newest render whose desired state was published, if any.
+    pub async fn last_render_commit(&self) -> Result<Option<String>> {
+        let row: LastRenderRow = last_render_query(self)
+            .fetch_one()
+            .await
+            .context(|| "reading the last render".to_owned())?;
+        Ok(Some(row.commit).filter(|c| !c.is_empty()))
+    }
+
+    /// Renders in `[from, to)`, newest first, at most `limit`.
+    pub async fn renders_between(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+        limit: u64,
+    ) -> Result<Vec<crate::RenderRow>> {
+        renders_between_query(self, from, to, limit)
+            .fetch_all()
+            .await
+            .context(|| "reading renders".to_owned())
+    }
+
+    /// The change markers of the tables the hub reloads whole.
+    pub async fn change_markers(&self) -> Result<ChangeMarkers> {
+        change_markers_query(self)
+            .fetch_one()
+            .await
+            .context(|| "reading change markers".to_owned())
+    }
+
+    /// The newest render each of the renderer's tables holds rows of (see [`NewestRenderRows`]).
+    pub async fn newest_render_rows(&self) -> Result<NewestRenderRows> {
+        newest_render_rows_query(self)
+            .fetch_one()
+            .await
+            .context(|| "reading the newest render of each desired-state table".to_owned())
+    }
+}
