@@ -112,18 +112,53 @@ pub fn read_queries_for(
         ..config.clone()
     })
     .expect("valid sample config");
-    let database = config.database.as_str();
-    let store = &store;
-    let week_ago = now.plus_seconds(-7 * 86_400);
-    let many_clusters: Vec<String> = (0..200)
-        .map(|n| format!("case-{n:04}"))
-        .chain([cluster_id.to_owned(), "no-such-cluster".to_owned()])
-        .collect();
-    let mut entries = vec![
-        CatalogEntry {
-            name: "applied migrations".into(),
-            sql: SELECT_APPLIED_MIGRATIONS.into(),
-        },
+    let samples = Samples {
+        store: &store,
+        database: config.database.as_str(),
+        now,
+        policy,
+        cluster_id,
+        week_ago: now.plus_seconds(-7 * 86_400),
+    };
+    let mut entries = vec![CatalogEntry {
+        name: "applied migrations".into(),
+        sql: SELECT_APPLIED_MIGRATIONS.into(),
+    }];
+    entries.extend(drift_reads(&samples));
+    entries.extend(observed_reads(&samples));
+    entries.extend(current_state_reads(&samples));
+    entries.extend(index_reads(&samples));
+    entries.extend(route_reads(&samples));
+    entries.extend(table_reads(&samples));
+    entries.extend(past_state_reads(&samples));
+    entries.extend(past_observed_reads(&samples));
+    entries.extend(cluster_mode_reads(&samples));
+    entries
+}
+
+/// The store the read queries are rendered for and the sample parameters they are rendered
+/// with.
+#[derive(Clone, Copy)]
+struct Samples<'a> {
+    store: &'a Store,
+    database: &'a str,
+    now: Timestamp,
+    policy: &'a DriftPolicy,
+    cluster_id: &'a str,
+    /// The start of the time ranges the samples ask about.
+    week_ago: Timestamp,
+}
+
+/// The drift counts per group and the drift of one cluster and of every pair.
+fn drift_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store,
+        now,
+        policy,
+        cluster_id,
+        ..
+    } = *samples;
+    vec![
         render::<PairCountRow>(
             "drift pair counts per group",
             queries::pair_counts_query(store, now, policy),
@@ -140,6 +175,20 @@ pub fn read_queries_for(
             "drift of every pair",
             queries::all_pair_states_query(store, now, policy),
         ),
+    ]
+}
+
+/// The observed state of one cluster and of several, their live objects, and one
+/// cluster's history.
+fn observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store,
+        now,
+        cluster_id,
+        week_ago,
+        ..
+    } = *samples;
+    vec![
         render::<ObservedRow>(
             "observed state of one cluster",
             queries::observed_for_cluster_query(store, cluster_id),
@@ -167,6 +216,16 @@ pub fn read_queries_for(
                 200,
             ),
         ),
+    ]
+}
+
+/// One cluster's desired state, the latest heartbeats, and the current desired state,
+/// membership, since sets, reason sets and last render.
+fn current_state_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store, cluster_id, ..
+    } = *samples;
+    vec![
         render::<DesiredRow>(
             "desired state of one cluster",
             queries::desired_for_cluster_query(store, cluster_id),
@@ -191,6 +250,19 @@ pub fn read_queries_for(
         render::<crate::ReasonSetRow>("reason set rows", queries::reason_set_rows_query(store)),
         render::<crate::SinceSetRow>("since set rows", queries::since_set_rows_query(store)),
         render::<queries::LastRenderRow>("last render", queries::last_render_query(store)),
+    ]
+}
+
+/// What the hub's index reads: whole current tables, and what arrived since a moment or
+/// between two horizons.
+fn index_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store,
+        now,
+        week_ago,
+        ..
+    } = *samples;
+    vec![
         render::<crate::ClusterRow>("inventory rows", queries::inventory_rows_query(store)),
         render::<DesiredRow>("desired rows", queries::desired_rows_query(store)),
         render::<ObservedRow>(
@@ -237,6 +309,21 @@ pub fn read_queries_for(
             // would differ there (as the hub expects, reading the newer one in a later range).
             queries::heartbeats_between_query(store, week_ago, now.plus_seconds(365 * 86_400)),
         ),
+    ]
+}
+
+/// The reads of the hub's other routes and metrics: table sizes, transitions, renders and
+/// desired history in a range, known and stale clusters, and the rollup trend.
+fn route_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store,
+        now,
+        policy,
+        cluster_id,
+        week_ago,
+        ..
+    } = *samples;
+    vec![
         render::<crate::sizes::TableSize>("table sizes", crate::sizes::table_sizes_query(store)),
         render::<ObservedRow>(
             "observed transitions of a group and app",
@@ -266,6 +353,15 @@ pub fn read_queries_for(
             "rollup trend of a group",
             queries::rollup_trend_query(store, "grid", week_ago, now.plus_seconds(1)),
         ),
+    ]
+}
+
+/// Whole tables, their row counts and their partitions.
+fn table_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store, database, ..
+    } = *samples;
+    vec![
         render::<crate::RollupSnapshotRow>(
             "whole table",
             store
@@ -286,6 +382,18 @@ pub fn read_queries_for(
                 crate::cluster::local_table("observed_transitions", store.cluster()).as_str(),
             ),
         ),
+    ]
+}
+
+/// The render, inventory, membership and desired state in force at a moment.
+fn past_state_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store,
+        now,
+        cluster_id,
+        ..
+    } = *samples;
+    vec![
         render::<history::RenderIdRow>(
             "render in force at a moment",
             history::render_at_query(store, now),
@@ -327,6 +435,23 @@ pub fn read_queries_for(
                 Some(SAMPLE_APP),
             ),
         ),
+    ]
+}
+
+/// The heartbeats, checkpoints and observed state at a moment.
+fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store,
+        now,
+        cluster_id,
+        week_ago,
+        ..
+    } = *samples;
+    let many_clusters: Vec<String> = (0..200)
+        .map(|n| format!("case-{n:04}"))
+        .chain([cluster_id.to_owned(), "no-such-cluster".to_owned()])
+        .collect();
+    vec![
         render::<HeartbeatRow>(
             "heartbeats in the hour before a moment",
             history::heartbeats_in_window_query(store, now),
@@ -391,19 +516,26 @@ pub fn read_queries_for(
                 history::ObservedPart::Both,
             ),
         ),
-    ];
-    if let Some(cluster) = store.cluster() {
-        entries.push(render::<PartitionRow>(
-            "partitions of a sharded table on every shard",
-            store
-                .client()
-                .query(SELECT_CLUSTER_PARTITIONS)
-                .bind(cluster.name.as_str())
-                .bind(database)
-                .bind("observed_transitions_local"),
-        ));
-    }
-    entries
+    ]
+}
+
+/// The reads only cluster mode sends: the partitions of a sharded table on every shard.
+fn cluster_mode_reads(samples: &Samples) -> Vec<CatalogEntry> {
+    let Samples {
+        store, database, ..
+    } = *samples;
+    let Some(cluster) = store.cluster() else {
+        return Vec::new();
+    };
+    vec![render::<PartitionRow>(
+        "partitions of a sharded table on every shard",
+        store
+            .client()
+            .query(SELECT_CLUSTER_PARTITIONS)
+            .bind(cluster.name.as_str())
+            .bind(database)
+            .bind("observed_transitions_local"),
+    )]
 }
 
 /// Cluster mode's statements that change data: the day partition dropped on every shard.
