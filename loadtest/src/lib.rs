@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agents;
+pub mod args;
 pub mod hubcheck;
 pub mod pipeline;
 pub mod plot;

@@ -4,7 +4,6 @@
 //! scenarios run on top, and after each the hub's rollups and inventories must equal the
 //! simulator's ground truth.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +15,7 @@ use fleetscope_model::DriftPolicy;
 use fleetscope_runtime::clock;
 use fleetscope_store::{Store, StoreConfig};
 
+pub use crate::args::LoadtestArgs;
 use crate::pipeline::{HubReader, Pipeline, PipelineConfig};
 use crate::procs::{self, Sampler};
 use crate::report::{self, LoadtestReport, RenderNumbers};
@@ -24,111 +24,7 @@ use crate::scenario::{
 };
 use crate::sim::SimFleet;
 
-/// Options of `fleetscope loadtest`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LoadtestArgs {
-    /// Simulated clusters.
-    #[arg(long, default_value_t = 30_000)]
-    pub clusters: usize,
-    /// Apps in the generated platform repo (most clusters run nearly all of them).
-    #[arg(long, default_value_t = 100)]
-    pub apps: usize,
-    /// Scenarios after the initial connection, in order (repeat or comma-separate).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Steady, Scenario::Rollout, Scenario::Flap, Scenario::Dark, Scenario::Storm])]
-    pub scenarios: Vec<Scenario>,
-    /// Simulated agents' requests in flight at once. Real agents never wait for each other;
-    /// too few workers turn any slowdown of the collector into a queue in the simulator.
-    #[arg(long, default_value_t = 256)]
-    pub concurrency: usize,
-    /// Concurrent readers of the hub's API while the scenarios run.
-    #[arg(long, default_value_t = 4)]
-    pub readers: usize,
-    /// Seed of the simulated fleet and its events.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Directory for the report (JSON, Markdown, PNG plots) and the services' logs.
-    #[arg(long, default_value = "loadtest-report")]
-    pub out: PathBuf,
-    /// Seconds between an idle agent's heartbeats.
-    #[arg(long, default_value_t = 30)]
-    pub heartbeat_seconds: u64,
-    /// Seconds without a heartbeat after which the hub calls a cluster stale (the dark
-    /// scenario waits this long and 15 s more).
-    #[arg(long, default_value_t = 120)]
-    pub stale_after: i64,
-    /// Length of the steady phase.
-    #[arg(long, default_value_t = 120)]
-    pub steady_seconds: u64,
-    /// Share of app instances changing status per minute in the steady phase.
-    #[arg(long, default_value_t = 0.01)]
-    pub change_rate: f64,
-    /// App whose new version the rollout scenario renders and rolls out (default app-001).
-    #[arg(long)]
-    pub rollout_app: Option<String>,
-    #[arg(long, default_value_t = 3)]
-    pub waves: usize,
-    /// Seconds per rollout wave (half progressing, half settled).
-    #[arg(long, default_value_t = 20)]
-    pub wave_seconds: u64,
-    /// Share of a wave's clusters on which the new version fails.
-    #[arg(long, default_value_t = 0.05)]
-    pub failure_rate: f64,
-    /// Share of clusters flapping in the flap scenario.
-    #[arg(long, default_value_t = 0.02)]
-    pub flap_share: f64,
-    #[arg(long, default_value_t = 60)]
-    pub flap_seconds: u64,
-    #[arg(long, default_value_t = 5)]
-    pub flap_period_seconds: u64,
-    /// Share of clusters going dark in the dark scenario.
-    #[arg(long, default_value_t = 0.05)]
-    pub dark_share: f64,
-    /// How long the ground-truth check after each phase waits for the hub to agree (the time it
-    /// took is reported per phase); a larger fleet needs longer for the hub to catch up.
-    #[arg(long, default_value_t = 60)]
-    pub check_seconds: u64,
-    /// At most this many freshness samples per phase.
-    #[arg(long, default_value_t = 100)]
-    pub freshness_samples: usize,
-    /// The fleetscope binary the collector and hub are started from (default: this one).
-    #[arg(long)]
-    pub fleetscope_binary: Option<PathBuf>,
-}
-
-impl LoadtestArgs {
-    fn validate(&self) -> anyhow::Result<()> {
-        let share = |name: &str, v: f64| {
-            anyhow::ensure!(
-                (0.0..=1.0).contains(&v),
-                "--{name} must be between 0 and 1, got {v}"
-            );
-            Ok(())
-        };
-        anyhow::ensure!(self.clusters > 0, "--clusters must be positive");
-        anyhow::ensure!(
-            (1..=999).contains(&self.apps),
-            "--apps must be between 1 and 999"
-        );
-        anyhow::ensure!(self.concurrency > 0, "--concurrency must be positive");
-        anyhow::ensure!(
-            self.heartbeat_seconds > 0,
-            "--heartbeat-seconds must be positive"
-        );
-        anyhow::ensure!(
-            self.stale_after > 2 * self.heartbeat_seconds as i64,
-            "--stale-after ({}) must exceed two heartbeat intervals ({} s), or delivering clusters would look stale",
-            self.stale_after,
-            2 * self.heartbeat_seconds
-        );
-        anyhow::ensure!(self.waves > 0, "--waves must be positive");
-        share("change-rate", self.change_rate)?;
-        share("failure-rate", self.failure_rate)?;
-        share("flap-share", self.flap_share)?;
-        share("dark-share", self.dark_share)?;
-        Ok(())
-    }
-}
-
+/// The bearer token the load test's readers of the hub use.
 const READ_TOKEN: &str = "loadtest-reader-token-0001";
 
 /// How long the load test waits for one answer of the hub.
@@ -285,6 +181,8 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     Ok(report)
 }
 
+/// Starts the pipeline on the published fleet, runs the connection and every scenario as
+/// phases, and builds the report from what was measured.
 #[allow(clippy::too_many_arguments)]
 async fn drive(
     args: &LoadtestArgs,
@@ -297,21 +195,114 @@ async fn drive(
     render: RenderNumbers,
     started: Instant,
 ) -> anyhow::Result<(LoadtestReport, report::PlotData)> {
-    let cluster_ids: Arc<Vec<String>> =
-        Arc::new(fleet.clusters.iter().map(|c| c.id.clone()).collect());
-    let app_names: Arc<Vec<String>> = Arc::new(fleet.apps.clone());
-    let mut regions: Vec<String> = fleet
-        .clusters
-        .iter()
-        .map(|c| c.group.split('/').next().unwrap_or_default().to_owned())
-        .collect();
-    regions.sort();
-    regions.dedup();
-    let live = fleet.clusters.iter().filter(|c| !c.never_seen).count() as u64;
-    let instances: u64 = fleet.clusters.iter().map(|c| c.wants.len() as u64).sum();
-    let seed = fleet.seed();
+    let shape = FleetShape::of(&fleet);
+    let config = pipeline_config(args, exe, server, platform_dir, gitops_dir, started);
+    let mut pipeline = Pipeline::start(config, fleet, store).await?;
+    println!(
+        "  services: collector {} (pid {}), hub {} (pid {})",
+        pipeline.collector.url,
+        pipeline.collector.pid(),
+        pipeline.hub.url,
+        pipeline.hub.pid()
+    );
+    let sampler = start_sampler(&pipeline, server, started);
+    let prober = pipeline.ctx.prober.clone();
+    let agents = pipeline.ctx.agents.clone();
+    let mut rng = SplitMix64::for_item(shape.seed, 0x5ce7_a210);
+    let mut phases = Phases {
+        reports: Vec::new(),
+        refreshes_before: refresh_buckets(&pipeline.ctx.hub).await,
+    };
+    let connect = connect(args, &pipeline, &mut phases, started).await?;
 
-    let knobs = Knobs {
+    // Readers from here on: every later phase runs under concurrent readers.
+    let readers_stop = Arc::new(AtomicBool::new(false));
+    let (timings, readers_thread) = crate::readers::spawn(
+        started,
+        args.readers,
+        &pipeline.ctx.hub,
+        HUB_TIMEOUT,
+        shape.choices,
+        shape.seed,
+        readers_stop.clone(),
+    )?;
+    let mut storm_numbers = None;
+    for &scenario in &args.scenarios {
+        pipeline.check_alive()?;
+        let storm = run_phase(args, &pipeline, scenario, &mut rng, &mut phases, started).await?;
+        if storm.is_some() {
+            storm_numbers = storm;
+        }
+    }
+    wind_down(args, &mut pipeline, readers_stop, readers_thread).await;
+
+    let ctx = &pipeline.ctx;
+    let tables = store.table_sizes().await?;
+    let samples = sampler.samples.lock().expect("samples lock").clone();
+    drop(sampler);
+    let tally = std::mem::take(&mut *agents.tally.lock().expect("tally lock"));
+    let freshness = prober.seen.lock().expect("seen lock").clone();
+    let timings = std::mem::take(&mut *timings.lock().expect("timings lock"));
+    let steady = ctx.steady.lock().expect("steady lock").clone();
+    let rollout = ctx.rollout.lock().expect("rollout lock").clone();
+    Ok(report::build(report::Inputs {
+        args,
+        live_clusters: shape.live,
+        app_instances: shape.instances,
+        render,
+        connect,
+        storm: storm_numbers,
+        phases: phases.reports,
+        tally,
+        freshness,
+        not_seen: prober.not_seen.load(Ordering::Relaxed),
+        superseded: prober.superseded.load(Ordering::Relaxed),
+        timings,
+        samples,
+        tables,
+        steady,
+        rollout,
+        seconds: started.elapsed().as_secs_f64(),
+    }))
+}
+
+/// What the run needs to know of the simulated fleet once the pipeline owns it.
+struct FleetShape {
+    /// The clusters, apps and regions the hub's readers ask about.
+    choices: crate::readers::Choices,
+    /// Clusters that report at all.
+    live: u64,
+    /// (cluster, app) pairs the fleet wants.
+    instances: u64,
+    seed: u64,
+}
+
+impl FleetShape {
+    /// The shape of `fleet`.
+    fn of(fleet: &SimFleet) -> FleetShape {
+        let mut regions: Vec<String> = fleet
+            .clusters
+            .iter()
+            .map(|c| c.group.split('/').next().unwrap_or_default().to_owned())
+            .collect();
+        regions.sort();
+        regions.dedup();
+        FleetShape {
+            choices: crate::readers::Choices {
+                clusters: Arc::new(fleet.clusters.iter().map(|c| c.id.clone()).collect()),
+                apps: Arc::new(fleet.apps.clone()),
+                regions: Arc::new(regions),
+            },
+            live: fleet.clusters.iter().filter(|c| !c.never_seen).count() as u64,
+            instances: fleet.clusters.iter().map(|c| c.wants.len() as u64).sum(),
+            seed: fleet.seed(),
+        }
+    }
+}
+
+/// The scenarios' knobs from the command line.
+fn knobs(args: &LoadtestArgs) -> Knobs {
+    Knobs {
         check_timeout: Duration::from_secs(args.check_seconds),
         drain_timeout: Duration::from_secs(1_800),
         freshness_samples: args.freshness_samples,
@@ -334,40 +325,44 @@ async fn drive(
             share: args.dark_share,
         },
         ..Knobs::new(args.stale_after)
-    };
-    let mut pipeline = Pipeline::start(
-        PipelineConfig {
-            exe: exe.to_path_buf(),
-            clickhouse_url: server.url(),
-            dir: platform_dir.parent().unwrap_or(platform_dir).to_path_buf(),
-            logs: args.out.clone(),
-            collector_port: 0,
-            hub_port: 0,
-            stale_after: args.stale_after,
-            heartbeat: Duration::from_secs(args.heartbeat_seconds),
-            concurrency: args.concurrency,
-            hub_timeout: HUB_TIMEOUT,
-            readers: vec![HubReader {
-                name: "loadtest-readers",
-                token: READ_TOKEN,
-                scope: None,
-            }],
-            knobs,
-            platform_dir: platform_dir.to_path_buf(),
-            gitops_dir: gitops_dir.to_path_buf(),
-            started,
-        },
-        fleet,
-        store,
-    )
-    .await?;
-    println!(
-        "  services: collector {} (pid {}), hub {} (pid {})",
-        pipeline.collector.url,
-        pipeline.collector.pid(),
-        pipeline.hub.url,
-        pipeline.hub.pid()
-    );
+    }
+}
+
+/// The pipeline's configuration: services on free ports over `server`, logs in the report's
+/// directory, the load test's readers' token.
+fn pipeline_config(
+    args: &LoadtestArgs,
+    exe: &std::path::Path,
+    server: &LocalClickHouse,
+    platform_dir: &std::path::Path,
+    gitops_dir: &std::path::Path,
+    started: Instant,
+) -> PipelineConfig {
+    PipelineConfig {
+        exe: exe.to_path_buf(),
+        clickhouse_url: server.url(),
+        dir: platform_dir.parent().unwrap_or(platform_dir).to_path_buf(),
+        logs: args.out.clone(),
+        collector_port: 0,
+        hub_port: 0,
+        stale_after: args.stale_after,
+        heartbeat: Duration::from_secs(args.heartbeat_seconds),
+        concurrency: args.concurrency,
+        hub_timeout: HUB_TIMEOUT,
+        readers: vec![HubReader {
+            name: "loadtest-readers",
+            token: READ_TOKEN,
+            scope: None,
+        }],
+        knobs: knobs(args),
+        platform_dir: platform_dir.to_path_buf(),
+        gitops_dir: gitops_dir.to_path_buf(),
+        started,
+    }
+}
+
+/// Samples the CPU and memory of the collector, the hub, this process and ClickHouse.
+fn start_sampler(pipeline: &Pipeline, server: &LocalClickHouse, started: Instant) -> Sampler {
     let mut watched = vec![
         ("collector".to_owned(), pipeline.collector.pid()),
         ("hub".to_owned(), pipeline.hub.pid()),
@@ -376,100 +371,114 @@ async fn drive(
     if let Some(pid) = server.pid() {
         watched.push(("clickhouse".to_owned(), pid));
     }
-    let sampler = Sampler::start(watched, started);
-    let ctx = &pipeline.ctx;
-    let hub_client = ctx.hub.clone();
-    let prober = ctx.prober.clone();
-    let agents = ctx.agents.clone();
-    let mut rng = SplitMix64::for_item(seed, 0x5ce7_a210);
-    let mut phases: Vec<PhaseReport> = Vec::new();
+    Sampler::start(watched, started)
+}
 
-    // Connect: every delivering cluster sends its first snapshot, all at once.
-    let mut refreshes_before = refresh_buckets(&ctx.hub).await;
+/// The phases run so far, and the hub's refresh histogram as it stood when the last one ended.
+struct Phases {
+    reports: Vec<PhaseReport>,
+    refreshes_before: Option<crate::hubcheck::Buckets>,
+}
+
+impl Phases {
+    /// Keeps `phase` with the hub's refreshes that ended since the previous phase did.
+    async fn end(&mut self, hub: &crate::hubcheck::HubClient, mut phase: PhaseReport) {
+        let refreshes_now = refresh_buckets(hub).await;
+        phase.refreshes = phase_refreshes(&self.refreshes_before, &refreshes_now);
+        self.refreshes_before = refreshes_now;
+        self.reports.push(phase);
+    }
+}
+
+/// The connection: every delivering cluster sends its first snapshot, all at once. Returns
+/// (reports, rows, seconds).
+async fn connect(
+    args: &LoadtestArgs,
+    pipeline: &Pipeline,
+    phases: &mut Phases,
+    started: Instant,
+) -> anyhow::Result<(u64, u64, f64)> {
+    let ctx = &pipeline.ctx;
     let phase_start = Instant::now();
     let mut notes = Vec::new();
     let (reports, rows, connect_seconds) = ctx.storm(&mut notes).await?;
     println!("  connect: {}", notes.last().cloned().unwrap_or_default());
-    let readers_stop = Arc::new(AtomicBool::new(false));
     let check = ctx.check().await;
-    let mut connect_phase = phase_report("connect", started, phase_start, reports, notes, &check);
-    let refreshes_now = refresh_buckets(&ctx.hub).await;
-    connect_phase.refreshes = phase_refreshes(&refreshes_before, &refreshes_now);
-    refreshes_before = refreshes_now;
-    phases.push(connect_phase);
+    let phase = phase_report("connect", started, phase_start, reports, notes, &check);
+    phases.end(&ctx.hub, phase).await;
     save_collector_metrics(
         &pipeline.collector.url,
         &args.out.join("collector-metrics-connect.txt"),
     )
     .await;
     print_check(&check);
-    let connect = (reports, rows, connect_seconds);
+    Ok((reports, rows, connect_seconds))
+}
 
-    // Readers from here on: every later phase runs under concurrent readers.
-    let (timings, readers_thread) = crate::readers::spawn(
-        started,
-        args.readers,
-        &hub_client,
-        HUB_TIMEOUT,
-        crate::readers::Choices {
-            clusters: cluster_ids,
-            apps: app_names,
-            regions: Arc::new(regions),
-        },
-        seed,
-        readers_stop.clone(),
-    )?;
-
+/// Runs one scenario as a phase, checked against the ground truth. Returns the storm's
+/// (reports, rows, seconds) when the scenario was the storm.
+async fn run_phase(
+    args: &LoadtestArgs,
+    pipeline: &Pipeline,
+    scenario: Scenario,
+    rng: &mut SplitMix64,
+    phases: &mut Phases,
+    started: Instant,
+) -> anyhow::Result<Option<(u64, u64, f64)>> {
+    let ctx = &pipeline.ctx;
+    let phase_start = Instant::now();
+    let mut notes = Vec::new();
     let mut storm_numbers = None;
-    for scenario in &args.scenarios {
-        pipeline.check_alive()?;
-        let ctx = &pipeline.ctx;
-        let phase_start = Instant::now();
-        let mut notes = Vec::new();
-        let (changes, mut check) = match scenario {
-            Scenario::Steady => (ctx.steady(&mut rng, &mut notes).await?, None),
-            Scenario::Rollout => (ctx.rollout(&mut rng, &mut notes).await?, None),
-            Scenario::Flap => (ctx.flap(&mut rng, &mut notes).await?, None),
-            Scenario::Dark => {
-                let (changes, while_dark) = ctx.dark(&mut rng, &mut notes).await?;
-                (changes, (!while_dark.passed).then_some(while_dark))
-            }
-            Scenario::Storm => {
-                let numbers = ctx.storm(&mut notes).await?;
-                storm_numbers = Some(numbers);
-                (numbers.1, None)
-            }
-        };
-        let outcome = match check.take() {
-            Some(failed) => failed,
-            None => ctx.check().await,
-        };
-        for note in &notes {
-            println!("  {}: {note}", scenario.name());
+    let (changes, mut check) = match scenario {
+        Scenario::Steady => (ctx.steady(rng, &mut notes).await?, None),
+        Scenario::Rollout => (ctx.rollout(rng, &mut notes).await?, None),
+        Scenario::Flap => (ctx.flap(rng, &mut notes).await?, None),
+        Scenario::Dark => {
+            let (changes, while_dark) = ctx.dark(rng, &mut notes).await?;
+            (changes, (!while_dark.passed).then_some(while_dark))
         }
-        print_check(&outcome);
-        let mut phase = phase_report(
-            scenario.name(),
-            started,
-            phase_start,
-            changes,
-            notes,
-            &outcome,
-        );
-        let refreshes_now = refresh_buckets(&ctx.hub).await;
-        phase.refreshes = phase_refreshes(&refreshes_before, &refreshes_now);
-        refreshes_before = refreshes_now;
-        save_collector_metrics(
-            &pipeline.collector.url,
-            &args
-                .out
-                .join(format!("collector-metrics-{}.txt", scenario.name())),
-        )
-        .await;
-        phases.push(phase);
+        Scenario::Storm => {
+            let numbers = ctx.storm(&mut notes).await?;
+            storm_numbers = Some(numbers);
+            (numbers.1, None)
+        }
+    };
+    let outcome = match check.take() {
+        Some(failed) => failed,
+        None => ctx.check().await,
+    };
+    for note in &notes {
+        println!("  {}: {note}", scenario.name());
     }
+    print_check(&outcome);
+    let phase = phase_report(
+        scenario.name(),
+        started,
+        phase_start,
+        changes,
+        notes,
+        &outcome,
+    );
+    phases.end(&ctx.hub, phase).await;
+    save_collector_metrics(
+        &pipeline.collector.url,
+        &args
+            .out
+            .join(format!("collector-metrics-{}.txt", scenario.name())),
+    )
+    .await;
+    Ok(storm_numbers)
+}
 
-    // Let the freshness probes finish (or time out).
+/// Lets the freshness probes finish (or time out), stops the readers, saves the hub's metrics
+/// and stops the services.
+async fn wind_down(
+    args: &LoadtestArgs,
+    pipeline: &mut Pipeline,
+    readers_stop: Arc<AtomicBool>,
+    readers_thread: std::thread::JoinHandle<()>,
+) {
+    let prober = pipeline.ctx.prober.clone();
     let until = Instant::now() + Duration::from_secs(65);
     while prober.pending() > 0 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -482,36 +491,9 @@ async fn drive(
         Err(err) => println!("  the hub's /metrics could not be saved: {err:#}"),
     }
     pipeline.stop().await;
-    let ctx = &pipeline.ctx;
-    let tables = store.table_sizes().await?;
-    let samples = sampler.samples.lock().expect("samples lock").clone();
-    drop(sampler);
-    let tally = std::mem::take(&mut *agents.tally.lock().expect("tally lock"));
-    let freshness = prober.seen.lock().expect("seen lock").clone();
-    let timings = std::mem::take(&mut *timings.lock().expect("timings lock"));
-    let steady = ctx.steady.lock().expect("steady lock").clone();
-    let rollout = ctx.rollout.lock().expect("rollout lock").clone();
-    Ok(report::build(report::Inputs {
-        args,
-        live_clusters: live,
-        app_instances: instances,
-        render,
-        connect,
-        storm: storm_numbers,
-        phases,
-        tally,
-        freshness,
-        not_seen: prober.not_seen.load(Ordering::Relaxed),
-        superseded: prober.superseded.load(Ordering::Relaxed),
-        timings,
-        samples,
-        tables,
-        steady,
-        rollout,
-        seconds: started.elapsed().as_secs_f64(),
-    }))
 }
 
+/// Prints a check's outcome under the phase's lines.
 fn print_check(check: &crate::hubcheck::CheckOutcome) {
     if check.passed {
         println!(
@@ -527,6 +509,7 @@ fn print_check(check: &crate::hubcheck::CheckOutcome) {
     }
 }
 
+/// The hub's refreshes between two reads of its histogram, when both could be read.
 fn phase_refreshes(
     before: &Option<crate::hubcheck::Buckets>,
     after: &Option<crate::hubcheck::Buckets>,
@@ -539,6 +522,8 @@ fn phase_refreshes(
     }
 }
 
+/// A phase's report from its start, changes, notes and check (its refreshes are added by
+/// [`Phases::end`]).
 fn phase_report(
     name: &str,
     run_started: Instant,

@@ -1,0 +1,279 @@
+//! The Markdown report (`report.md`): the design targets, then one section per measurement.
+
+use std::fmt::Write as _;
+
+use super::{ms, LoadtestReport};
+
+/// The report as Markdown.
+pub fn markdown(r: &LoadtestReport) -> String {
+    let mut md = String::new();
+    heading(&mut md, r);
+    design_targets(&mut md, r);
+    phases(&mut md, r);
+    ingest(&mut md, r);
+    steady_state(&mut md, r);
+    rollout(&mut md, r);
+    freshness(&mut md, r);
+    hub_latency(&mut md, r);
+    processes(&mut md, r);
+    clickhouse(&mut md, r);
+    md
+}
+
+/// The title, the run in one sentence, and the ground truth's verdict.
+fn heading(md: &mut String, r: &LoadtestReport) {
+    let _ = writeln!(md, "# Load test report\n");
+    let _ = writeln!(
+        md,
+        "{} clusters × {} apps ({} app instances; {} clusters deliver, the rest never report), {} concurrent agent requests, {} hub readers, seed {}; {:.0} s in all.\n",
+        r.clusters, r.apps, r.app_instances, r.delivering_clusters, r.concurrency, r.readers, r.seed, r.seconds
+    );
+    let _ = writeln!(
+        md,
+        "Ground truth: **{}**.\n",
+        if r.correctness_passed {
+            "every check passed"
+        } else {
+            "FAILED"
+        }
+    );
+}
+
+/// Each design target with its measured value and whether it was met.
+fn design_targets(md: &mut String, r: &LoadtestReport) {
+    let _ = writeln!(
+        md,
+        "## Against the design targets\n\n| what | target | measured | met |\n|---|---|---|---|"
+    );
+    for t in &r.targets {
+        let met = match t.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "—",
+        };
+        let _ = writeln!(md, "| {} | {} | {} | {met} |", t.what, t.target, t.measured);
+    }
+}
+
+/// Each phase: its timing, changes, check, the hub's refreshes, and notes.
+fn phases(md: &mut String, r: &LoadtestReport) {
+    let _ = writeln!(md, "\n## Phases\n\nHub refreshes: those that ended in the phase (its check included), how many took at most 0.512 s, and the bucket of the hub's own histogram their 99th percentile fell in.\n\n| phase | start s | seconds | changes | check | hub refreshes | notes |\n|---|---|---|---|---|---|---|");
+    for p in &r.phases {
+        let check = if p.check_passed {
+            format!("pass ({:.1} s)", p.check_seconds)
+        } else {
+            format!(
+                "**FAIL**: {}",
+                p.check_mismatch.as_deref().unwrap_or_default()
+            )
+        };
+        let refreshes = match &p.refreshes {
+            None => "—".to_owned(),
+            Some(r) => format!(
+                "{}, {} within 0.512 s, p99 {}",
+                r.count,
+                r.within_512ms,
+                match r.p99_at_most_s {
+                    Some(bound) => format!("≤ {bound} s"),
+                    None if r.count == 0 => "—".to_owned(),
+                    None => "above the largest bucket".to_owned(),
+                }
+            ),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {:.0} | {:.1} | {} | {check} | {refreshes} | {} |",
+            p.name,
+            p.started_s,
+            p.seconds,
+            p.changes,
+            p.notes.join("; ")
+        );
+    }
+}
+
+/// The two full resyncs and each report kind's acknowledgement latency.
+fn ingest(md: &mut String, r: &LoadtestReport) {
+    let _ = writeln!(md, "\n## Ingest\n");
+    let _ = writeln!(
+        md,
+        "First connection: {} snapshots, {} rows in {:.1} s = {:.0} rows/s.",
+        r.connect.reports, r.connect.rows, r.connect.seconds, r.connect.rows_per_second
+    );
+    if let Some(s) = &r.storm {
+        let _ = writeln!(
+            md,
+            "Resync storm: {} snapshots, {} rows in {:.1} s = {:.0} rows/s.",
+            s.reports, s.rows, s.seconds, s.rows_per_second
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n| report kind | requests | ack p50 ms | ack p99 ms | max ms | wait for a worker p50 / p99 / max ms |\n|---|---|---|---|---|---|"
+    );
+    for a in &r.ack_latency {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} / {} / {} |",
+            a.kind,
+            a.requests,
+            ms(a.p50_ms),
+            ms(a.p99_ms),
+            ms(a.max_ms),
+            ms(a.wait_p50_ms),
+            ms(a.wait_p99_ms),
+            ms(a.wait_max_ms)
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nRetried answers (429/5xx): {}; refused: {}; unreachable: {}.",
+        r.retried_answers,
+        r.refused.len(),
+        r.unreachable
+    );
+}
+
+/// The steady phase's rates per delivering cluster, when it ran.
+fn steady_state(md: &mut String, r: &LoadtestReport) {
+    if let Some(s) = &r.steady {
+        let _ = writeln!(md, "\n## Steady state\n");
+        let _ = writeln!(md, "| measure | value |\n|---|---|");
+        for (name, value) in [
+            ("seconds", format!("{:.0}", s.seconds)),
+            ("delivering clusters", s.delivering_clusters.to_string()),
+            ("requests/s", format!("{:.0}", s.requests_per_second)),
+            ("heartbeats/s", format!("{:.0}", s.heartbeats_per_second)),
+            ("deltas/s", format!("{:.0}", s.deltas_per_second)),
+            (
+                "wire bytes per cluster per minute",
+                format!("{:.0}", s.wire_bytes_per_cluster_per_minute),
+            ),
+            (
+                "of which heartbeats",
+                format!("{:.0}", s.idle_wire_bytes_per_cluster_per_minute),
+            ),
+            (
+                "observed rows per cluster per day",
+                format!("{:.0}", s.rows_per_cluster_per_day),
+            ),
+            (
+                "observed bytes on disk per cluster per day",
+                format!("{:.0}", s.disk_bytes_per_cluster_per_day),
+            ),
+            (
+                "collector CPU (cores)",
+                format!("{:.3}", s.collector_cpu_cores),
+            ),
+            ("hub CPU (cores)", format!("{:.3}", s.hub_cpu_cores)),
+        ] {
+            let _ = writeln!(md, "| {name} | {value} |");
+        }
+    }
+}
+
+/// The rollout's render, publication and waves, when it ran.
+fn rollout(md: &mut String, r: &LoadtestReport) {
+    if let Some(rollout) = &r.rollout {
+        let _ = writeln!(
+            md,
+            "\n## Rollout\n\n{} {} → {}: render {:.2} s, publish {:.2} s, {} pairs changed. {}\n\n| wave | groups | clusters | failed | gate share in sync | verdict |\n|---|---|---|---|---|---|",
+            rollout.app, rollout.from_version, rollout.to_version, rollout.render_seconds, rollout.publish_seconds, rollout.changed_pairs, rollout.render_summary
+        );
+        for w in &rollout.waves {
+            let groups = if w.groups.len() > 6 {
+                format!(
+                    "{} … {} ({} groups)",
+                    w.groups[0],
+                    w.groups[w.groups.len() - 1],
+                    w.groups.len()
+                )
+            } else {
+                w.groups.join(", ")
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {groups} | {} | {} | {:.3} | {} |",
+                w.wave, w.clusters, w.failed, w.gate_share_in_sync, w.gate_verdict
+            );
+        }
+    }
+}
+
+/// Freshness of sampled changes, in all and by phase.
+fn freshness(md: &mut String, r: &LoadtestReport) {
+    let _ = writeln!(
+        md,
+        "\n## Freshness\n\n{} samples: p50 {} ms, p99 {} ms, max {} ms; {} not seen within 60 s.",
+        r.freshness.samples,
+        ms(r.freshness.p50_ms),
+        ms(r.freshness.p99_ms),
+        ms(r.freshness.max_ms),
+        r.freshness.not_seen_within_60_s
+    );
+    if !r.freshness.by_phase.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nBy the phase in which the change was made, with the p99 of the phase's deltas' wait for a simulator worker and acknowledgement:\n\n| phase | samples | p50 ms | p99 ms | max ms | delta wait p99 ms | delta ack p99 ms |\n|---|---|---|---|---|---|---|"
+        );
+        for f in &r.freshness.by_phase {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                f.phase,
+                f.samples,
+                ms(f.p50_ms),
+                ms(f.p99_ms),
+                ms(f.max_ms),
+                ms(f.delta_wait_p99_ms),
+                ms(f.delta_ack_p99_ms)
+            );
+        }
+    }
+}
+
+/// The hub's latency per route under the concurrent readers.
+fn hub_latency(md: &mut String, r: &LoadtestReport) {
+    let _ = writeln!(md, "\n## Hub under {} concurrent readers\n\n| route | requests | errors | p50 ms | p95 ms | p99 ms | max ms |\n|---|---|---|---|---|---|---|", r.readers);
+    for l in &r.hub_latency {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            l.route,
+            l.requests,
+            l.errors,
+            ms(l.p50_ms),
+            ms(l.p95_ms),
+            ms(l.p99_ms),
+            ms(l.max_ms)
+        );
+    }
+}
+
+/// CPU and memory per process.
+fn processes(md: &mut String, r: &LoadtestReport) {
+    let _ = writeln!(md, "\n## Processes\n\n| process | CPU cores mean | max | RSS MB max | at the end |\n|---|---|---|---|---|");
+    for p in &r.processes {
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} | {:.2} | {:.0} | {:.0} |",
+            p.process, p.cpu_cores_mean, p.cpu_cores_max, p.rss_mb_max, p.rss_mb_end
+        );
+    }
+}
+
+/// Rows and bytes on disk per table, and the plots' files.
+fn clickhouse(md: &mut String, r: &LoadtestReport) {
+    let _ = writeln!(
+        md,
+        "\n## ClickHouse\n\n| table | rows | bytes on disk |\n|---|---|---|"
+    );
+    for t in &r.clickhouse_tables {
+        let _ = writeln!(md, "| {} | {} | {} |", t.table, t.rows, t.bytes_on_disk);
+    }
+    let _ = writeln!(
+        md,
+        "\n{:.0} bytes on disk per cluster in all.\n\nPlots: `throughput.png`, `freshness.png`, `ack_latency.png`, `ack_latency_over_time.png`, `hub_latency.png`, `hub_latency_over_time.png`, `cpu.png`, `memory.png`.",
+        r.clickhouse_bytes_per_cluster
+    );
+}
