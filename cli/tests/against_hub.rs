@@ -9,11 +9,11 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use fleetscope_cli::table::thousands;
 use fleetscope_cli::{DriftArgs, GateArgs, StatusArgs, VersionsArgs};
+use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
@@ -88,7 +88,7 @@ impl Hub {
         fleetscope_fixtures::write_fleet(&test.store, &fleet)
             .await
             .expect("the fleet is written");
-        let index = Index::load(test.store.clone())
+        let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
             .await
             .expect("the index loads");
         let mut state = AppState::new(

@@ -65,7 +65,7 @@ pub enum Command {
     /// Serve drift, inventory, history and rollups over HTTP, with Prometheus metrics.
     Hub {
         #[command(flatten)]
-        hub: fleetscope_hub::server::HubArgs,
+        hub: fleetscope_hub::HubArgs,
         #[command(flatten)]
         clickhouse: ClickHouseArgs,
     },
@@ -198,9 +198,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Render(args) => fleetscope_renderer::cli::run(args).await,
         Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
-        Command::Hub { hub, clickhouse } => {
-            fleetscope_hub::server::run(hub, clickhouse.connect()?).await
-        }
+        Command::Hub { hub, clickhouse } => fleetscope_hub::run(hub, clickhouse.connect()?).await,
         Command::Collector {
             collector,
             clickhouse,

@@ -21,11 +21,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_store::{Store, StoreConfig};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
@@ -317,7 +317,9 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
     let before_load = resident();
     let peak_reset = reset_peak();
     let started = Instant::now();
-    let index = Index::load(test.store.clone()).await.unwrap();
+    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
     let load_time = started.elapsed();
     let after_load = resident();
     let peak_load = status_bytes("VmHWM:").unwrap_or(0);

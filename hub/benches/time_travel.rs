@@ -17,11 +17,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_model::Timestamp;
 use fleetscope_store::history::{synthetic, DEFAULT_CHECKPOINT_SECONDS};
 use fleetscope_testkit::TestStore;
@@ -125,7 +125,11 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
     }
 
     let started = Instant::now();
-    let index = Arc::new(Index::load(store.clone()).await.unwrap());
+    let index = Arc::new(
+        Index::load(store.clone(), fleetscope_runtime::clock::now)
+            .await
+            .unwrap(),
+    );
     println!("hub index loaded: {}", seconds(started));
     let mut state = AppState::new(index, fleet.spec().policy, MetricsConfig::default());
     state.fixed_now = Some(now);
@@ -192,10 +196,10 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
         .unwrap();
     let observed_took = observed_started.elapsed();
     let build_started = Instant::now();
-    let built = fleetscope_hub::past::build_apart(
+    let built = fleetscope_engine::past::build_apart(
         store,
         at,
-        fleetscope_hub::past::Reach::Fleet,
+        fleetscope_engine::past::Reach::Fleet,
         fleet.spec().policy,
     )
     .await

@@ -490,16 +490,14 @@ pub struct GateAnswer<'a> {
     pub threshold: f64,
     /// `pass` when at least one cluster is targeted, no rule before `threshold` failed the
     /// gate (see `rule`), and `share_soaked >= threshold`.
-    #[schema(value_type = GateVerdict)]
-    pub verdict: &'static str,
+    pub verdict: GateVerdict,
     /// The verdict in words.
     pub reason: &'static str,
     /// The rule that decided the verdict, in the order they are checked: `nothing_targeted`
     /// (fail), `stale` (fail: `stale=fail` and a targeted cluster is stale), `max_failed`
     /// (fail: more targeted clusters failed than allowed), `threshold` (pass or fail on
     /// `share_soaked`).
-    #[schema(value_type = GateRule)]
-    pub rule: &'static str,
+    pub rule: GateRule,
     /// The soak applied, in seconds (0 unless asked: then in sync now is enough).
     pub soak_seconds: u64,
     /// Targeted clusters in sync for at least `soak_seconds`, as far as the data shows (in
@@ -518,8 +516,7 @@ pub struct GateAnswer<'a> {
     /// `targeted_clusters`, rounded down); null when `max_failed` was not asked.
     pub failed_allowed: Option<u64>,
     /// How stale targeted clusters were handled: `exclude`, `count` (the default) or `fail`.
-    #[schema(value_type = GateStaleHandling)]
-    pub stale: &'static str,
+    pub stale: GateStaleHandling,
     /// Selected clusters whose desired state matches and that are stale; with
     /// `stale=exclude` they are not in `targeted_clusters` or `by_state`.
     pub stale_clusters: u64,
@@ -647,6 +644,57 @@ pub enum InsightAttribute {
     AgentVersion,
 }
 
+impl From<fleetscope_engine::insights::Failures> for InsightsAnswer {
+    fn from(f: fleetscope_engine::insights::Failures) -> InsightsAnswer {
+        InsightsAnswer {
+            app: f.app,
+            version: f.version,
+            group: f.group,
+            failing: f.failing,
+            in_sync: f.in_sync,
+            considered: f.considered,
+            other_states: f.other_states,
+            tests: f.tests,
+            significance_level: f.significance_level,
+            findings: f.findings.into_iter().map(InsightFinding::from).collect(),
+            headline: f.headline,
+        }
+    }
+}
+
+impl From<fleetscope_engine::insights::Finding> for InsightFinding {
+    fn from(f: fleetscope_engine::insights::Finding) -> InsightFinding {
+        InsightFinding {
+            attribute: f.attribute.into(),
+            value: f.value,
+            failing_with: f.failing_with,
+            in_sync_with: f.in_sync_with,
+            failing_without: f.failing_without,
+            in_sync_without: f.in_sync_without,
+            failure_rate_with: f.failure_rate_with,
+            failure_rate_without: f.failure_rate_without,
+            lift: f.lift,
+            p_value: f.p_value,
+            log10_p_value: f.log10_p_value,
+            p_adjusted: f.p_adjusted,
+            significant: f.significant,
+        }
+    }
+}
+
+impl From<fleetscope_engine::insights::Attribute> for InsightAttribute {
+    fn from(a: fleetscope_engine::insights::Attribute) -> InsightAttribute {
+        use fleetscope_engine::insights::Attribute;
+        match a {
+            Attribute::Label => InsightAttribute::Label,
+            Attribute::Group => InsightAttribute::Group,
+            Attribute::Environment => InsightAttribute::Environment,
+            Attribute::Reconciler => InsightAttribute::Reconciler,
+            Attribute::AgentVersion => InsightAttribute::AgentVersion,
+        }
+    }
+}
+
 /// The rule that decided a gate's verdict.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -664,6 +712,29 @@ pub enum GateStaleHandling {
     Exclude,
     Count,
     Fail,
+}
+
+impl From<fleetscope_engine::gate::Rule> for GateRule {
+    fn from(rule: fleetscope_engine::gate::Rule) -> GateRule {
+        use fleetscope_engine::gate::Rule;
+        match rule {
+            Rule::NothingTargeted => GateRule::NothingTargeted,
+            Rule::Stale => GateRule::Stale,
+            Rule::MaxFailed => GateRule::MaxFailed,
+            Rule::Threshold => GateRule::Threshold,
+        }
+    }
+}
+
+impl From<fleetscope_engine::gate::StaleMode> for GateStaleHandling {
+    fn from(mode: fleetscope_engine::gate::StaleMode) -> GateStaleHandling {
+        use fleetscope_engine::gate::StaleMode;
+        match mode {
+            StaleMode::Exclude => GateStaleHandling::Exclude,
+            StaleMode::Count => GateStaleHandling::Count,
+            StaleMode::Fail => GateStaleHandling::Fail,
+        }
+    }
 }
 
 /// `GET /api/v1/history?cluster=`.

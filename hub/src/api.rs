@@ -16,23 +16,24 @@ use axum::Extension;
 use fleetscope_model::{DriftState, GroupPath, Timestamp};
 use serde::Serialize;
 
-use crate::answers::InsightsAnswer;
 use crate::answers::{
     AppEnvironments, ByState, ClusterHistory, ClusterPage, DesiredApp, DriftPage,
     EnvironmentVersions, EnvironmentsAnswer, ExplainAnswer, Explained, GateAnswer, GroupCounts,
     GroupHistory, HistoryEvent, HoldingBack, NotDesiredApp, ObjectTransition, PairItem,
     PolicyAnswer, StaleItem, StalePage, SummaryAnswer, VersionCount, VersionsAnswer,
 };
+use crate::answers::{GateVerdict, InsightsAnswer};
 use crate::auth::Principal;
-use crate::index::{ClusterRec, Counts, Filter, Fleet, Pair};
 use crate::params::{csv, encode_cursor, ApiError};
-use crate::past::Reach;
 use crate::query::InsightsQuery;
 use crate::query::{
     ApiQuery, ClusterQuery, DriftQuery, EnvironmentsQuery, ExplainQuery, GateQuery, HistoryQuery,
     Selection, StaleQuery, SummaryQuery, VersionsQuery,
 };
-use crate::server::AppState;
+use crate::state::AppState;
+use fleetscope_engine::counts::Counts;
+use fleetscope_engine::fleet::{ClusterRec, Filter, Fleet, Pair};
+use fleetscope_engine::past::Reach;
 
 /// An answer's body, serialized once: built off the async workers where the answer borrows the
 /// fleet, and kept whole by the answer cache for answers that are asked for again and again,
@@ -432,7 +433,7 @@ const PAGE_HISTORY: u64 = 200;
     params(("id" = String, Path, description = "The cluster id.", example = "berlin-01"), ClusterQuery),
     responses(
         (status = 200, body = ClusterPage, description = "The cluster."),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::errors::NotFound),
     ),
 )]
 pub async fn cluster(
@@ -772,7 +773,7 @@ fn stale_key(cursor: &str) -> Result<(u32, String), ApiError> {
     params(ExplainQuery),
     responses(
         (status = 200, body = ExplainAnswer, description = "The cluster's apps, explained."),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::errors::NotFound),
     ),
 )]
 pub async fn explain(
@@ -871,7 +872,7 @@ pub async fn environments(
             if let Some(table) = fleet.environments(&filter) {
                 return table;
             }
-            let mut table = crate::index::EnvironmentTable::new();
+            let mut table = fleetscope_engine::fleet::EnvironmentTable::new();
             let s = &fleet.symbols;
             for cluster in fleet.clusters.values() {
                 if !fleet.cluster_matches(cluster, &filter) {
@@ -940,7 +941,7 @@ pub async fn environments(
 
 /// `GET /api/v1/gate`: for an app at a version (or a render commit) within a group, the share
 /// of targeted clusters in sync (for at least `soak`), the failed and stale rules, a verdict
-/// against `threshold`, and a page of the clusters holding the gate back ([`crate::gate`]).
+/// against `threshold`, and a page of the clusters holding the gate back ([`fleetscope_engine::gate`]).
 #[utoipa::path(
     get,
     path = "/api/v1/gate",
@@ -964,7 +965,8 @@ pub async fn gate(
     let group = selection.group.as_ref().map(|g| g.as_str().to_owned());
     let filter = scoped_filter(&principal, selection);
     let rendered = on_fleet(&state, move |fleet, _| {
-        let tally = crate::gate::tally(fleet, &filter, &rules, limit, cursor.as_deref());
+        let tally =
+            fleetscope_engine::gate::tally(fleet, &filter, &rules, limit, cursor.as_deref());
         Rendered::json(&GateAnswer {
             app: &rules.app,
             version: rules.version.as_deref(),
@@ -975,16 +977,20 @@ pub async fn gate(
             by_state: tally.by_state.clone(),
             share_in_sync: tally.share(tally.in_sync),
             threshold: rules.threshold,
-            verdict: if tally.pass { "pass" } else { "fail" },
-            reason: crate::gate::reason(&tally, &rules),
-            rule: tally.rule.as_str(),
+            verdict: if tally.pass {
+                GateVerdict::Pass
+            } else {
+                GateVerdict::Fail
+            },
+            reason: fleetscope_engine::gate::reason(&tally, &rules),
+            rule: tally.rule.into(),
             soak_seconds: rules.soak,
             soaked: tally.soaked,
             share_soaked: tally.share(tally.soaked),
             failed: tally.failed,
             max_failed: max_failed.as_deref(),
             failed_allowed: tally.failed_allowed,
-            stale: rules.stale.as_str(),
+            stale: rules.stale.into(),
             stale_clusters: tally.stale,
             holding_back: tally
                 .holding_back
@@ -1025,7 +1031,7 @@ const HISTORY_COLUMNS: &[&str] = &[
             (HistoryAnswer = "application/json"),
             (String = "text/csv"),
         )),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 404, response = crate::errors::NotFound),
     ),
 )]
 pub async fn history(
@@ -1254,7 +1260,7 @@ pub async fn insights_failures(
         version,
         limit,
     } = query;
-    let question = crate::insights::FailuresQuestion {
+    let question = fleetscope_engine::insights::FailuresQuestion {
         group: selection.group.as_ref().map(|g| g.as_str().to_owned()),
         filter: scoped_filter(&principal, selection),
         app,
@@ -1262,7 +1268,9 @@ pub async fn insights_failures(
         limit,
     };
     let rendered = on_fleet(&state, move |fleet, _| {
-        Rendered::json(&crate::insights::failures(fleet, &question))
+        Rendered::json(&InsightsAnswer::from(
+            fleetscope_engine::insights::failures(fleet, &question),
+        ))
     })
     .await?;
     Ok(Answer::Fresh(rendered))

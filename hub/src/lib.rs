@@ -9,18 +9,23 @@
 
 #![forbid(unsafe_code)]
 
-pub mod answers;
-pub mod api;
-pub mod auth;
-pub mod gate;
-pub mod index;
-pub mod insights;
-pub mod metrics;
-pub mod openapi;
-pub mod params;
-pub mod past;
-pub mod query;
-pub mod rollups;
-pub mod server;
-pub mod symbols;
+mod answers;
+mod api;
+mod args;
+mod auth;
+mod errors;
+mod gate_params;
+mod metrics;
+mod openapi;
+mod params;
+mod query;
+mod server;
+mod state;
 pub mod telemetry;
+
+pub use args::HubArgs;
+pub use auth::{Auth, LiveAuth};
+pub use metrics::{FleetSnapshot, MetricsConfig};
+pub use openapi::{document, document_text};
+pub use server::{router, run, spawn_refresher, take_snapshot};
+pub use state::AppState;

@@ -7,12 +7,8 @@
 //! router's patterns, never raw paths.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
 use fleetscope_model::{DriftState, GroupPath, Timestamp};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -21,8 +17,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::index::{state_index, Counts, Fleet};
-use crate::server::AppState;
+use fleetscope_engine::counts::{state_index, Counts};
+use fleetscope_engine::fleet::Fleet;
 
 /// The name that stands for everything beyond the series bound.
 pub const OTHER: &str = "_other";
@@ -146,6 +142,20 @@ impl HubMetrics {
         self.compute_seconds.observe(took.as_secs_f64());
     }
 
+    /// Counts one answered request and its time, by route pattern.
+    pub fn request(&self, route: String, method: String, status: u16, took: Duration) {
+        self.requests
+            .get_or_create(&RouteLabels {
+                route: route.clone(),
+                method,
+                status: status.to_string(),
+            })
+            .inc();
+        self.request_seconds
+            .get_or_create(&RouteOnly { route })
+            .observe(took.as_secs_f64());
+    }
+
     pub fn query(&self, name: &str, ok: bool, took: Duration) {
         self.queries
             .get_or_create(&QueryLabels {
@@ -161,7 +171,7 @@ impl HubMetrics {
     }
 
     /// The phases of one successful refresh.
-    pub fn refresh_phases(&self, phases: &crate::index::RefreshPhases) {
+    pub fn refresh_phases(&self, phases: &fleetscope_engine::index::RefreshPhases) {
         for (phase, took) in phases.named() {
             self.refresh_phase_seconds
                 .get_or_create(&PhaseLabels {
@@ -339,7 +349,7 @@ impl HubMetrics {
     }
 }
 
-/// Builds of the fleet at past moments now (see `crate::past::Past`).
+/// Builds of the fleet at past moments now (see `fleetscope_engine::past::Past`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PastBuilds {
     pub waiting: usize,
@@ -455,34 +465,4 @@ impl FleetSnapshot {
             apps: out_apps,
         }
     }
-}
-
-/// Counts and times every request by route pattern.
-pub async fn track_request(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    state
-        .metrics
-        .requests
-        .get_or_create(&RouteLabels {
-            route: route.clone(),
-            method,
-            status: response.status().as_u16().to_string(),
-        })
-        .inc();
-    state
-        .metrics
-        .request_seconds
-        .get_or_create(&RouteOnly { route })
-        .observe(started.elapsed().as_secs_f64());
-    response
 }

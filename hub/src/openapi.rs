@@ -11,17 +11,17 @@ use std::sync::{Arc, OnceLock};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Router;
-use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Schema};
-use utoipa::{PartialSchema, ToResponse, ToSchema};
+use utoipa::openapi::{OpenApi, Ref, RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::answers::ErrorBody;
 use crate::api;
+use crate::errors::error_components;
 use crate::query::{ApiQuery, NoQuery};
-use crate::server::AppState;
+use crate::state::AppState;
 
 const DESCRIPTION: &str = "Desired against actual state of a GitOps fleet: drift, version inventory, history, group rollups and rollout gates.
 
@@ -32,45 +32,6 @@ Every route, this document's included, refuses a parameter it does not take, a r
 Listings that page (`drift`, `stale`, and `apps/{app}/versions` with `version`) take `limit` and `cursor` and answer `next_cursor`, null on the last page; a cursor is opaque: pass it back as it was handed out, since one that does not decode is a 400 naming `cursor`.
 
 Times in answers are RFC 3339 in UTC; a time that is not known (a cluster never seen) is null. Every error has the `ErrorBody` shape.";
-
-/// A reusable error answer: a description and the [`ErrorBody`] schema.
-fn error_response(description: &str) -> RefOr<Response> {
-    ResponseBuilder::new()
-        .description(description)
-        .content(
-            "application/json",
-            Content::new(Some(Ref::from_schema_name(ErrorBody::name()))),
-        )
-        .into()
-}
-
-macro_rules! error_responses {
-    ($($name:ident: $description:literal;)+) => {
-        $(
-            #[doc = $description]
-            #[derive(Debug)]
-            pub struct $name;
-
-            impl<'r> ToResponse<'r> for $name {
-                fn response() -> (&'r str, RefOr<Response>) {
-                    (stringify!($name), error_response($description))
-                }
-            }
-        )+
-
-        /// Every error answer, as the document's `components/responses`.
-        fn error_components() -> Vec<(&'static str, RefOr<Response>)> {
-            vec![$(<$name as ToResponse>::response()),+]
-        }
-    };
-}
-
-error_responses! {
-    BadRequest: "A parameter is unknown, repeated or invalid; `parameter` names it.";
-    Unauthorized: "No valid bearer token.";
-    NotFound: "No such cluster within the caller's scope.";
-    Unavailable: "ClickHouse did not answer, or the request was still unanswered at its 30 s deadline (with `Retry-After`).";
-}
 
 /// `GET /api/v1/openapi.json`: takes no parameters, so any is refused like on every route;
 /// needs no token.

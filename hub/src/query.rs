@@ -444,7 +444,7 @@ impl EnvironmentsQuery {
 pub struct GateQuery {
     /// `app` is required here.
     pub selection: Selection,
-    pub rules: crate::gate::Rules,
+    pub rules: fleetscope_engine::gate::Rules,
     /// `max_failed` as asked, to say it back.
     pub max_failed: Option<String>,
     pub limit: usize,
@@ -516,21 +516,21 @@ impl GateQuery {
         let max_failed = params.get("max_failed").map(str::to_owned);
         Ok(GateQuery {
             selection,
-            rules: crate::gate::Rules {
+            rules: fleetscope_engine::gate::Rules {
                 app,
                 version,
                 commit,
                 threshold: params.number("threshold", 0.0, 1.0, 1.0)?,
                 soak: params
                     .get("soak")
-                    .map(crate::gate::parse_soak)
+                    .map(crate::gate_params::parse_soak)
                     .transpose()?
                     .unwrap_or(0),
                 max_failed: max_failed
                     .as_deref()
-                    .map(crate::gate::MaxFailed::parse)
+                    .map(crate::gate_params::parse_max_failed)
                     .transpose()?,
-                stale: crate::gate::StaleMode::parse(params)?,
+                stale: crate::gate_params::parse_stale(params)?,
             },
             max_failed,
             limit: params.limit()?,

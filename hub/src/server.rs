@@ -1,15 +1,13 @@
-//! `fleetscope hub`: the state handlers share, the router, the refresher, and the command.
+//! `fleetscope hub`: the router, the refresher, the rollup snapshots and the command.
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use axum::extract::State;
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -18,236 +16,14 @@ use fleetscope_runtime::clock;
 use fleetscope_store::Store;
 
 use crate::auth::{Auth, LiveAuth};
-use crate::index::{Fleet, Index};
-use crate::metrics::{HubMetrics, MetricsConfig};
+use crate::metrics::MetricsConfig;
 use crate::params::ApiError;
-use fleetscope_serve::reload::{self, ReloadMetrics};
+use fleetscope_engine::index::Index;
+use fleetscope_serve::reload::{self};
 use fleetscope_serve::tls::{TlsAcceptor, TlsFiles};
 
-/// How long cached answers live at most; new data invalidates them sooner (the index
-/// generation is part of every key).
-pub const CACHE_TTL: Duration = Duration::from_secs(2);
-
-/// The deadline of every request; one still unanswered then is answered 503.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Seconds since the last successful read from ClickHouse past which `/readyz` answers 503.
-pub const READY_MAX_REFRESH_AGE: i64 = 30;
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct HubArgs {
-    /// Address to listen on.
-    #[arg(long, env = "FLEETSCOPE_HUB_LISTEN", default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// Bearer tokens with roles and scopes (YAML). Required unless --insecure.
-    #[arg(long, env = "FLEETSCOPE_HUB_TOKENS")]
-    pub tokens: Option<PathBuf>,
-    /// Serve without authentication (every caller is an unscoped admin). Local use only.
-    #[arg(long, env = "FLEETSCOPE_HUB_INSECURE")]
-    pub insecure: bool,
-    /// Serve HTTPS with this PEM certificate chain (with --tls-key); reloaded when it changes.
-    #[arg(long, env = "FLEETSCOPE_HUB_TLS_CERT", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert; reloaded when it changes.
-    #[arg(long, env = "FLEETSCOPE_HUB_TLS_KEY", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// Serve /metrics without a token (for Prometheus inside a trusted network).
-    #[arg(long, env = "FLEETSCOPE_HUB_OPEN_METRICS")]
-    pub open_metrics: bool,
-    /// Seconds without a heartbeat after which a cluster is stale.
-    #[arg(long, env = "FLEETSCOPE_STALE_AFTER", default_value_t = 600)]
-    pub stale_after: i64,
-    /// Seconds a new desired state may take to arrive before it counts as drift.
-    #[arg(long, env = "FLEETSCOPE_GRACE", default_value_t = 900)]
-    pub grace: i64,
-    /// Seconds between reads of new data from ClickHouse.
-    #[arg(long, env = "FLEETSCOPE_HUB_REFRESH", default_value_t = 1.0)]
-    pub refresh_seconds: f64,
-    /// Group levels exported as metric labels (1 = regions, 2 = countries, …).
-    #[arg(long, env = "FLEETSCOPE_HUB_METRICS_DEPTH", default_value_t = 2)]
-    pub metrics_depth: usize,
-    /// At most this many groups and this many apps get series of their own; the rest are
-    /// summed into `_other`.
-    #[arg(long, env = "FLEETSCOPE_HUB_METRICS_MAX_GROUPS", default_value_t = 500)]
-    pub metrics_max_groups: usize,
-    #[arg(long, env = "FLEETSCOPE_HUB_METRICS_MAX_APPS", default_value_t = 200)]
-    pub metrics_max_apps: usize,
-    /// Seconds between rollup snapshots written for the dashboards' trends (0: none). Taken at
-    /// multiples of the interval, so replicas write identical rows that ClickHouse collapses.
-    #[arg(long, env = "FLEETSCOPE_HUB_SNAPSHOT_EVERY", default_value_t = 300)]
-    pub snapshot_every: u64,
-    /// Deepest group level the snapshots keep.
-    #[arg(long, env = "FLEETSCOPE_HUB_SNAPSHOT_DEPTH", default_value_t = 3)]
-    pub snapshot_depth: usize,
-}
-
-/// What every handler shares.
-pub struct AppState {
-    pub index: Arc<Index>,
-    pub policy: DriftPolicy,
-    pub cache: moka::future::Cache<String, Arc<dyn std::any::Any + Send + Sync>>,
-    /// Fleets built at past moments (`at`), see [`crate::past`].
-    pub past: crate::past::Past,
-    pub metrics: HubMetrics,
-    /// A fixed clock for tests; `None` reads the system clock.
-    pub fixed_now: Option<Timestamp>,
-    /// When the last refresh succeeded (seconds since the epoch), for readiness.
-    pub last_refresh: AtomicI64,
-    pub refresh_failures: AtomicU64,
-    /// Metrics of the files reloaded while the hub runs (token file, TLS certificate), added
-    /// to `/metrics`; empty when nothing is watched.
-    pub reloads: prometheus_client::registry::Registry,
-}
-
-impl std::fmt::Debug for AppState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppState")
-            .field("policy", &self.policy)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AppState {
-    pub fn new(index: Arc<Index>, policy: DriftPolicy, metrics: MetricsConfig) -> AppState {
-        AppState {
-            index,
-            policy,
-            cache: moka::future::Cache::builder()
-                .max_capacity(256)
-                .time_to_live(CACHE_TTL)
-                .build(),
-            past: crate::past::Past::default(),
-            metrics: HubMetrics::new(metrics),
-            fixed_now: None,
-            last_refresh: AtomicI64::new(clock::now().seconds()),
-            refresh_failures: AtomicU64::new(0),
-            reloads: prometheus_client::registry::Registry::default(),
-        }
-    }
-
-    /// Registers `fleetscope_hub_<name>_version` and `fleetscope_hub_<name>_reloads_total`.
-    pub fn reload_metrics(&mut self, name: &str, what: &str) -> ReloadMetrics {
-        ReloadMetrics::register(
-            self.reloads.sub_registry_with_prefix("fleetscope_hub"),
-            name,
-            what,
-        )
-    }
-
-    pub fn now(&self) -> Timestamp {
-        self.fixed_now.unwrap_or_else(clock::now)
-    }
-
-    /// A snapshot of the fleet whose maintained states are right at the returned moment: now,
-    /// or, while the writer is applying a refresh, the snapshot's own moment.
-    pub fn view(&self) -> (Arc<Fleet>, Timestamp) {
-        self.index.view(self.now(), &self.policy)
-    }
-
-    /// The fleet as it was at `at` (built, or kept from an earlier question about the same
-    /// moment and reach). A moment in the future, or before the history kept, is a 400 naming
-    /// `at`.
-    pub async fn fleet_at(
-        self: &Arc<Self>,
-        at: Timestamp,
-        reach: crate::past::Reach,
-    ) -> Result<Arc<Fleet>, ApiError> {
-        let now = self.now();
-        if at > now {
-            return Err(ApiError::bad(
-                "at",
-                format!(
-                    "{} is in the future (the hub's clock says {}); leave `at` out for the fleet now",
-                    at.seconds(),
-                    now.seconds()
-                ),
-            ));
-        }
-        let state = self.clone();
-        let fleet = self
-            .past
-            .fleet_at(
-                self.index.store().clone(),
-                at,
-                reach,
-                self.policy,
-                move |ok, took| state.metrics.query("fleet at a past moment", ok, took),
-            )
-            .await
-            .map_err(|err| match &*err {
-                crate::past::PastError::Store(_) => ApiError::unavailable(err.to_string()),
-                _ => ApiError::bad("at", err.to_string()),
-            })?;
-        Ok(fleet)
-    }
-
-    /// Computes `f` on the fleet, or takes the answer cached for the same question on the
-    /// same data (the key gets the index generation: new data is a new key).
-    pub async fn cached<T: Send + Sync + 'static>(
-        self: &Arc<Self>,
-        key: String,
-        f: impl FnOnce(&Fleet, Timestamp, &DriftPolicy) -> T + Send + 'static,
-    ) -> Result<Arc<T>, ApiError> {
-        let (fleet, now) = self.view();
-        let key = format!("{}|{key}", fleet.generation);
-        if let Some(hit) = self.cache.get(&key).await {
-            if let Ok(value) = hit.downcast::<T>() {
-                self.metrics.cache_hit(true);
-                return Ok(value);
-            }
-        }
-        self.metrics.cache_hit(false);
-        let state = self.clone();
-        let value = tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            let value = f(&fleet, now, &state.policy);
-            state.metrics.computed(started.elapsed());
-            value
-        })
-        .await
-        .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))?;
-        let value = Arc::new(value);
-        self.cache
-            .insert(key, value.clone() as Arc<dyn std::any::Any + Send + Sync>)
-            .await;
-        Ok(value)
-    }
-
-    /// [`AppState::cached`] for the live fleet; at a past moment, `f` on the fleet built for
-    /// it (the built fleet is what is kept, not the answer).
-    pub async fn cached_at<T: Send + Sync + 'static>(
-        self: &Arc<Self>,
-        at: Option<Timestamp>,
-        reach: crate::past::Reach,
-        key: String,
-        f: impl FnOnce(&Fleet, Timestamp, &DriftPolicy) -> T + Send + 'static,
-    ) -> Result<Arc<T>, ApiError> {
-        let Some(at) = at else {
-            return self.cached(key, f).await;
-        };
-        let fleet = self.fleet_at(at, reach).await?;
-        let policy = self.policy;
-        let value = tokio::task::spawn_blocking(move || f(&fleet, at, &policy))
-            .await
-            .map_err(|err| ApiError::unavailable(format!("the computation failed: {err}")))?;
-        Ok(Arc::new(value))
-    }
-
-    /// Runs one store read, timed and counted; a failure is a 503.
-    pub async fn store_call<T>(
-        &self,
-        name: &'static str,
-        call: impl Future<Output = fleetscope_store::Result<T>>,
-    ) -> Result<T, ApiError> {
-        use tracing::Instrument as _;
-        let started = Instant::now();
-        let result = call
-            .instrument(crate::telemetry::query_span(name, "SELECT"))
-            .await;
-        self.metrics.query(name, result.is_ok(), started.elapsed());
-        result.map_err(|err| ApiError::unavailable(format!("ClickHouse: {err}")))
-    }
-}
+use crate::args::HubArgs;
+use crate::state::{AppState, READY_MAX_REFRESH_AGE, REQUEST_TIMEOUT};
 
 /// The router: health and readiness open, and the OpenAPI document (it holds no fleet data);
 /// metrics open when configured; the rest of the API behind auth (the token file in force, see
@@ -277,7 +53,7 @@ pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: boo
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            crate::metrics::track_request,
+            track_request,
         ))
         .layer(axum::middleware::from_fn(crate::telemetry::trace_request))
         .with_state(state)
@@ -384,7 +160,7 @@ pub async fn take_snapshot(
         let state = state.clone();
         tokio::task::spawn_blocking(move || {
             let (fleet, _) = state.view();
-            crate::index::as_group_rollups(&fleet.summary(&Default::default()))
+            fleetscope_engine::fleet::as_group_rollups(&fleet.summary(&Default::default()))
                 .iter()
                 .filter(|r| r.depth <= max_depth)
                 .map(|r| r.snapshot_row(taken_at))
@@ -444,7 +220,7 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
     };
     let started = Instant::now();
     let database = store.database().to_owned();
-    let index = Index::load(store)
+    let index = Index::load(store, clock::now)
         .await
         .with_context(|| format!("loading the fleet from ClickHouse database {database}"))?;
     let (clusters, objects) = index.read(|f| (f.clusters.len(), f.objects));
@@ -506,4 +282,23 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
+}
+
+/// Counts and times every request by route pattern.
+pub async fn track_request(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    state
+        .metrics
+        .request(route, method, response.status().as_u16(), started.elapsed());
+    response
 }

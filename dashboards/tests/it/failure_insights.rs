@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::{Scenario, NOW, POLICY};
 use fleetscope_dashboards::boards;
 use fleetscope_dashboards::expand::Choice;
-use fleetscope_hub::index::Filter;
-use fleetscope_hub::insights::{self, FailuresQuestion};
+use fleetscope_engine::insights::{self, FailuresQuestion};
+use fleetscope_engine::Filter;
 use fleetscope_model::GroupPath;
 use fleetscope_store::panel_sql::INSIGHT_MIN_FAILING_WITH;
 use fleetscope_testkit::TestStore;
@@ -38,7 +38,7 @@ async fn the_panel_lists_the_hubs_findings_on_two_or_more_failing_clusters() {
             .await
             .unwrap_or_else(|err| panic!("insert: {err}"));
     }
-    let mut fleet = fleetscope_hub::index::load(&test.store)
+    let mut fleet = fleetscope_engine::load(&test.store, fleetscope_runtime::clock::now)
         .await
         .expect("the hub's index loads from the store");
     fleet.advance(NOW, &POLICY);

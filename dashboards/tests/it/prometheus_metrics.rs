@@ -10,10 +10,10 @@ use fleetscope_collector::central::metrics::{
     BatchLabels, CollectorMetrics, Outcome, Reason, ReportLabels, TableLabels,
 };
 use fleetscope_collector::central::{Collector, CollectorOptions};
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_engine::Index;
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_store::{DesiredRow, MembershipRow, Store};
 use fleetscope_testkit::prometheus::{Prometheus, PrometheusConfig, ScrapeJob};
 use fleetscope_testkit::TestStore;
@@ -100,7 +100,7 @@ async fn serve(app: axum::Router) -> String {
 
 /// A running hub on `test`'s store, with a few of its own counters moved.
 async fn start_hub(test: &TestStore) -> String {
-    let index = Index::load(test.store.clone())
+    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
         .await
         .expect("the index loads");
     let state = Arc::new(AppState::new(

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_testkit::prometheus::{promtool, Alert, Prometheus, PrometheusConfig, ScrapeJob};
 use fleetscope_testkit::TestStore;
 use serde_yaml_ng::Value;
@@ -250,7 +250,9 @@ async fn prometheus_raises_the_alerts_the_generated_fleet_calls_for() {
     fleetscope_fixtures::write_fleet(&test.store, &fleet)
         .await
         .unwrap();
-    let index = Index::load(test.store.clone()).await.unwrap();
+    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
     let metrics = MetricsConfig::default();
     let mut state = AppState::new(Arc::new(index), spec.policy, metrics);
     state.fixed_now = Some(spec.now);

@@ -6,11 +6,11 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_model::{DriftState, GroupPath};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
@@ -42,7 +42,9 @@ impl Hub {
         fleetscope_fixtures::write_fleet(&test.store, &fleet)
             .await
             .unwrap();
-        let index = Index::load(test.store.clone()).await.unwrap();
+        let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
+            .await
+            .unwrap();
         let mut state = AppState::new(Arc::new(index), spec.policy, metrics);
         state.fixed_now = Some(spec.now);
         let auth = Auth::parse(&format!(

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use fleetscope_hub::index::{ArrivalRead, Fleet, Index, Refreshed};
+use fleetscope_engine::{ArrivalRead, Fleet, Index, Refreshed};
 use fleetscope_store::queries::HEARTBEAT_WRITER_PREFIX;
 use fleetscope_store::{
     ArrivalWriterRow, BatchWriter, BatchWriterConfig, HeartbeatRow, ObservedRow,
@@ -96,7 +96,9 @@ async fn each_arrival_is_read_once_and_a_late_batch_is_not_missed() {
         },
         None,
     );
-    let index = Index::load(store.clone()).await.unwrap();
+    let index = Index::load(store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
 
     // Rows through the writer are stamped by it and read once the horizon passes them.
     writer
@@ -210,7 +212,9 @@ async fn each_heartbeat_is_read_once_and_a_late_batch_is_not_missed() {
         },
         None,
     );
-    let index = Index::load(store.clone()).await.unwrap();
+    let index = Index::load(store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
 
     // The writer stamps the heartbeat with its arrival (the row says 0).
     let before = now_seconds();
@@ -284,7 +288,9 @@ async fn each_heartbeat_is_read_once_and_a_late_batch_is_not_missed() {
 async fn a_backlog_is_read_in_bounded_refreshes_each_row_once() {
     let test = TestStore::start().await;
     let store = test.store.clone();
-    let index = Index::load(store.clone()).await.unwrap();
+    let index = Index::load(store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
     index.set_arrival_read_rows(7);
 
     let t0 = now_seconds() - 30;

@@ -11,10 +11,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_engine::Index;
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_model::{ClusterId, DriftPolicy, Timestamp};
 use fleetscope_renderer::{assign, desired, explain, render, RenderOutcome};
 use fleetscope_store::{HeartbeatRow, ObservedRow, Store};
@@ -131,7 +131,11 @@ struct Hub {
 
 impl Hub {
     async fn start(store: &Store) -> Hub {
-        let index = Arc::new(Index::load(store.clone()).await.unwrap());
+        let index = Arc::new(
+            Index::load(store.clone(), fleetscope_runtime::clock::now)
+                .await
+                .unwrap(),
+        );
         let mut state = AppState::new(
             index.clone(),
             DriftPolicy::default(),

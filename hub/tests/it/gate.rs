@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_engine::Index;
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_model::{DriftPolicy, Timestamp};
 use fleetscope_store::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow,
@@ -235,7 +235,11 @@ struct Hub {
 impl Hub {
     async fn start(test: &TestStore) -> Hub {
         write_fleet(test).await;
-        let index = Arc::new(Index::load(test.store.clone()).await.unwrap());
+        let index = Arc::new(
+            Index::load(test.store.clone(), fleetscope_runtime::clock::now)
+                .await
+                .unwrap(),
+        );
         let mut state = AppState::new(index, DriftPolicy::default(), MetricsConfig::default());
         state.fixed_now = Some(Timestamp(NOW));
         let base = common::serve(router(Arc::new(state), Arc::new(Auth::Insecure), false)).await;

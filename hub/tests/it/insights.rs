@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use fleetscope_engine::Index;
 use fleetscope_fixtures::rng::SplitMix64;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_model::{DriftState, GroupPath};
 use fleetscope_store::writer::{BatchWriter, BatchWriterConfig};
 use fleetscope_store::ObservedRow;
@@ -145,7 +145,9 @@ impl Hub {
         writer.close().await;
 
         let spec = fleet.spec();
-        let index = Index::load(store.clone()).await.unwrap();
+        let index = Index::load(store.clone(), fleetscope_runtime::clock::now)
+            .await
+            .unwrap();
         let mut state = AppState::new(Arc::new(index), spec.policy, MetricsConfig::default());
         state.fixed_now = Some(spec.now);
         let auth = Auth::parse(&format!(

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use fleetscope_hub::index::{Counts, Filter, Fleet, VersionsByGroup};
+use fleetscope_engine::{Counts, Filter, Fleet, VersionsByGroup};
 use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
 use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow};
 use proptest::prelude::*;

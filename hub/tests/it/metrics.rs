@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, spawn_refresher, AppState};
+use fleetscope_engine::Index;
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, spawn_refresher, AppState};
 
 use crate::common;
 
@@ -77,9 +77,11 @@ async fn series_stay_bounded_at_30000_clusters() {
         max_apps: 100,
     };
     let snapshot = {
-        let index = Index::load(test.store.clone()).await.unwrap();
+        let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
+            .await
+            .unwrap();
         let (fleet, now) = index.view(spec.now, &spec.policy);
-        fleetscope_hub::metrics::FleetSnapshot::take(&fleet, now, &unbounded)
+        fleetscope_hub::FleetSnapshot::take(&fleet, now, &unbounded)
     };
     assert!(
         snapshot.groups.len() > groups,
@@ -163,14 +165,14 @@ async fn rollup_snapshots_hold_the_served_numbers() {
     let spec = fleet.spec().clone();
     let state = Arc::new(common::hub_state(&test, &fleet, MetricsConfig::default()).await);
     let taken_at = spec.now.plus_seconds(-60);
-    let rows = fleetscope_hub::server::take_snapshot(&state, taken_at, 2)
+    let rows = fleetscope_hub::take_snapshot(&state, taken_at, 2)
         .await
         .unwrap();
     let rollup = state.index.read(|f| {
         f.rollup(
             spec.now,
             &spec.policy,
-            &fleetscope_hub::index::Filter::default(),
+            &fleetscope_engine::Filter::default(),
         )
     });
     let expected = rollup

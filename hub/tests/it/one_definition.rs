@@ -2,8 +2,8 @@
 //! the store's SQL (what dashboards query) and the simulator's ground truth (the model's
 //! `classify` in Rust) give the same numbers for every group at every level.
 
+use fleetscope_engine::{as_group_rollups, Filter, Index};
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::index::{as_group_rollups, Filter, Index};
 use fleetscope_testkit::TestStore;
 
 #[tokio::test]
@@ -21,7 +21,9 @@ async fn hub_sql_and_ground_truth_agree() {
         .unwrap();
     let truth = written.truth.rollups();
 
-    let index = Index::load(test.store.clone()).await.unwrap();
+    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
     let hub =
         index.read(|f| as_group_rollups(&f.rollup(spec.now, &spec.policy, &Filter::default())));
     let sql = test

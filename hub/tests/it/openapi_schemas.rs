@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::router;
+use fleetscope_hub::router;
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
 use serde_json::{json, Value};
 
 use crate::common;
@@ -140,7 +140,7 @@ async fn every_answer_fits_the_documented_schema() {
     ))
     .unwrap();
     let base = common::serve(router(Arc::new(state), Arc::new(auth), false)).await;
-    let document = closed(serde_json::to_value(fleetscope_hub::openapi::document()).unwrap());
+    let document = closed(serde_json::to_value(fleetscope_hub::document()).unwrap());
     let templates: Vec<String> = document["paths"]
         .as_object()
         .unwrap()
@@ -377,7 +377,7 @@ async fn every_answer_fits_the_documented_schema() {
 /// schema it illustrates (closed, as above): an example cannot drift from the answer.
 #[test]
 fn every_example_fits_its_schema() {
-    let document = closed(serde_json::to_value(fleetscope_hub::openapi::document()).unwrap());
+    let document = closed(serde_json::to_value(fleetscope_hub::document()).unwrap());
     let mut checked = 0;
     for (path, item) in document["paths"].as_object().unwrap() {
         let ok = &item["get"]["responses"]["200"]["content"]["application/json"];

@@ -123,17 +123,17 @@ async fn the_hub_router_exports_request_and_clickhouse_spans() {
         .await
         .expect("the fleet is written");
     let cluster = fleet.cluster(0).cluster.cluster_id;
-    let index = fleetscope_hub::index::Index::load(test.store.clone())
+    let index = fleetscope_engine::Index::load(test.store.clone(), fleetscope_runtime::clock::now)
         .await
         .expect("the index loads");
-    let state = fleetscope_hub::server::AppState::new(
+    let state = fleetscope_hub::AppState::new(
         Arc::new(index),
         fleet.spec().policy,
-        fleetscope_hub::metrics::MetricsConfig::default(),
+        fleetscope_hub::MetricsConfig::default(),
     );
-    let app = fleetscope_hub::server::router(
+    let app = fleetscope_hub::router(
         Arc::new(state),
-        Arc::new(fleetscope_hub::auth::Auth::Insecure),
+        Arc::new(fleetscope_hub::Auth::Insecure),
         false,
     );
 

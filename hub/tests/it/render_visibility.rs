@@ -4,7 +4,7 @@
 //! is in. Rows of a render that was never completed are taken as they are after the grace.
 //! Against a private ClickHouse.
 
-use fleetscope_hub::index::{Fleet, Index, UNFINISHED_RENDER_GRACE};
+use fleetscope_engine::{Fleet, Index, UNFINISHED_RENDER_GRACE};
 use fleetscope_model::{DriftState, Timestamp};
 use fleetscope_store::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, Store,
@@ -132,7 +132,9 @@ async fn a_render_is_shown_whole_or_not_at_all() {
     let at = now().seconds() as u32;
     let first = (at as u64 - 10) * 1000;
     publish_first_render(&store, first, at).await;
-    let index = Index::load(store.clone()).await.unwrap();
+    let index = Index::load(store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
     index.refresh().await.unwrap();
     assert_eq!(
         index.read(in_sync_and_not),

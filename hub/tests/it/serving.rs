@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fleetscope_hub::auth::LiveAuth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_engine::Index;
+use fleetscope_hub::LiveAuth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_model::DriftPolicy;
 use fleetscope_testkit::reloads::{file_version as version_of, reload_state};
 use fleetscope_testkit::TestStore;
@@ -82,7 +82,9 @@ async fn the_token_file_is_reloaded_while_the_hub_runs() {
     let (auth, version) = LiveAuth::load_versioned(&path).unwrap();
     assert_eq!(version, version_of(&first));
 
-    let index = Index::load(test.store.clone()).await.unwrap();
+    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
     let mut state = AppState::new(
         Arc::new(index),
         DriftPolicy::default(),
@@ -108,7 +110,7 @@ async fn the_token_file_is_reloaded_while_the_hub_runs() {
     for headers in [vec![], vec![bearer(READER)]] {
         let (status, body) = hub.get("/api/v1/openapi.json", &headers).await;
         assert_eq!(status, 200, "{body}");
-        assert_eq!(body, fleetscope_hub::openapi::document_text());
+        assert_eq!(body, fleetscope_hub::document_text());
     }
     let (status, body) = hub.get("/api/v1/summary", &[]).await;
     assert_eq!(
@@ -119,7 +121,7 @@ async fn the_token_file_is_reloaded_while_the_hub_runs() {
         )
     );
     // The document says which routes are open (an empty `security`), and the router agrees.
-    let document = serde_json::to_value(fleetscope_hub::openapi::document()).unwrap();
+    let document = serde_json::to_value(fleetscope_hub::document()).unwrap();
     let mut open = Vec::new();
     for route in common::documented_routes() {
         let operation = &document["paths"][route.path]["get"];

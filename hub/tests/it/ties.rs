@@ -1,7 +1,7 @@
 //! Two different changes of one object with the same change number resolve the same way in the
 //! store's queries and in the hub's index, whatever order they were written or applied in.
 
-use fleetscope_hub::index::Fleet;
+use fleetscope_engine::Fleet;
 use fleetscope_store::ObservedRow;
 use fleetscope_testkit::TestStore;
 

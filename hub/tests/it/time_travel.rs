@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_engine::Index;
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_model::{DriftPolicy, Timestamp};
 use fleetscope_store::{
     ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, Store,
@@ -263,7 +263,11 @@ impl Client {
 }
 
 async fn hub(store: &Store, now: i64) -> String {
-    let index = Arc::new(Index::load(store.clone()).await.unwrap());
+    let index = Arc::new(
+        Index::load(store.clone(), fleetscope_runtime::clock::now)
+            .await
+            .unwrap(),
+    );
     let mut state = AppState::new(index, DriftPolicy::default(), MetricsConfig::default());
     state.fixed_now = Some(Timestamp(now));
     common::serve(router(Arc::new(state), Arc::new(Auth::Insecure), false)).await
@@ -550,7 +554,7 @@ async fn answers_at_past_moments_equal_the_live_answers_recorded_then() {
 /// asked again and again cannot start more builds than the turns allow.
 #[tokio::test]
 async fn a_build_given_up_on_finishes_in_its_turn_and_is_kept() {
-    use fleetscope_hub::past::{Past, Reach, FLEET_BUILDS_AT_ONCE};
+    use fleetscope_engine::past::{Past, Reach, FLEET_BUILDS_AT_ONCE};
 
     let test = TestStore::start().await;
     let store = &test.store;
@@ -583,7 +587,11 @@ async fn a_build_given_up_on_finishes_in_its_turn_and_is_kept() {
     store.take_checkpoint(Timestamp(T0 + HOUR)).await.unwrap();
 
     // A hub whose `/metrics` shows the builds waiting and under way.
-    let index = Arc::new(Index::load(store.clone()).await.unwrap());
+    let index = Arc::new(
+        Index::load(store.clone(), fleetscope_runtime::clock::now)
+            .await
+            .unwrap(),
+    );
     let mut state = AppState::new(index, DriftPolicy::default(), MetricsConfig::default());
     state.fixed_now = Some(Timestamp(T0 + 2 * HOUR));
     let state = Arc::new(state);

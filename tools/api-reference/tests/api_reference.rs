@@ -5,18 +5,17 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use fleetscope_api_reference::{markdown, EXAMPLES, REFRESH_COMMAND};
+use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::auth::Auth;
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::openapi;
-use fleetscope_hub::server::{router, AppState};
+use fleetscope_hub::Auth;
+use fleetscope_hub::MetricsConfig;
+use fleetscope_hub::{router, AppState};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
 /// The hub's document as JSON.
 fn document() -> Value {
-    serde_json::to_value(openapi::document()).expect("the document is JSON")
+    serde_json::to_value(fleetscope_hub::document()).expect("the document is JSON")
 }
 
 /// Serves `app` on a free loopback port; returns its base URL.
@@ -126,7 +125,7 @@ async fn every_example_request_is_accepted_by_a_running_hub() {
     fleetscope_fixtures::write_fleet(&test.store, &fleet)
         .await
         .expect("the fleet is written");
-    let index = Index::load(test.store.clone())
+    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
         .await
         .expect("the index loads");
     let mut state = AppState::new(

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::index::Index;
-use fleetscope_hub::metrics::MetricsConfig;
-use fleetscope_hub::server::AppState;
+use fleetscope_hub::AppState;
+use fleetscope_hub::MetricsConfig;
 use fleetscope_testkit::TestStore;
 
 /// A private ClickHouse holding a generated fleet of `clusters` × `apps`.
@@ -30,7 +30,7 @@ pub async fn hub_state(
     fleet: &GeneratedFleet,
     metrics: MetricsConfig,
 ) -> AppState {
-    let index = Index::load(test.store.clone())
+    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
         .await
         .expect("the index loads");
     let mut state = AppState::new(Arc::new(index), fleet.spec().policy, metrics);
@@ -61,7 +61,7 @@ pub fn documented_routes() -> &'static [RouteDoc] {
     static ROUTES: std::sync::OnceLock<Vec<RouteDoc>> = std::sync::OnceLock::new();
     ROUTES.get_or_init(|| {
         let document: &'static serde_json::Value = Box::leak(Box::new(
-            serde_json::to_value(fleetscope_hub::openapi::document()).expect("json"),
+            serde_json::to_value(fleetscope_hub::document()).expect("json"),
         ));
         document["paths"]
             .as_object()

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use fleetscope_hub::index::{Fleet, Index};
-use fleetscope_hub::past::{build_apart, Reach};
+use fleetscope_engine::past::{build_apart, Reach};
+use fleetscope_engine::{Fleet, Index};
 use fleetscope_model::{DriftPolicy, Timestamp};
 use fleetscope_renderer::{desired, render, RenderOutcome};
 use fleetscope_store::panel_sql::{self, Slots};
@@ -280,7 +280,9 @@ async fn check_sequence(server_url: &str, platforms: &[Platform]) -> Result<usiz
                 live.refresh_at(Timestamp(at + 1), &policy).await.unwrap();
                 live
             }
-            _ => Index::load(store.clone()).await.expect("the hub loads"),
+            _ => Index::load(store.clone(), fleetscope_runtime::clock::now)
+                .await
+                .expect("the hub loads"),
         };
         let hub = live.read(hub_since);
         seen_carried += live.read(carried);

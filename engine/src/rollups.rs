@@ -12,7 +12,7 @@ use std::sync::Arc;
 use fleetscope_model::DriftState;
 use smallvec::SmallVec;
 
-use crate::index::{state_index, Counts};
+use crate::counts::{state_index, Counts};
 
 /// The environment key of the cells that count every environment together.
 pub const ANY_ENVIRONMENT: u32 = u32::MAX;

@@ -8,8 +8,57 @@ use std::collections::HashMap;
 
 use fleetscope_model::DriftState;
 
-use crate::answers::{InsightAttribute, InsightFinding, InsightsAnswer};
-use crate::index::{Filter, Fleet};
+use crate::fleet::{Filter, Fleet};
+
+/// The kinds of attribute compared, in the order findings with equal evidence are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Attribute {
+    /// A label `key=value`.
+    Label,
+    /// A group at any level.
+    Group,
+    /// The environment.
+    Environment,
+    /// The reconciler, `flux` or `argocd`.
+    Reconciler,
+    /// The agent version of the cluster's last heartbeat.
+    AgentVersion,
+}
+
+/// What the failing clusters share, strongest evidence first (the API's insights answer
+/// documents every field).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failures {
+    pub app: String,
+    pub version: Option<String>,
+    pub group: Option<String>,
+    pub failing: u64,
+    pub in_sync: u64,
+    pub considered: u64,
+    pub other_states: u64,
+    pub tests: u64,
+    pub significance_level: f64,
+    pub findings: Vec<Finding>,
+    pub headline: Option<String>,
+}
+
+/// One attribute value and how failing and in-sync clusters split on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub attribute: Attribute,
+    pub value: String,
+    pub failing_with: u64,
+    pub in_sync_with: u64,
+    pub failing_without: u64,
+    pub in_sync_without: u64,
+    pub failure_rate_with: f64,
+    pub failure_rate_without: f64,
+    pub lift: f64,
+    pub p_value: f64,
+    pub log10_p_value: f64,
+    pub p_adjusted: f64,
+    pub significant: bool,
+}
 
 /// The family-wise error rate the adjusted p-values are held to.
 pub const SIGNIFICANCE_LEVEL: f64 = 0.05;
@@ -31,7 +80,7 @@ enum Side {
 
 /// One attribute value, as symbols of the fleet's table: a label is (key, value), every other
 /// attribute has its value in the first place.
-type ValueKey = (InsightAttribute, u32, u32);
+type ValueKey = (Attribute, u32, u32);
 
 /// A hasher for [`ValueKey`]s: a multiply-and-rotate over the three numbers (the scheme of
 /// rustc's FxHash). Keys are small integers the hub assigned, not caller input, and a pass
@@ -86,8 +135,8 @@ pub struct FailuresQuestion {
 /// The fewest considered clusters a value must be on to be tested.
 pub const MIN_CLUSTERS_WITH: u64 = 2;
 
-/// Answers `GET /api/v1/insights/failures` from `fleet`.
-pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> InsightsAnswer {
+/// What the clusters where `question.app` fails share, from `fleet`.
+pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> Failures {
     let tally = tally(fleet, question);
     let failing = tally.failing;
     let in_sync = tally.in_sync;
@@ -123,14 +172,14 @@ pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> InsightsAnswer {
         candidates.push((*key, *with_failing, *with_in_sync, ln_p));
     }
     let overall_rate = failing as f64 / considered.max(1) as f64;
-    let mut findings: Vec<(f64, InsightFinding)> = candidates
+    let mut findings: Vec<(f64, Finding)> = candidates
         .into_iter()
         .map(|((attribute, first, second), a, b, ln_p)| {
             let (c, d) = (failing - a, in_sync - b);
             let rate_with = a as f64 / (a + b) as f64;
             let p_value = ln_p.exp();
             let p_adjusted = (p_value * tests as f64).min(1.0);
-            let finding = InsightFinding {
+            let finding = Finding {
                 attribute,
                 value: value_text(fleet, attribute, first, second),
                 failing_with: a,
@@ -155,12 +204,12 @@ pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> InsightsAnswer {
             .then(x.value.cmp(&y.value))
     });
     findings.truncate(question.limit);
-    let findings: Vec<InsightFinding> = findings.into_iter().map(|(_, f)| f).collect();
+    let findings: Vec<Finding> = findings.into_iter().map(|(_, f)| f).collect();
     let headline = findings
         .first()
         .filter(|f| f.significant)
         .map(|f| headline(question, failing, f));
-    InsightsAnswer {
+    Failures {
         app: question.app.clone(),
         version: question.version.clone(),
         group: question.group.clone(),
@@ -214,43 +263,37 @@ fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
             Side::InSync => tally.in_sync += 1,
         }
         for &(key, value) in info.label_symbols() {
-            add(&mut tally, (InsightAttribute::Label, key, value));
+            add(&mut tally, (Attribute::Label, key, value));
         }
         for &prefix in &info.prefixes {
-            add(&mut tally, (InsightAttribute::Group, prefix, 0));
+            add(&mut tally, (Attribute::Group, prefix, 0));
         }
-        add(
-            &mut tally,
-            (InsightAttribute::Environment, info.environment, 0),
-        );
-        add(
-            &mut tally,
-            (InsightAttribute::Reconciler, info.reconciler, 0),
-        );
+        add(&mut tally, (Attribute::Environment, info.environment, 0));
+        add(&mut tally, (Attribute::Reconciler, info.reconciler, 0));
         if let Some(agent) = cluster.agent_version {
-            add(&mut tally, (InsightAttribute::AgentVersion, agent, 0));
+            add(&mut tally, (Attribute::AgentVersion, agent, 0));
         }
     }
     tally
 }
 
 /// The value as the answer names it: `key=value` for a label, the value itself otherwise.
-fn value_text(fleet: &Fleet, attribute: InsightAttribute, first: u32, second: u32) -> String {
+fn value_text(fleet: &Fleet, attribute: Attribute, first: u32, second: u32) -> String {
     let s = &fleet.symbols;
     match attribute {
-        InsightAttribute::Label => format!("{}={}", s.text(first), s.text(second)),
+        Attribute::Label => format!("{}={}", s.text(first), s.text(second)),
         _ => s.text(first).to_owned(),
     }
 }
 
 /// The value in a sentence: `hw=gen2`, `group emea/de`, `environment prod`, …
-fn value_words(finding: &InsightFinding) -> String {
+fn value_words(finding: &Finding) -> String {
     match finding.attribute {
-        InsightAttribute::Label => finding.value.clone(),
-        InsightAttribute::Group => format!("group {}", finding.value),
-        InsightAttribute::Environment => format!("environment {}", finding.value),
-        InsightAttribute::Reconciler => format!("reconciler {}", finding.value),
-        InsightAttribute::AgentVersion => format!("agent version {}", finding.value),
+        Attribute::Label => finding.value.clone(),
+        Attribute::Group => format!("group {}", finding.value),
+        Attribute::Environment => format!("environment {}", finding.value),
+        Attribute::Reconciler => format!("reconciler {}", finding.value),
+        Attribute::AgentVersion => format!("agent version {}", finding.value),
     }
 }
 
@@ -267,7 +310,7 @@ fn percent(part: u64, whole: u64) -> String {
 }
 
 /// The top finding in words.
-fn headline(question: &FailuresQuestion, failing: u64, finding: &InsightFinding) -> String {
+fn headline(question: &FailuresQuestion, failing: u64, finding: &Finding) -> String {
     let what = match &question.version {
         Some(version) => format!("{} {version}", question.app),
         None => question.app.clone(),

@@ -16,7 +16,7 @@ use fleetscope_model::{DriftPolicy, Timestamp};
 use fleetscope_store::history::{ObservedPart, ObservedScope};
 use fleetscope_store::Store;
 
-use crate::index::{Fleet, Made, Staged, Tables};
+use crate::fleet::{Fleet, Made, Staged, Tables};
 
 /// What a build at a moment covers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

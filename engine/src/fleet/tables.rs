@@ -1,0 +1,435 @@
+//! The renderer's tables and the inventory in the fleet: render group and reason set membership,
+//! desired rows, since sets, reasons, and the read of all of them from the store.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetscope_model::{GroupPath, Timestamp};
+use fleetscope_store::queries::ChangeMarkers;
+use fleetscope_store::{ClusterRow, DesiredRow, ReasonSetRow, SinceSetRow, Store};
+
+use crate::fleet::records::ClusterInfo;
+use crate::fleet::records::ClusterRec;
+use crate::fleet::records::DesiredRec;
+use crate::fleet::records::ReasonRec;
+use crate::fleet::Fleet;
+
+impl Fleet {
+    /// Replaces the inventory with `rows` (the current row per cluster).
+    pub fn set_inventory(&mut self, rows: Vec<ClusterRow>) {
+        let mut wanted: HashMap<String, ClusterInfo> = HashMap::with_capacity(rows.len());
+        // The label sets this inventory uses, the ones already held taken over.
+        let mut label_sets: HashSet<Arc<[(u32, u32)]>> = HashSet::new();
+        for row in rows {
+            if row.removed != 0 {
+                continue;
+            }
+            let Ok(group) = GroupPath::parse(&row.group_path) else {
+                tracing::warn!(cluster = %row.cluster_id, group = %row.group_path, "inventory row with an invalid group path skipped");
+                continue;
+            };
+            let prefixes = group
+                .prefixes()
+                .iter()
+                .map(|p| self.symbols.intern(p.as_str()))
+                .collect();
+            let environment = self.symbols.intern(&row.environment);
+            let reconciler = self.symbols.intern(&row.reconciler);
+            let mut labels: Vec<(u32, u32)> = row
+                .label_keys
+                .iter()
+                .zip(&row.label_values)
+                .map(|(k, v)| (self.symbols.intern(k), self.symbols.intern(v)))
+                .collect();
+            labels.sort_unstable();
+            labels.dedup_by_key(|(k, _)| *k);
+            let labels: Arc<[(u32, u32)]> = match label_sets
+                .get(&labels[..])
+                .or_else(|| self.upkeep.label_sets.get(&labels[..]))
+            {
+                Some(held) => held.clone(),
+                None => labels.into(),
+            };
+            label_sets.insert(labels.clone());
+            wanted.insert(
+                row.cluster_id,
+                ClusterInfo {
+                    group,
+                    prefixes,
+                    environment,
+                    reconciler,
+                    labels,
+                },
+            );
+        }
+        for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
+            let id = self.clusters.id(slot).clone();
+            let info = wanted.remove(&*id);
+            if self.clusters.rec(slot).info.as_deref() != info.as_ref() {
+                self.clusters.rec_mut(slot).info = info.map(Arc::new);
+                self.touch(slot);
+            }
+        }
+        for (id, info) in wanted {
+            let slot = self.clusters.slot_or_add(&id);
+            self.clusters.rec_mut(slot).info = Some(Arc::new(info));
+            self.touch(slot);
+        }
+        self.upkeep.label_sets = label_sets;
+        self.generation += 1;
+    }
+
+    /// Sets one value of every cluster from `wanted` (cluster → value), clusters not listed
+    /// getting `absent`; touches the clusters whose value changed when `drift` says the value
+    /// matters to drift.
+    fn assign<T: Copy + PartialEq>(
+        &mut self,
+        mut wanted: HashMap<String, T>,
+        absent: T,
+        get: fn(&ClusterRec) -> T,
+        put: fn(&mut ClusterRec, T),
+        drift: bool,
+    ) {
+        for slot in 0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters") {
+            let id = self.clusters.id(slot).clone();
+            let value = wanted.remove(&*id).unwrap_or(absent);
+            if get(self.clusters.rec(slot)) != value {
+                put(self.clusters.rec_mut(slot), value);
+                if drift {
+                    self.touch(slot);
+                }
+            }
+        }
+        for (id, value) in wanted {
+            let slot = self.clusters.slot_or_add(&id);
+            put(self.clusters.rec_mut(slot), value);
+            if drift {
+                self.touch(slot);
+            }
+        }
+        self.generation += 1;
+    }
+
+    /// Sets one symbol field of every cluster from `rows` (`(cluster, value, removed)`), as
+    /// [`Fleet::assign`] does.
+    fn set_field(
+        &mut self,
+        rows: Vec<(String, String, bool)>,
+        get: fn(&ClusterRec) -> Option<u32>,
+        put: fn(&mut ClusterRec, Option<u32>),
+        drift: bool,
+    ) {
+        let mut wanted = HashMap::with_capacity(rows.len());
+        for (cluster, value, removed) in rows {
+            if !removed {
+                wanted.insert(cluster, Some(self.symbols.intern(&value)));
+            }
+        }
+        self.assign(wanted, None, get, put, drift);
+    }
+
+    /// Replaces membership with `(cluster, render group, removed)` rows.
+    pub fn set_membership(&mut self, rows: Vec<(String, String, bool)>) {
+        self.set_field(rows, |c| c.render_group, |c, v| c.render_group = v, true);
+    }
+
+    /// Sets each cluster's membership render and since set from `(cluster, render, since set or
+    /// "", removed)` rows, clusters not listed getting none; clusters whose value changed are
+    /// classified again.
+    pub fn set_member_since(&mut self, rows: Vec<(String, u64, String, bool)>) {
+        let mut wanted = HashMap::with_capacity(rows.len());
+        for (cluster, render, set, removed) in rows {
+            if !removed {
+                let set = (!set.is_empty()).then(|| self.symbols.intern(&set));
+                wanted.insert(cluster, (render, set));
+            }
+        }
+        self.assign(
+            wanted,
+            (0, None),
+            |c| (c.member_render, c.since_set),
+            |c, (render, set)| (c.member_render, c.since_set) = (render, set),
+            true,
+        );
+    }
+
+    /// Replaces the since sets; the clusters of a set whose content changed are classified
+    /// again (a set's name is a hash of its content, so that happens only to a set read half).
+    pub fn set_since_sets(&mut self, rows: Vec<SinceSetRow>) {
+        let mut sets: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+        for row in rows {
+            let set = self.symbols.intern(&row.since_set);
+            let app = self.symbols.intern(&row.app);
+            sets.entry(set).or_default().push((app, row.desired_since));
+        }
+        for entries in sets.values_mut() {
+            entries.sort_unstable();
+            entries.dedup_by_key(|(app, _)| *app);
+        }
+        let changed: HashSet<u32> = self
+            .since_sets
+            .iter()
+            .filter(|(set, entries)| sets.get(set) != Some(entries))
+            .map(|(set, _)| *set)
+            .collect();
+        if !changed.is_empty() {
+            for slot in
+                0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters")
+            {
+                if self
+                    .clusters
+                    .rec(slot)
+                    .since_set
+                    .is_some_and(|s| changed.contains(&s))
+                {
+                    self.touch(slot);
+                }
+            }
+        }
+        self.since_sets = Arc::new(sets);
+        self.generation += 1;
+    }
+
+    /// When `desired`, a row of `cluster`'s render group, became desired for `cluster`: the
+    /// time in the cluster's since set when the row is not newer than the cluster's membership
+    /// and the set has the app, else the row's own. The one rule of docs/data-model.md
+    /// ("Desired since"), which the store's SQL applies too.
+    pub fn desired_since(&self, cluster: &ClusterRec, desired: &DesiredRec) -> u32 {
+        if desired.render_id <= cluster.member_render {
+            if let Some(entries) = cluster.since_set.and_then(|s| self.since_sets.get(&s)) {
+                if let Ok(at) = entries.binary_search_by_key(&desired.app, |(app, _)| *app) {
+                    return entries[at].1;
+                }
+            }
+        }
+        desired.since
+    }
+
+    /// Replaces reason set membership with `(cluster, reason set, removed)` rows.
+    pub fn set_reason_membership(&mut self, rows: Vec<(String, String, bool)>) {
+        self.set_field(rows, |c| c.reason_set, |c, v| c.reason_set = v, false);
+    }
+
+    /// Replaces the reason sets with the current row per (reason set, app).
+    pub fn set_reason_sets(&mut self, rows: Vec<ReasonSetRow>) {
+        let mut reasons: HashMap<u32, Vec<ReasonRec>> = HashMap::new();
+        for row in rows {
+            if row.removed != 0 {
+                continue;
+            }
+            let set = self.symbols.intern(&row.reason_set);
+            let rec = ReasonRec {
+                app: self.symbols.intern(&row.app),
+                reasons: row.reasons.into(),
+                pinned_by: (!row.pinned_by.is_empty()).then(|| self.symbols.intern(&row.pinned_by)),
+            };
+            reasons.entry(set).or_default().push(rec);
+        }
+        for apps in reasons.values_mut() {
+            apps.sort_by_key(|r| r.app);
+        }
+        self.reasons = Arc::new(reasons);
+        self.generation += 1;
+    }
+
+    /// Why `app` (a symbol) is desired on `cluster`, from the cluster's reason set; `None` when
+    /// the cluster has no reason set or its reason set does not have the app.
+    pub fn reasons_of(&self, cluster: &ClusterRec, app: u32) -> Option<&ReasonRec> {
+        let apps = self.reasons.get(&cluster.reason_set?)?;
+        apps.binary_search_by_key(&app, |r| r.app)
+            .ok()
+            .map(|at| &apps[at])
+    }
+
+    /// Replaces desired state with the current row per (render group, app). Only the clusters
+    /// of render groups whose desired state changed are classified again.
+    pub fn set_desired(&mut self, rows: Vec<DesiredRow>) {
+        let mut desired: HashMap<u32, Vec<DesiredRec>> = HashMap::new();
+        for row in rows {
+            if row.removed != 0 {
+                continue;
+            }
+            let group = self.symbols.intern(&row.render_group);
+            let rec = DesiredRec {
+                app: self.symbols.intern(&row.app),
+                version: self.symbols.intern(&row.version),
+                content_hash: self.symbols.intern(&row.content_hash),
+                since: row.desired_since,
+                render_id: row.render_id,
+                commit: self.symbols.intern(&row.commit),
+                kind: self.symbols.intern(&row.kind),
+                namespace: self.symbols.intern(&row.namespace),
+                reasons: row.reasons.into(),
+            };
+            desired.entry(group).or_default().push(rec);
+        }
+        for apps in desired.values_mut() {
+            apps.sort_by_key(|d| d.app);
+        }
+        let changed: HashSet<u32> = desired
+            .iter()
+            .filter(|(g, apps)| self.desired.get(g) != Some(apps))
+            .map(|(g, _)| *g)
+            .chain(
+                self.desired
+                    .keys()
+                    .filter(|g| !desired.contains_key(g))
+                    .copied(),
+            )
+            .collect();
+        if !changed.is_empty() {
+            for slot in
+                0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters")
+            {
+                if self
+                    .clusters
+                    .rec(slot)
+                    .render_group
+                    .is_some_and(|g| changed.contains(&g))
+                {
+                    self.touch(slot);
+                }
+            }
+        }
+        self.desired = Arc::new(desired);
+        self.generation += 1;
+    }
+}
+
+/// How long the rows of a render may stand without its `renders` row before the hub takes
+/// them as they are. A render is published in seconds, its `renders` row last; rows older than
+/// this belong to a render whose publisher stopped half-way (the next render supersedes them).
+pub const UNFINISHED_RENDER_GRACE: Duration = Duration::from_secs(60);
+
+/// Inventory, membership, desired state and reasons as read at one moment, with the markers read
+/// before them (so a change during the read is seen again at the next refresh).
+#[derive(Debug)]
+pub struct Tables {
+    markers: ChangeMarkers,
+    /// After the read: the newest render whose rows the tables hold, when it is newer than the
+    /// newest render published (`markers.last_render`): its publication was under way, so the
+    /// read may hold part of it.
+    pub(crate) unfinished_render: Option<u64>,
+    inventory: Vec<ClusterRow>,
+    members: Vec<fleetscope_store::queries::CurrentMemberRow>,
+    since_sets: Vec<SinceSetRow>,
+    desired: Vec<DesiredRow>,
+    reason_members: Vec<fleetscope_store::queries::CurrentReasonMemberRow>,
+    reason_sets: Vec<ReasonSetRow>,
+}
+
+impl Tables {
+    /// Reads the tables, then the newest render any of them holds rows of: a row read above
+    /// was in before that second read, so a render whose rows were read is never missed.
+    pub async fn read(store: &Store, markers: ChangeMarkers) -> fleetscope_store::Result<Tables> {
+        let mut tables = Tables {
+            markers,
+            unfinished_render: None,
+            inventory: store.inventory_rows().await?,
+            members: store.current_members().await?,
+            since_sets: store.since_set_rows().await?,
+            desired: store.desired_rows().await?,
+            reason_members: store.current_reason_members().await?,
+            reason_sets: store.reason_set_rows().await?,
+        };
+        let newest = store.newest_render_rows().await?.newest();
+        tables.unfinished_render = (newest > markers.last_render).then_some(newest);
+        Ok(tables)
+    }
+
+    /// Tables from rows read elsewhere (the answers at a past moment): no change markers, no
+    /// render under way, no reasons.
+    pub fn from_rows(
+        inventory: Vec<ClusterRow>,
+        members: Vec<fleetscope_store::queries::CurrentMemberRow>,
+        since_sets: Vec<SinceSetRow>,
+        desired: Vec<DesiredRow>,
+    ) -> Tables {
+        Tables {
+            markers: ChangeMarkers {
+                last_render: 0,
+                inventory_version: 0,
+                inventory_rows: 0,
+            },
+            unfinished_render: None,
+            inventory,
+            members,
+            since_sets,
+            desired,
+            reason_members: Vec::new(),
+            reason_sets: Vec::new(),
+        }
+    }
+
+    /// The render being published when the tables were read, if its rows are younger than
+    /// [`UNFINISHED_RENDER_GRACE`] at `now`: these tables may hold part of it and must not be
+    /// applied (the hub keeps what it has and reads again at the next refresh). Render ids are
+    /// the renderer's clock in milliseconds.
+    pub fn render_in_progress(&self, now: Timestamp) -> Option<u64> {
+        let render = self.unfinished_render?;
+        let age_ms = now.seconds().saturating_mul(1000) - render as i64;
+        (age_ms < UNFINISHED_RENDER_GRACE.as_millis() as i64).then_some(render)
+    }
+}
+
+impl Fleet {
+    /// Replaces inventory, membership, desired state and reasons.
+    pub fn set_tables(&mut self, tables: Tables) {
+        self.set_inventory(tables.inventory);
+        self.set_member_since(
+            tables
+                .members
+                .iter()
+                .map(|m| {
+                    (
+                        m.cluster_id.clone(),
+                        m.render_id,
+                        m.since_set.clone(),
+                        m.removed != 0,
+                    )
+                })
+                .collect(),
+        );
+        self.set_membership(
+            tables
+                .members
+                .into_iter()
+                .map(|m| (m.cluster_id, m.render_group, m.removed != 0))
+                .collect(),
+        );
+        self.set_since_sets(tables.since_sets);
+        self.set_desired(tables.desired);
+        self.set_reason_membership(
+            tables
+                .reason_members
+                .into_iter()
+                .map(|m| (m.cluster_id, m.reason_set, m.removed != 0))
+                .collect(),
+        );
+        self.set_reason_sets(tables.reason_sets);
+        self.markers = Some(tables.markers);
+    }
+}
+
+/// The renderer's tables with no part of a render in them: read again, once a second, while a
+/// render is being published (see [`Tables::render_in_progress`]).
+pub(crate) async fn complete_tables(
+    store: &Store,
+    clock: fn() -> Timestamp,
+) -> fleetscope_store::Result<Tables> {
+    loop {
+        let markers = store.change_markers().await?;
+        let tables = Tables::read(store, markers).await?;
+        match tables.render_in_progress(clock()) {
+            Some(render) => {
+                tracing::info!(
+                    render,
+                    "a render is being published; reading its desired state once it is complete"
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            None => return Ok(tables),
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The error answers the document lists once (`components/responses`) and the routes refer
+//! to: each a description with the [`ErrorBody`] schema.
+
+use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::{Content, Ref, RefOr};
+use utoipa::{ToResponse, ToSchema};
+
+use crate::answers::ErrorBody;
+
+/// A reusable error answer: a description and the [`ErrorBody`] schema.
+fn error_response(description: &str) -> RefOr<Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            Content::new(Some(Ref::from_schema_name(ErrorBody::name()))),
+        )
+        .into()
+}
+
+macro_rules! error_responses {
+    ($($name:ident: $description:literal;)+) => {
+        $(
+            #[doc = $description]
+            #[derive(Debug)]
+            pub struct $name;
+
+            impl<'r> ToResponse<'r> for $name {
+                fn response() -> (&'r str, RefOr<Response>) {
+                    (stringify!($name), error_response($description))
+                }
+            }
+        )+
+
+        /// Every error answer, as the document's `components/responses`.
+        pub fn error_components() -> Vec<(&'static str, RefOr<Response>)> {
+            vec![$(<$name as ToResponse>::response()),+]
+        }
+    };
+}
+
+error_responses! {
+    BadRequest: "A parameter is unknown, repeated or invalid; `parameter` names it.";
+    Unauthorized: "No valid bearer token.";
+    NotFound: "No such cluster within the caller's scope.";
+    Unavailable: "ClickHouse did not answer, or the request was still unanswered at its 30 s deadline (with `Retry-After`).";
+}
