@@ -13,6 +13,7 @@ use fleetscope_model::state::ObjectKind;
 use fleetscope_model::{
     AppName, ClusterId, Health, ObjectRef, ObservedItem, SyncStatus, Timestamp, Version,
 };
+use fleetscope_store::ObservedRow;
 use serde::{Deserialize, Serialize};
 
 /// Largest compressed body the collector reads.
@@ -411,6 +412,66 @@ pub fn decode(body: &[u8], gzip: bool) -> Result<Report, DecodeError> {
     serde_json::from_slice(&json).map_err(|err| DecodeError::BadJson(err.to_string()))
 }
 
+/// What an observation of one object says, in one form for the agent's observed items and the
+/// collector's stored rows: every field but which cluster and object it is, when it was observed
+/// or received, and its change number. Two observations of the same object say the same thing
+/// when their states are equal.
+///
+/// Each form maps into this one without merging values it tells apart (an empty stored text is
+/// an absent value, which a stored row cannot tell from an empty one either; a stored deletion
+/// flag is kept as stored), so comparing states compares exactly what comparing the fields
+/// themselves would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObservedState<'a> {
+    pub app: Option<&'a str>,
+    pub version: Option<&'a str>,
+    pub content_hash: Option<&'a str>,
+    pub applied_revision: &'a str,
+    pub health: &'a str,
+    pub sync: &'a str,
+    pub reason: &'a str,
+    pub message: &'a str,
+    /// When the reconciler's status last changed, in seconds.
+    pub transitioned_at: i64,
+    /// 1 for a deletion, 0 otherwise (a stored row's flag as stored).
+    pub deleted: u8,
+}
+
+impl<'a> ObservedState<'a> {
+    /// The state an agent's observed item carries.
+    pub fn of_item(item: &'a ObservedItem) -> ObservedState<'a> {
+        ObservedState {
+            app: item.app.as_ref().map(AppName::as_str),
+            version: item.version.as_ref().map(Version::as_str),
+            content_hash: item.content_hash.as_deref(),
+            applied_revision: &item.applied_revision,
+            health: item.health.as_str(),
+            sync: item.sync.as_str(),
+            reason: &item.reason,
+            message: &item.message,
+            transitioned_at: item.transitioned_at.seconds(),
+            deleted: u8::from(item.deleted),
+        }
+    }
+
+    /// The state a stored row carries.
+    pub fn of_row(row: &'a ObservedRow) -> ObservedState<'a> {
+        let stated = |text: &'a str| (!text.is_empty()).then_some(text);
+        ObservedState {
+            app: stated(&row.app),
+            version: stated(&row.version),
+            content_hash: stated(&row.content_hash),
+            applied_revision: &row.applied_revision,
+            health: &row.health,
+            sync: &row.sync,
+            reason: &row.reason,
+            message: &row.message,
+            transitioned_at: i64::from(row.transitioned_at),
+            deleted: row.deleted,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,6 +509,102 @@ mod tests {
             reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
             change_seq_high: 0,
             changes,
+        }
+    }
+
+    /// An item with every field of its state set.
+    fn item() -> ObservedItem {
+        report(vec![change(1)]).validate(NOW).unwrap().items[0].clone()
+    }
+
+    /// The item changed in each field of its state, one at a time.
+    fn each_state_field_changed(item: &ObservedItem) -> Vec<ObservedItem> {
+        vec![
+            ObservedItem {
+                app: None,
+                ..item.clone()
+            },
+            ObservedItem {
+                version: Some(Version::parse("1.3.0").unwrap()),
+                ..item.clone()
+            },
+            ObservedItem {
+                content_hash: None,
+                ..item.clone()
+            },
+            ObservedItem {
+                applied_revision: "1.3.0".into(),
+                ..item.clone()
+            },
+            ObservedItem {
+                health: Health::Degraded,
+                ..item.clone()
+            },
+            ObservedItem {
+                sync: SyncStatus::Synced,
+                ..item.clone()
+            },
+            ObservedItem {
+                reason: "UpgradeFailed".into(),
+                ..item.clone()
+            },
+            ObservedItem {
+                message: String::new(),
+                ..item.clone()
+            },
+            ObservedItem {
+                transitioned_at: NOW,
+                ..item.clone()
+            },
+            ObservedItem {
+                deleted: true,
+                ..item.clone()
+            },
+        ]
+    }
+
+    #[test]
+    fn observations_say_the_same_thing_when_every_state_field_agrees() {
+        let item = item();
+        let same = |a: &ObservedItem, b: &ObservedItem| {
+            ObservedState::of_item(a) == ObservedState::of_item(b)
+        };
+        let later = ObservedItem {
+            seq: 2,
+            observed_at: Timestamp(NOW.seconds() - 1),
+            ..item.clone()
+        };
+        assert!(
+            same(&item, &later),
+            "when observed and the change number aside"
+        );
+        for other in each_state_field_changed(&item) {
+            assert!(!same(&item, &other), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_stored_row_says_what_its_item_says() {
+        let item = item();
+        let row = |item: &ObservedItem| ObservedRow::new(item, NOW);
+        let same =
+            |a: &ObservedRow, b: &ObservedRow| ObservedState::of_row(a) == ObservedState::of_row(b);
+        assert_eq!(
+            ObservedState::of_row(&row(&item)),
+            ObservedState::of_item(&item)
+        );
+        let received_again = ObservedRow {
+            observed_at: 0,
+            received_at: 0,
+            seq: 9,
+            ..row(&item)
+        };
+        assert!(
+            same(&row(&item), &received_again),
+            "when received and the change number aside"
+        );
+        for other in each_state_field_changed(&item) {
+            assert!(!same(&row(&item), &row(&other)), "{other:?}");
         }
     }
 

@@ -8,6 +8,7 @@ use fleetscope_model::{ClusterId, ObjectKind, ObjectRef, ObservedItem, Timestamp
 use serde::{Deserialize, Serialize};
 
 use crate::normalize::NormalizedObject;
+use crate::protocol::ObservedState;
 
 /// The last reported state of every object, keyed by object. Saved as a plain list.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -41,21 +42,6 @@ impl From<SavedTracker> for Tracker {
     }
 }
 
-/// True when two observations of the same object say the same thing (when they were made
-/// and their change numbers aside).
-fn same_state(a: &ObservedItem, b: &ObservedItem) -> bool {
-    a.app == b.app
-        && a.version == b.version
-        && a.content_hash == b.content_hash
-        && a.applied_revision == b.applied_revision
-        && a.health == b.health
-        && a.sync == b.sync
-        && a.reason == b.reason
-        && a.message == b.message
-        && a.transitioned_at == b.transitioned_at
-        && a.deleted == b.deleted
-}
-
 impl Tracker {
     pub fn len(&self) -> usize {
         self.objects.len()
@@ -75,11 +61,9 @@ impl Tracker {
     ) -> Option<ObservedItem> {
         let key = object.object.clone();
         let candidate = object.into_observed(cluster.clone(), 0, now, false);
-        if self
-            .objects
-            .get(&key)
-            .is_some_and(|known| same_state(known, &candidate))
-        {
+        if self.objects.get(&key).is_some_and(|known| {
+            ObservedState::of_item(known) == ObservedState::of_item(&candidate)
+        }) {
             return None;
         }
         let item = ObservedItem {

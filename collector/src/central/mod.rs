@@ -28,7 +28,7 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::sync::{mpsc, RwLock};
 
-use crate::protocol::{self, DecodeError, ReportKind, ValidReport};
+use crate::protocol::{self, DecodeError, ObservedState, ReportKind, ValidReport};
 use auth::{AgentAuth, AuthError};
 use lookup::{LiveObjectLookup, LookupConfig};
 use metrics::{BatchLabels, CollectorMetrics, Outcome, Reason, ReportLabels, Stage, TableLabels};
@@ -532,20 +532,12 @@ fn without_stored_changes(rows: Vec<ObservedRow>, stored: &[ObservedRow]) -> Vec
         .collect()
 }
 
-/// Whether two rows of one object carry the same change: its number and every column of its
-/// state (the times the collector received and the agent observed it aside).
+/// Whether two rows of one object carry the same change: the same change number and the same
+/// state. Unlike the agent, which compares states alone (its changes are not numbered yet when
+/// it compares them), a stored row is one numbered change: a row whose state is unchanged but
+/// whose number differs is written again.
 fn same_change(a: &ObservedRow, b: &ObservedRow) -> bool {
-    a.seq == b.seq
-        && a.deleted == b.deleted
-        && a.app == b.app
-        && a.version == b.version
-        && a.content_hash == b.content_hash
-        && a.applied_revision == b.applied_revision
-        && a.health == b.health
-        && a.sync == b.sync
-        && a.reason == b.reason
-        && a.message == b.message
-        && a.transitioned_at == b.transitioned_at
+    a.seq == b.seq && ObservedState::of_row(a) == ObservedState::of_row(b)
 }
 
 /// Objects the store holds for the cluster (`stored`: each object's latest row) that a
@@ -605,105 +597,138 @@ fn with_retry_after(mut response: Response, seconds: u32) -> Response {
     response
 }
 
+/// `POST /api/v1/ingest`: a report received, validated and stored, or refused with the reason
+/// counted.
 async fn ingest_handler(
     State(collector): State<Collector>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let metrics = collector.metrics().clone();
-    let reject = |reason: Reason, response: Response| {
-        metrics.reject(reason);
-        response
+    let answer = match receive(&collector, &metrics, &headers, body).await {
+        Ok(received) => store_received(&collector, &metrics, received).await,
+        Err(refusal) => Err(refusal),
     };
+    answer.unwrap_or_else(|refusal| {
+        metrics.reject(refusal.reason);
+        refusal.response
+    })
+}
+
+/// A request the collector refuses: the reason its metrics count, and the answer.
+struct Refusal {
+    reason: Reason,
+    response: Response,
+}
+
+impl Refusal {
+    /// A refusal for `reason` answered with `status` and `message` (naming `field`, if any).
+    fn new(reason: Reason, status: StatusCode, message: String, field: Option<&str>) -> Refusal {
+        Refusal {
+            reason,
+            response: error_response(status, message, field),
+        }
+    }
+}
+
+/// A valid report, with the kind and number it came with.
+struct Received {
+    valid: ValidReport,
+    kind: &'static str,
+    seq: u64,
+}
+
+/// Authenticates the caller, reads and decodes the body, checks that the caller may report for
+/// the report's cluster, and validates the report.
+async fn receive(
+    collector: &Collector,
+    metrics: &CollectorMetrics,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Received, Refusal> {
     // The token first: an unknown caller costs no body read and no decompression.
-    let allowed = match collector.authenticate(&headers) {
-        Ok(allowed) => allowed,
-        Err(err) => {
-            let mut response = error_response(StatusCode::UNAUTHORIZED, err.to_string(), None);
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return reject(Reason::Unauthorized, response);
+    let allowed = collector.authenticate(headers).map_err(|err| {
+        let mut response = error_response(StatusCode::UNAUTHORIZED, err.to_string(), None);
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        Refusal {
+            reason: Reason::Unauthorized,
+            response,
         }
-    };
-    let bytes = match axum::body::to_bytes(body, protocol::MAX_BODY_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
-            return reject(
+    })?;
+    let bytes = axum::body::to_bytes(body, protocol::MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            Refusal::new(
                 Reason::TooLarge,
-                error_response(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "body is larger than the {} bytes allowed; send smaller reports",
-                        protocol::MAX_BODY_BYTES
-                    ),
-                    None,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "body is larger than the {} bytes allowed; send smaller reports",
+                    protocol::MAX_BODY_BYTES
                 ),
+                None,
             )
-        }
-    };
+        })?;
     metrics.request_bytes.inc_by(bytes.len() as u64);
     let gzip = headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
     let decoding = Instant::now();
-    let report = match protocol::decode(&bytes, gzip) {
-        Ok(report) => report,
-        Err(err @ DecodeError::DecompressedTooLarge) | Err(err @ DecodeError::TooLarge(_)) => {
-            return reject(
-                Reason::TooLarge,
-                error_response(StatusCode::PAYLOAD_TOO_LARGE, err.to_string(), None),
-            )
-        }
-        Err(err) => {
-            return reject(
-                Reason::Malformed,
-                error_response(StatusCode::BAD_REQUEST, err.to_string(), None),
-            )
-        }
-    };
-    if let Err(err) = AgentAuth::allows(allowed.as_ref(), &report.cluster) {
-        return reject(
+    let report = protocol::decode(&bytes, gzip).map_err(|err| match err {
+        DecodeError::DecompressedTooLarge | DecodeError::TooLarge(_) => Refusal::new(
+            Reason::TooLarge,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            err.to_string(),
+            None,
+        ),
+        err => Refusal::new(
+            Reason::Malformed,
+            StatusCode::BAD_REQUEST,
+            err.to_string(),
+            None,
+        ),
+    })?;
+    AgentAuth::allows(allowed.as_ref(), &report.cluster).map_err(|err| {
+        Refusal::new(
             Reason::Forbidden,
-            error_response(StatusCode::FORBIDDEN, err.to_string(), Some("cluster")),
-        );
-    }
+            StatusCode::FORBIDDEN,
+            err.to_string(),
+            Some("cluster"),
+        )
+    })?;
     let kind = report.kind.as_str();
     let seq = report.seq;
     let validated = report.validate(now());
     metrics.stage(Stage::Decode, kind, decoding.elapsed());
-    let valid = match validated {
-        Ok(valid) => valid,
+    match validated {
+        Ok(valid) => Ok(Received { valid, kind, seq }),
         Err(err) => {
-            metrics
-                .reports
-                .get_or_create(&ReportLabels {
-                    kind,
-                    outcome: Outcome::Rejected,
-                })
-                .inc();
-            return reject(
+            count_report(metrics, kind, Outcome::Rejected);
+            Err(Refusal::new(
                 Reason::Malformed,
-                error_response(
-                    StatusCode::BAD_REQUEST,
-                    err.message.clone(),
-                    Some(&err.field),
-                ),
-            );
+                StatusCode::BAD_REQUEST,
+                err.message.clone(),
+                Some(&err.field),
+            ))
         }
-    };
+    }
+}
+
+/// Stores a received report and answers with what became of it: stored, a duplicate, or
+/// refused (unknown cluster, writer queue full, store unavailable).
+async fn store_received(
+    collector: &Collector,
+    metrics: &CollectorMetrics,
+    received: Received,
+) -> Result<Response, Refusal> {
+    let Received { valid, kind, seq } = received;
     let cluster = valid.cluster.to_string();
     match collector.ingest(valid).await {
         Ok(IngestReceipt::Stored { rows, unchanged }) => {
-            metrics
-                .reports
-                .get_or_create(&ReportLabels {
-                    kind,
-                    outcome: Outcome::Stored,
-                })
-                .inc();
+            count_report(metrics, kind, Outcome::Stored);
             tracing::debug!(cluster, seq, rows, kind, "report stored");
-            (
+            Ok((
                 StatusCode::OK,
                 Json(json!({
                     "status": "stored",
@@ -712,19 +737,13 @@ async fn ingest_handler(
                     "unchanged": unchanged,
                 })),
             )
-                .into_response()
+                .into_response())
         }
         Ok(IngestReceipt::Duplicate {
             acked_seq,
             highest_change_seq,
         }) => {
-            metrics
-                .reports
-                .get_or_create(&ReportLabels {
-                    kind,
-                    outcome: Outcome::Duplicate,
-                })
-                .inc();
+            count_report(metrics, kind, Outcome::Duplicate);
             if acked_seq > seq {
                 // In-order delivery makes a genuine duplicate the highest number acknowledged;
                 // a lower one comes from an agent whose counters are behind (it renumbers).
@@ -735,7 +754,7 @@ async fn ingest_handler(
                     "report numbered below what was acknowledged"
                 );
             }
-            (
+            Ok((
                 StatusCode::OK,
                 Json(json!({
                     "status": "duplicate",
@@ -744,42 +763,46 @@ async fn ingest_handler(
                     "highest_change_seq": highest_change_seq,
                 })),
             )
-                .into_response()
+                .into_response())
         }
         Err(err @ IngestError::UnknownCluster(_)) => {
-            metrics
-                .reports
-                .get_or_create(&ReportLabels {
-                    kind,
-                    outcome: Outcome::Rejected,
-                })
-                .inc();
-            reject(
+            count_report(metrics, kind, Outcome::Rejected);
+            Err(Refusal::new(
                 Reason::UnknownCluster,
-                error_response(StatusCode::FORBIDDEN, err.to_string(), Some("cluster")),
-            )
+                StatusCode::FORBIDDEN,
+                err.to_string(),
+                Some("cluster"),
+            ))
         }
         Err(err @ IngestError::Busy(_)) => {
             tracing::warn!(cluster, seq, error = %err, "refusing report: writer queue full");
-            reject(
-                Reason::Backpressure,
-                with_retry_after(
+            Err(Refusal {
+                reason: Reason::Backpressure,
+                response: with_retry_after(
                     error_response(StatusCode::TOO_MANY_REQUESTS, err.to_string(), None),
                     2,
                 ),
-            )
+            })
         }
         Err(err @ IngestError::Store(_)) => {
             tracing::warn!(cluster, seq, error = %err, "report not stored");
-            reject(
-                Reason::StoreUnavailable,
-                with_retry_after(
+            Err(Refusal {
+                reason: Reason::StoreUnavailable,
+                response: with_retry_after(
                     error_response(StatusCode::SERVICE_UNAVAILABLE, err.to_string(), None),
                     5,
                 ),
-            )
+            })
         }
     }
+}
+
+/// Counts one report of `kind` with its outcome.
+fn count_report(metrics: &CollectorMetrics, kind: &'static str, outcome: Outcome) {
+    metrics
+        .reports
+        .get_or_create(&ReportLabels { kind, outcome })
+        .inc();
 }
 
 /// Ready when ClickHouse answers a ping within [`READY_TIMEOUT`]; otherwise 503 with the reason.
@@ -849,4 +872,50 @@ fn arrival_writer_name() -> String {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     format!("collector/{host}/{}/{started:x}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(seq: u64) -> ObservedRow {
+        ObservedRow {
+            cluster_id: "store-1".into(),
+            object_kind: "HelmRelease".into(),
+            object_namespace: "shop".into(),
+            object_name: "api".into(),
+            app: "api".into(),
+            version: "1.2.0".into(),
+            content_hash: String::new(),
+            applied_revision: "1.2.0".into(),
+            health: "healthy".into(),
+            sync: "unknown".into(),
+            reason: "UpgradeSucceeded".into(),
+            message: String::new(),
+            transitioned_at: 1_800_000_000,
+            observed_at: 1_800_000_010,
+            received_at: 1_800_000_020,
+            seq,
+            deleted: 0,
+        }
+    }
+
+    #[test]
+    fn a_change_is_its_number_and_its_state() {
+        let received_later = ObservedRow {
+            observed_at: 1_800_000_030,
+            received_at: 1_800_000_040,
+            ..row(7)
+        };
+        assert!(same_change(&row(7), &received_later));
+        assert!(
+            !same_change(&row(7), &row(8)),
+            "the same state under another number"
+        );
+        let failed = ObservedRow {
+            health: "degraded".into(),
+            ..row(7)
+        };
+        assert!(!same_change(&row(7), &failed));
+    }
 }
