@@ -226,7 +226,26 @@ pub fn build(dir: &Path) -> anyhow::Result<Build> {
     let mut out = Build::default();
     out.files
         .insert(file.canonicalize()?, FileRole::Kustomization);
+    add_resources(dir, &k, &mut out)?;
+    for generator in &k.config_map_generator {
+        let config_map =
+            generate_config_map(dir, generator, k.generator_options.as_ref(), &mut out)?;
+        out.objects.push(config_map);
+    }
+    check_defined_once(&out.objects)?;
+    apply_patches(dir, &k, &mut out)?;
+    for labels in &k.labels {
+        add_labels(labels, &mut out.objects)?;
+    }
+    for image in &k.images {
+        set_image(image, &mut out.objects);
+    }
+    Ok(out)
+}
 
+/// Adds the kustomization's resources to `out`: other kustomizations' folders, built first,
+/// and the documents of YAML files.
+fn add_resources(dir: &Path, k: &Kustomization, out: &mut Build) -> anyhow::Result<()> {
     for resource in &k.resources {
         let path = dir.join(resource);
         if path.is_dir() {
@@ -250,76 +269,90 @@ pub fn build(dir: &Path) -> anyhow::Result<Build> {
             out.files.insert(path, FileRole::Resource);
         }
     }
+    Ok(())
+}
 
-    let options = k.generator_options.clone();
-    for generator in &k.config_map_generator {
-        let mut data = Map::new();
-        for file in &generator.files {
-            let (key, relative) = match file.split_once('=') {
-                Some((key, relative)) => (key.to_owned(), relative),
-                None => (
-                    Path::new(file)
-                        .file_name()
-                        .context("a file without a name")?
-                        .to_string_lossy()
-                        .into_owned(),
-                    file.as_str(),
-                ),
-            };
-            let path = inside(dir, relative)?;
-            let text = std::fs::read_to_string(&path).with_context(|| {
-                format!(
-                    "{}: binary files (binaryData) are not implemented",
-                    path.display()
-                )
-            })?;
-            if data.insert(key.clone(), Value::String(text)).is_some() {
-                bail!("configMapGenerator {}: key {key} twice", generator.name);
-            }
-            out.files.insert(path, FileRole::GeneratorInput);
+/// The ConfigMap `generator` makes from its files and literals, with the generator options'
+/// labels and annotations; its files are recorded in `out`.
+fn generate_config_map(
+    dir: &Path,
+    generator: &ConfigMapGenerator,
+    options: Option<&GeneratorOptions>,
+    out: &mut Build,
+) -> anyhow::Result<Value> {
+    let mut data = Map::new();
+    for file in &generator.files {
+        let (key, relative) = match file.split_once('=') {
+            Some((key, relative)) => (key.to_owned(), relative),
+            None => (
+                Path::new(file)
+                    .file_name()
+                    .context("a file without a name")?
+                    .to_string_lossy()
+                    .into_owned(),
+                file.as_str(),
+            ),
+        };
+        let path = inside(dir, relative)?;
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "{}: binary files (binaryData) are not implemented",
+                path.display()
+            )
+        })?;
+        if data.insert(key.clone(), Value::String(text)).is_some() {
+            bail!("configMapGenerator {}: key {key} twice", generator.name);
         }
-        for literal in &generator.literals {
-            let (key, value) = literal
-                .split_once('=')
-                .with_context(|| format!("literal {literal:?}: expected KEY=VALUE"))?;
-            if data
-                .insert(key.to_owned(), Value::String(value.to_owned()))
-                .is_some()
-            {
-                bail!("configMapGenerator {}: key {key} twice", generator.name);
-            }
-        }
-        let mut metadata = Map::new();
-        metadata.insert("name".into(), generator.name.clone().into());
-        if let Some(namespace) = &generator.namespace {
-            metadata.insert("namespace".into(), namespace.clone().into());
-        }
-        if let Some(options) = &options {
-            if !options.labels.is_empty() {
-                metadata.insert("labels".into(), serde_json::to_value(&options.labels)?);
-            }
-            if !options.annotations.is_empty() {
-                metadata.insert(
-                    "annotations".into(),
-                    serde_json::to_value(&options.annotations)?,
-                );
-            }
-        }
-        out.objects.push(serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": metadata,
-            "data": data,
-        }));
+        out.files.insert(path, FileRole::GeneratorInput);
     }
+    for literal in &generator.literals {
+        let (key, value) = literal
+            .split_once('=')
+            .with_context(|| format!("literal {literal:?}: expected KEY=VALUE"))?;
+        if data
+            .insert(key.to_owned(), Value::String(value.to_owned()))
+            .is_some()
+        {
+            bail!("configMapGenerator {}: key {key} twice", generator.name);
+        }
+    }
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), generator.name.clone().into());
+    if let Some(namespace) = &generator.namespace {
+        metadata.insert("namespace".into(), namespace.clone().into());
+    }
+    if let Some(options) = options {
+        if !options.labels.is_empty() {
+            metadata.insert("labels".into(), serde_json::to_value(&options.labels)?);
+        }
+        if !options.annotations.is_empty() {
+            metadata.insert(
+                "annotations".into(),
+                serde_json::to_value(&options.annotations)?,
+            );
+        }
+    }
+    Ok(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": data,
+    }))
+}
 
+/// Fails when two objects have the same identity.
+fn check_defined_once(objects: &[Value]) -> anyhow::Result<()> {
     let mut ids = BTreeSet::new();
-    for object in &out.objects {
+    for object in objects {
         if !ids.insert(id(object)) {
             bail!("{} is defined twice", crate::describe(object));
         }
     }
+    Ok(())
+}
 
+/// Applies the kustomization's patches in order; their files are recorded in `out`.
+fn apply_patches(dir: &Path, k: &Kustomization, out: &mut Build) -> anyhow::Result<()> {
     for (index, patch) in k.patches.iter().enumerate() {
         let text = match (&patch.path, &patch.patch) {
             (Some(relative), None) => {
@@ -333,45 +366,48 @@ pub fn build(dir: &Path) -> anyhow::Result<Build> {
         apply_patch(&mut out.objects, &text, patch.target.as_ref())
             .with_context(|| format!("patches[{index}] of {}", dir.display()))?;
     }
+    Ok(())
+}
 
-    for labels in &k.labels {
-        for object in &mut out.objects {
-            let metadata = object
-                .get_mut("metadata")
-                .and_then(Value::as_object_mut)
-                .context("an object without metadata")?;
-            let map = metadata
-                .entry("labels")
-                .or_insert_with(|| Value::Object(Map::new()))
-                .as_object_mut()
-                .context("metadata.labels is not a mapping")?;
-            for (key, value) in &labels.pairs {
-                map.insert(key.clone(), value.clone().into());
-            }
+/// Adds `labels`' pairs to every object's `metadata.labels`.
+fn add_labels(labels: &Labels, objects: &mut [Value]) -> anyhow::Result<()> {
+    for object in objects {
+        let metadata = object
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .context("an object without metadata")?;
+        let map = metadata
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+            .context("metadata.labels is not a mapping")?;
+        for (key, value) in &labels.pairs {
+            map.insert(key.clone(), value.clone().into());
         }
     }
+    Ok(())
+}
 
-    for image in &k.images {
-        for object in &mut out.objects {
-            for pod in pod_specs(object) {
-                for field in ["initContainers", "containers"] {
-                    for container in pod
-                        .get_mut(field)
-                        .and_then(Value::as_array_mut)
-                        .into_iter()
-                        .flatten()
-                    {
-                        if let Some(Value::String(reference)) = container.get_mut("image") {
-                            if let Some(new) = retag(reference, image) {
-                                *reference = new;
-                            }
+/// Applies `image` to the containers and init containers of every pod template.
+fn set_image(image: &Image, objects: &mut [Value]) {
+    for object in objects {
+        for pod in pod_specs(object) {
+            for field in ["initContainers", "containers"] {
+                for container in pod
+                    .get_mut(field)
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(Value::String(reference)) = container.get_mut("image") {
+                        if let Some(new) = retag(reference, image) {
+                            *reference = new;
                         }
                     }
                 }
             }
         }
     }
-    Ok(out)
 }
 
 /// An object's identity: group, kind, namespace, name.

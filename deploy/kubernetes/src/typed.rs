@@ -25,181 +25,20 @@ use serde_json::Value;
 pub fn validate(api_version: &str, kind: &str, object: &Value) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     match (api_version, kind) {
-        ("v1", "Namespace") => {
-            if let Some(ns) = roundtrip::<core::v1::Namespace>(object, &mut problems) {
-                metadata(&ns.metadata, Scope::Cluster, NameRule::Label, &mut problems);
-            }
-        }
-        ("v1", "ConfigMap") => {
-            if let Some(cm) = roundtrip::<core::v1::ConfigMap>(object, &mut problems) {
-                metadata(&cm.metadata, Scope::Namespaced, NameRule::Subdomain, &mut problems);
-                let data: BTreeSet<&String> = cm.data.iter().flat_map(|d| d.keys()).collect();
-                let binary: BTreeSet<&String> =
-                    cm.binary_data.iter().flat_map(|d| d.keys()).collect();
-                data_keys(data.iter().chain(&binary).copied(), "data", &mut problems);
-                for key in data.intersection(&binary) {
-                    problems.push(format!("data.{key}: also in binaryData"));
-                }
-            }
-        }
-        ("v1", "Secret") => {
-            if let Some(secret) = roundtrip::<core::v1::Secret>(object, &mut problems) {
-                metadata(&secret.metadata, Scope::Namespaced, NameRule::Subdomain, &mut problems);
-                let keys = secret
-                    .data
-                    .iter()
-                    .flat_map(|d| d.keys())
-                    .chain(secret.string_data.iter().flat_map(|d| d.keys()));
-                data_keys(keys, "data", &mut problems);
-            }
-        }
-        ("v1", "ServiceAccount") => {
-            if let Some(sa) = roundtrip::<core::v1::ServiceAccount>(object, &mut problems) {
-                metadata(&sa.metadata, Scope::Namespaced, NameRule::Subdomain, &mut problems);
-            }
-        }
-        ("v1", "Service") => {
-            if let Some(service) = roundtrip::<core::v1::Service>(object, &mut problems) {
-                metadata(&service.metadata, Scope::Namespaced, NameRule::Dns1035, &mut problems);
-                self::service(service.spec.as_ref(), &mut problems);
-            }
-        }
-        ("v1", "PersistentVolumeClaim") => {
-            if let Some(pvc) = roundtrip::<core::v1::PersistentVolumeClaim>(object, &mut problems)
-            {
-                metadata(&pvc.metadata, Scope::Namespaced, NameRule::Subdomain, &mut problems);
-                match &pvc.spec {
-                    None => problems.push("spec: required".to_owned()),
-                    Some(spec) => {
-                        if spec.access_modes.as_ref().is_none_or(Vec::is_empty) {
-                            problems.push("spec.accessModes: at least one is required".to_owned());
-                        }
-                        let storage = spec
-                            .resources
-                            .as_ref()
-                            .and_then(|r| r.requests.as_ref())
-                            .and_then(|r| r.get("storage"));
-                        if storage.is_none() {
-                            problems.push("spec.resources.requests.storage: required".to_owned());
-                        }
-                    }
-                }
-            }
-        }
-        ("apps/v1", "Deployment") => {
-            if let Some(deployment) = roundtrip::<apps::v1::Deployment>(object, &mut problems) {
-                metadata(&deployment.metadata, Scope::Namespaced, NameRule::Subdomain, &mut problems);
-                match &deployment.spec {
-                    None => problems.push("spec: required".to_owned()),
-                    Some(spec) => {
-                        selector_matches_template(
-                            &spec.selector,
-                            &spec.template,
-                            "spec",
-                            &mut problems,
-                        );
-                        if spec.template.spec.is_none() {
-                            problems.push("spec.template.spec: required".to_owned());
-                        }
-                        if let Some(pod) = &spec.template.spec {
-                            pod_spec(pod, "spec.template.spec", &mut problems);
-                            if pod.restart_policy.as_deref().is_some_and(|p| p != "Always") {
-                                problems.push(
-                                    "spec.template.spec.restartPolicy: a Deployment's pods restart Always".to_owned(),
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        ("batch/v1", "Job") => {
-            if let Some(job) = roundtrip::<batch::v1::Job>(object, &mut problems) {
-                metadata(&job.metadata, Scope::Namespaced, NameRule::Subdomain, &mut problems);
-                match job.spec.as_ref().and_then(|s| s.template.spec.as_ref()) {
-                    None => problems.push("spec.template.spec: required".to_owned()),
-                    Some(pod) => {
-                        pod_spec(pod, "spec.template.spec", &mut problems);
-                        if !matches!(pod.restart_policy.as_deref(), Some("Never" | "OnFailure")) {
-                            problems.push(
-                                "spec.template.spec.restartPolicy: a Job's pods need Never or OnFailure".to_owned(),
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        ("policy/v1", "PodDisruptionBudget") => {
-            if let Some(pdb) = roundtrip::<policy::v1::PodDisruptionBudget>(object, &mut problems) {
-                metadata(&pdb.metadata, Scope::Namespaced, NameRule::Subdomain, &mut problems);
-                match &pdb.spec {
-                    None => problems.push("spec: required".to_owned()),
-                    Some(spec) => {
-                        if spec.selector.as_ref().is_none_or(selector_is_empty) {
-                            problems.push(
-                                "spec.selector: required (an empty selector selects every pod of the namespace)".to_owned(),
-                            );
-                        }
-                        if spec.min_available.is_some() == spec.max_unavailable.is_some() {
-                            problems.push(
-                                "spec: exactly one of minAvailable and maxUnavailable".to_owned(),
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        ("autoscaling/v2", "HorizontalPodAutoscaler") => {
-            if let Some(hpa) =
-                roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(object, &mut problems)
-            {
-                metadata(&hpa.metadata, Scope::Namespaced, NameRule::Subdomain, &mut problems);
-                match &hpa.spec {
-                    None => problems.push("spec: required".to_owned()),
-                    Some(spec) => {
-                        if spec.min_replicas.unwrap_or(1) < 1 {
-                            problems.push("spec.minReplicas: at least 1".to_owned());
-                        }
-                        if spec.max_replicas < spec.min_replicas.unwrap_or(1) {
-                            problems.push("spec.maxReplicas: less than minReplicas".to_owned());
-                        }
-                        let target = &spec.scale_target_ref;
-                        if target.name.is_empty() || target.kind.is_empty() {
-                            problems.push("spec.scaleTargetRef: kind and name are required".to_owned());
-                        }
-                    }
-                }
-            }
-        }
-        ("rbac.authorization.k8s.io/v1", "ClusterRole") => {
-            if let Some(role) = roundtrip::<rbac::v1::ClusterRole>(object, &mut problems) {
-                metadata(&role.metadata, Scope::Cluster, NameRule::Path, &mut problems);
-                if role.aggregation_rule.is_none() {
-                    rules(role.rules.as_deref().unwrap_or_default(), &mut problems);
-                }
-            }
-        }
-        ("rbac.authorization.k8s.io/v1", "Role") => {
-            if let Some(role) = roundtrip::<rbac::v1::Role>(object, &mut problems) {
-                metadata(&role.metadata, Scope::Namespaced, NameRule::Path, &mut problems);
-                rules(role.rules.as_deref().unwrap_or_default(), &mut problems);
-            }
-        }
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
-            if let Some(binding) = roundtrip::<rbac::v1::ClusterRoleBinding>(object, &mut problems)
-            {
-                metadata(&binding.metadata, Scope::Cluster, NameRule::Path, &mut problems);
-                role_ref(&binding.role_ref, &["ClusterRole"], &mut problems);
-                subjects(binding.subjects.as_deref().unwrap_or_default(), true, &mut problems);
-            }
-        }
-        ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
-            if let Some(binding) = roundtrip::<rbac::v1::RoleBinding>(object, &mut problems) {
-                metadata(&binding.metadata, Scope::Namespaced, NameRule::Path, &mut problems);
-                role_ref(&binding.role_ref, &["ClusterRole", "Role"], &mut problems);
-                subjects(binding.subjects.as_deref().unwrap_or_default(), false, &mut problems);
-            }
-        }
+        ("v1", "Namespace") => namespace(object, &mut problems),
+        ("v1", "ConfigMap") => config_map(object, &mut problems),
+        ("v1", "Secret") => secret(object, &mut problems),
+        ("v1", "ServiceAccount") => service_account(object, &mut problems),
+        ("v1", "Service") => service_object(object, &mut problems),
+        ("v1", "PersistentVolumeClaim") => persistent_volume_claim(object, &mut problems),
+        ("apps/v1", "Deployment") => deployment(object, &mut problems),
+        ("batch/v1", "Job") => job(object, &mut problems),
+        ("policy/v1", "PodDisruptionBudget") => pod_disruption_budget(object, &mut problems),
+        ("autoscaling/v2", "HorizontalPodAutoscaler") => horizontal_pod_autoscaler(object, &mut problems),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => cluster_role(object, &mut problems),
+        ("rbac.authorization.k8s.io/v1", "Role") => role(object, &mut problems),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => cluster_role_binding(object, &mut problems),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => role_binding(object, &mut problems),
         _ => problems.push(format!(
             "no typed model for apiVersion {api_version:?} kind {kind:?}; add one before using the kind"
         )),
@@ -208,6 +47,258 @@ pub fn validate(api_version: &str, kind: &str, object: &Value) -> Result<(), Vec
         Ok(())
     } else {
         Err(problems)
+    }
+}
+
+/// A Namespace: its name.
+fn namespace(object: &Value, problems: &mut Vec<String>) {
+    if let Some(ns) = roundtrip::<core::v1::Namespace>(object, problems) {
+        metadata(&ns.metadata, Scope::Cluster, NameRule::Label, problems);
+    }
+}
+
+/// A ConfigMap: its name and data keys, none both in data and binaryData.
+fn config_map(object: &Value, problems: &mut Vec<String>) {
+    if let Some(cm) = roundtrip::<core::v1::ConfigMap>(object, problems) {
+        metadata(
+            &cm.metadata,
+            Scope::Namespaced,
+            NameRule::Subdomain,
+            problems,
+        );
+        let data: BTreeSet<&String> = cm.data.iter().flat_map(|d| d.keys()).collect();
+        let binary: BTreeSet<&String> = cm.binary_data.iter().flat_map(|d| d.keys()).collect();
+        data_keys(data.iter().chain(&binary).copied(), "data", problems);
+        for key in data.intersection(&binary) {
+            problems.push(format!("data.{key}: also in binaryData"));
+        }
+    }
+}
+
+/// A Secret: its name and data keys.
+fn secret(object: &Value, problems: &mut Vec<String>) {
+    if let Some(secret) = roundtrip::<core::v1::Secret>(object, problems) {
+        metadata(
+            &secret.metadata,
+            Scope::Namespaced,
+            NameRule::Subdomain,
+            problems,
+        );
+        let keys = secret
+            .data
+            .iter()
+            .flat_map(|d| d.keys())
+            .chain(secret.string_data.iter().flat_map(|d| d.keys()));
+        data_keys(keys, "data", problems);
+    }
+}
+
+/// A ServiceAccount: its name.
+fn service_account(object: &Value, problems: &mut Vec<String>) {
+    if let Some(sa) = roundtrip::<core::v1::ServiceAccount>(object, problems) {
+        metadata(
+            &sa.metadata,
+            Scope::Namespaced,
+            NameRule::Subdomain,
+            problems,
+        );
+    }
+}
+
+/// A Service: its name and spec.
+fn service_object(object: &Value, problems: &mut Vec<String>) {
+    if let Some(service) = roundtrip::<core::v1::Service>(object, problems) {
+        metadata(
+            &service.metadata,
+            Scope::Namespaced,
+            NameRule::Dns1035,
+            problems,
+        );
+        self::service(service.spec.as_ref(), problems);
+    }
+}
+
+/// A PersistentVolumeClaim: its name, an access mode and a storage request.
+fn persistent_volume_claim(object: &Value, problems: &mut Vec<String>) {
+    if let Some(pvc) = roundtrip::<core::v1::PersistentVolumeClaim>(object, problems) {
+        metadata(
+            &pvc.metadata,
+            Scope::Namespaced,
+            NameRule::Subdomain,
+            problems,
+        );
+        match &pvc.spec {
+            None => problems.push("spec: required".to_owned()),
+            Some(spec) => {
+                if spec.access_modes.as_ref().is_none_or(Vec::is_empty) {
+                    problems.push("spec.accessModes: at least one is required".to_owned());
+                }
+                let storage = spec
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.as_ref())
+                    .and_then(|r| r.get("storage"));
+                if storage.is_none() {
+                    problems.push("spec.resources.requests.storage: required".to_owned());
+                }
+            }
+        }
+    }
+}
+
+/// A Deployment: its name, a selector matching its pod template, and a pod spec whose pods restart Always.
+fn deployment(object: &Value, problems: &mut Vec<String>) {
+    if let Some(deployment) = roundtrip::<apps::v1::Deployment>(object, problems) {
+        metadata(
+            &deployment.metadata,
+            Scope::Namespaced,
+            NameRule::Subdomain,
+            problems,
+        );
+        match &deployment.spec {
+            None => problems.push("spec: required".to_owned()),
+            Some(spec) => {
+                selector_matches_template(&spec.selector, &spec.template, "spec", problems);
+                if spec.template.spec.is_none() {
+                    problems.push("spec.template.spec: required".to_owned());
+                }
+                if let Some(pod) = &spec.template.spec {
+                    pod_spec(pod, "spec.template.spec", problems);
+                    if pod.restart_policy.as_deref().is_some_and(|p| p != "Always") {
+                        problems.push(
+                            "spec.template.spec.restartPolicy: a Deployment's pods restart Always"
+                                .to_owned(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A Job: its name and a pod spec whose pods restart Never or OnFailure.
+fn job(object: &Value, problems: &mut Vec<String>) {
+    if let Some(job) = roundtrip::<batch::v1::Job>(object, problems) {
+        metadata(
+            &job.metadata,
+            Scope::Namespaced,
+            NameRule::Subdomain,
+            problems,
+        );
+        match job.spec.as_ref().and_then(|s| s.template.spec.as_ref()) {
+            None => problems.push("spec.template.spec: required".to_owned()),
+            Some(pod) => {
+                pod_spec(pod, "spec.template.spec", problems);
+                if !matches!(pod.restart_policy.as_deref(), Some("Never" | "OnFailure")) {
+                    problems.push(
+                        "spec.template.spec.restartPolicy: a Job's pods need Never or OnFailure"
+                            .to_owned(),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A PodDisruptionBudget: its name, a selector, and one of minAvailable and maxUnavailable.
+fn pod_disruption_budget(object: &Value, problems: &mut Vec<String>) {
+    if let Some(pdb) = roundtrip::<policy::v1::PodDisruptionBudget>(object, problems) {
+        metadata(
+            &pdb.metadata,
+            Scope::Namespaced,
+            NameRule::Subdomain,
+            problems,
+        );
+        match &pdb.spec {
+            None => problems.push("spec: required".to_owned()),
+            Some(spec) => {
+                if spec.selector.as_ref().is_none_or(selector_is_empty) {
+                    problems.push(
+                            "spec.selector: required (an empty selector selects every pod of the namespace)".to_owned(),
+                        );
+                }
+                if spec.min_available.is_some() == spec.max_unavailable.is_some() {
+                    problems
+                        .push("spec: exactly one of minAvailable and maxUnavailable".to_owned());
+                }
+            }
+        }
+    }
+}
+
+/// A HorizontalPodAutoscaler: its name, replica bounds and scale target.
+fn horizontal_pod_autoscaler(object: &Value, problems: &mut Vec<String>) {
+    if let Some(hpa) = roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(object, problems) {
+        metadata(
+            &hpa.metadata,
+            Scope::Namespaced,
+            NameRule::Subdomain,
+            problems,
+        );
+        match &hpa.spec {
+            None => problems.push("spec: required".to_owned()),
+            Some(spec) => {
+                if spec.min_replicas.unwrap_or(1) < 1 {
+                    problems.push("spec.minReplicas: at least 1".to_owned());
+                }
+                if spec.max_replicas < spec.min_replicas.unwrap_or(1) {
+                    problems.push("spec.maxReplicas: less than minReplicas".to_owned());
+                }
+                let target = &spec.scale_target_ref;
+                if target.name.is_empty() || target.kind.is_empty() {
+                    problems.push("spec.scaleTargetRef: kind and name are required".to_owned());
+                }
+            }
+        }
+    }
+}
+
+/// A ClusterRole: its name and, unless aggregated, its rules.
+fn cluster_role(object: &Value, problems: &mut Vec<String>) {
+    if let Some(role) = roundtrip::<rbac::v1::ClusterRole>(object, problems) {
+        metadata(&role.metadata, Scope::Cluster, NameRule::Path, problems);
+        if role.aggregation_rule.is_none() {
+            rules(role.rules.as_deref().unwrap_or_default(), problems);
+        }
+    }
+}
+
+/// A Role: its name and rules.
+fn role(object: &Value, problems: &mut Vec<String>) {
+    if let Some(role) = roundtrip::<rbac::v1::Role>(object, problems) {
+        metadata(&role.metadata, Scope::Namespaced, NameRule::Path, problems);
+        rules(role.rules.as_deref().unwrap_or_default(), problems);
+    }
+}
+
+/// A ClusterRoleBinding: its name, a ClusterRole and its subjects.
+fn cluster_role_binding(object: &Value, problems: &mut Vec<String>) {
+    if let Some(binding) = roundtrip::<rbac::v1::ClusterRoleBinding>(object, problems) {
+        metadata(&binding.metadata, Scope::Cluster, NameRule::Path, problems);
+        role_ref(&binding.role_ref, &["ClusterRole"], problems);
+        subjects(
+            binding.subjects.as_deref().unwrap_or_default(),
+            true,
+            problems,
+        );
+    }
+}
+
+/// A RoleBinding: its name, its role and its subjects.
+fn role_binding(object: &Value, problems: &mut Vec<String>) {
+    if let Some(binding) = roundtrip::<rbac::v1::RoleBinding>(object, problems) {
+        metadata(
+            &binding.metadata,
+            Scope::Namespaced,
+            NameRule::Path,
+            problems,
+        );
+        role_ref(&binding.role_ref, &["ClusterRole", "Role"], problems);
+        subjects(
+            binding.subjects.as_deref().unwrap_or_default(),
+            false,
+            problems,
+        );
     }
 }
 
