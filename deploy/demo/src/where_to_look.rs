@@ -172,7 +172,37 @@ fn version_at_least(version: &str, min: (u32, u32)) -> bool {
 /// The text printed once everything runs.
 pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> String {
     let mut t = String::new();
-    let curl = format!("curl -s -H \"Authorization: Bearer {READ_TOKEN}\"");
+    endpoints(&mut t, e);
+    // Each example: a `# what` line, then its command lines, each a shell command line that
+    // works as printed, pasted into a new shell (the last example's lines in that order).
+    let _ = writeln!(t, "\nTry:");
+    let mut examples = api_examples(e);
+    examples.push((
+        "the same from the command line: tables, `-o json` for scripts; the gate exits 1 on fail"
+            .into(),
+        command_line_example(e),
+    ));
+    for (what, lines) in examples {
+        let _ = writeln!(t, "{EXAMPLE_INDENT}# {what}");
+        for line in lines {
+            let _ = writeln!(t, "{EXAMPLE_INDENT}{line}");
+        }
+    }
+    monitoring(&mut t, e, prometheus, grafana);
+    let _ = writeln!(
+        t,
+        "\nWhat happens now: rollouts of one app after the other, rendered into the GitOps repo and taken by the fleet in waves (some clusters fail them); a few clusters go dark and come back with their spooled changes; a status line from the hub every so often. Times are UTC.\n"
+    );
+    t
+}
+
+/// The `curl` command line with the fleet-wide reader's token.
+fn curl() -> String {
+    format!("curl -s -H \"Authorization: Bearer {READ_TOKEN}\"")
+}
+
+/// Where the hub, the collector, ClickHouse, the GitOps repo and the logs are.
+fn endpoints(t: &mut String, e: &Endpoints) {
     let _ = writeln!(t, "\nEverything runs. Ctrl-C stops it and cleans up.");
     let _ = writeln!(
         t,
@@ -196,9 +226,11 @@ pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> S
         e.work.join("gitops").display()
     );
     let _ = writeln!(t, "  logs       {}", e.logs.display());
-    // Each example: a `# what` line, then its command lines, each a shell command line that
-    // works as printed, pasted into a new shell (the last example's lines in that order).
-    let _ = writeln!(t, "\nTry:");
+}
+
+/// The example requests of the hub's API, each a `# what` line's text and its command lines.
+fn api_examples(e: &Endpoints) -> Vec<(String, Vec<String>)> {
+    let curl = curl();
     let hub = &e.hub;
     let app = &e.rollout_app;
     let mut examples: Vec<(String, Vec<String>)> = vec![
@@ -272,6 +304,13 @@ pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> S
             )],
         ),
     ]);
+    examples
+}
+
+/// The command-line client's examples, in the order they run in one shell.
+fn command_line_example(e: &Endpoints) -> Vec<String> {
+    let hub = &e.hub;
+    let app = &e.rollout_app;
     let fleetscope = shell_word(&e.fleetscope.display().to_string());
     let mut commands = vec![
         format!("export FLEETSCOPE_HUB_URL={hub} FLEETSCOPE_HUB_TOKEN={READ_TOKEN}"),
@@ -285,17 +324,12 @@ pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> S
             "{fleetscope} gate --app {app} --version {version} --threshold 0.9; echo \"exit $?\""
         ));
     }
-    examples.push((
-        "the same from the command line: tables, `-o json` for scripts; the gate exits 1 on fail"
-            .into(),
-        commands,
-    ));
-    for (what, lines) in examples {
-        let _ = writeln!(t, "{EXAMPLE_INDENT}# {what}");
-        for line in lines {
-            let _ = writeln!(t, "{EXAMPLE_INDENT}{line}");
-        }
-    }
+    commands
+}
+
+/// How to run Prometheus and Grafana on the written configuration, and whether Grafana's
+/// ClickHouse plugin can read this server.
+fn monitoring(t: &mut String, e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) {
     let _ = writeln!(
         t,
         "\nPrometheus (scrapes both, loads the alert rules):\n  prometheus --config.file={} --storage.tsdb.path={} --web.listen-address=127.0.0.1:{PROMETHEUS_PORT}",
@@ -316,11 +350,6 @@ pub fn text(e: &Endpoints, prometheus: &Path, grafana: &(PathBuf, PathBuf)) -> S
             PLUGIN_MIN_CLICKHOUSE.0, PLUGIN_MIN_CLICKHOUSE.1, e.clickhouse_version
         );
     }
-    let _ = writeln!(
-        t,
-        "\nWhat happens now: rollouts of one app after the other, rendered into the GitOps repo and taken by the fleet in waves (some clusters fail them); a few clusters go dark and come back with their spooled changes; a status line from the hub every so often. Times are UTC.\n"
-    );
-    t
 }
 
 /// Writes the Prometheus and Grafana configuration and prints where to look.
