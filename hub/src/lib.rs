@@ -14,6 +14,7 @@ mod api;
 mod args;
 mod auth;
 mod errors;
+mod examples;
 mod gate_params;
 mod metrics;
 mod openapi;

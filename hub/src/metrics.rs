@@ -200,103 +200,18 @@ impl HubMetrics {
         past_builds: PastBuilds,
     ) -> String {
         let mut registry = Registry::default();
-        let clusters = Family::<GroupLabels, Gauge>::default();
-        let stale = Family::<GroupLabels, Gauge>::default();
-        let oldest = Family::<GroupLabels, Gauge>::default();
-        let instances = Family::<GroupStateLabels, Gauge>::default();
-        let per_app = Family::<AppStateLabels, Gauge>::default();
-        for (group, g) in &fleet.groups {
-            let labels = GroupLabels {
-                group: group.clone(),
-            };
-            clusters
-                .get_or_create(&labels)
-                .set(g.counts.clusters as i64);
-            stale
-                .get_or_create(&labels)
-                .set(g.counts.stale_clusters as i64);
-            oldest.get_or_create(&labels).set(g.oldest_last_seen_age);
-            for state in DriftState::ALL {
-                instances
-                    .get_or_create(&GroupStateLabels {
-                        group: group.clone(),
-                        state: state.as_str().into(),
-                    })
-                    .set(g.counts.state(*state) as i64);
-            }
-        }
-        for (app, counts) in &fleet.apps {
-            for state in DriftState::ALL {
-                per_app
-                    .get_or_create(&AppStateLabels {
-                        app: app.clone(),
-                        state: state.as_str().into(),
-                    })
-                    .set(counts[state_index(*state)] as i64);
-            }
-        }
-        registry.register(
-            "fleetscope_clusters",
-            "Clusters in the inventory per group (\"\" is the fleet)",
-            clusters,
-        );
-        registry.register(
-            "fleetscope_stale_clusters",
-            "Clusters not heard from within the stale threshold, per group",
-            stale,
-        );
-        registry.register(
-            "fleetscope_oldest_last_seen_age_seconds",
-            "Seconds since the least recently seen cluster of the group was seen (clusters never seen not counted)",
-            oldest,
-        );
-        registry.register(
-            "fleetscope_app_instances",
-            "(cluster, app) pairs per group and drift state",
-            instances,
-        );
-        registry.register(
-            "fleetscope_app_instances_by_app",
-            "(cluster, app) pairs per app and drift state, whole fleet",
-            per_app,
-        );
-        let generation_gauge = Gauge::<i64>::default();
-        generation_gauge.set(generation as i64);
-        registry.register(
-            "fleetscope_hub_index_generation",
-            "Changes applied to the hub's index since it started",
-            generation_gauge,
-        );
-        let objects_gauge = Gauge::<i64>::default();
-        objects_gauge.set(objects as i64);
-        registry.register(
-            "fleetscope_hub_index_objects",
-            "App objects held in the hub's index",
-            objects_gauge,
-        );
-        let symbols_gauge = Gauge::<i64>::default();
-        symbols_gauge.set(symbols as i64);
-        registry.register(
-            "fleetscope_hub_index_strings",
-            "Distinct strings held in the hub's index",
-            symbols_gauge,
-        );
-        let builds = Family::<BuildLabels, Gauge>::default();
-        for (state, count) in [
-            ("waiting", past_builds.waiting),
-            ("building", past_builds.building),
-        ] {
-            builds
-                .get_or_create(&BuildLabels {
-                    state: state.to_owned(),
-                })
-                .set(count as i64);
-        }
-        registry.register(
-            "fleetscope_hub_past_builds",
-            "Builds of the fleet at a past moment (`at`) waiting for their turn, and under way",
-            builds,
-        );
+        register_fleet(&mut registry, fleet);
+        register_index(&mut registry, generation, objects, symbols, past_builds);
+        self.register_service(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)
+            .expect("writing to a String does not fail");
+        text
+    }
+
+    /// The hub's own counters and histograms: requests, store queries, the answer cache and
+    /// refreshes.
+    fn register_service(&self, registry: &mut Registry) {
         registry.register(
             "fleetscope_hub_requests",
             "HTTP requests per route pattern, method and status",
@@ -342,11 +257,119 @@ impl HubMetrics {
             "Duration of each phase of a successful refresh (reads from ClickHouse, waiting for the writer, applying rows, advancing the clock, publishing the snapshot)",
             self.refresh_phase_seconds.clone(),
         );
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry)
-            .expect("writing to a String does not fail");
-        text
     }
+}
+
+/// The fleet's series: clusters, stale clusters, the oldest last-seen age and pairs per state,
+/// per group, and pairs per app and state.
+fn register_fleet(registry: &mut Registry, fleet: &FleetSnapshot) {
+    let clusters = Family::<GroupLabels, Gauge>::default();
+    let stale = Family::<GroupLabels, Gauge>::default();
+    let oldest = Family::<GroupLabels, Gauge>::default();
+    let instances = Family::<GroupStateLabels, Gauge>::default();
+    let per_app = Family::<AppStateLabels, Gauge>::default();
+    for (group, g) in &fleet.groups {
+        let labels = GroupLabels {
+            group: group.clone(),
+        };
+        clusters
+            .get_or_create(&labels)
+            .set(g.counts.clusters as i64);
+        stale
+            .get_or_create(&labels)
+            .set(g.counts.stale_clusters as i64);
+        oldest.get_or_create(&labels).set(g.oldest_last_seen_age);
+        for state in DriftState::ALL {
+            instances
+                .get_or_create(&GroupStateLabels {
+                    group: group.clone(),
+                    state: state.as_str().into(),
+                })
+                .set(g.counts.state(*state) as i64);
+        }
+    }
+    for (app, counts) in &fleet.apps {
+        for state in DriftState::ALL {
+            per_app
+                .get_or_create(&AppStateLabels {
+                    app: app.clone(),
+                    state: state.as_str().into(),
+                })
+                .set(counts[state_index(*state)] as i64);
+        }
+    }
+    registry.register(
+        "fleetscope_clusters",
+        "Clusters in the inventory per group (\"\" is the fleet)",
+        clusters,
+    );
+    registry.register(
+        "fleetscope_stale_clusters",
+        "Clusters not heard from within the stale threshold, per group",
+        stale,
+    );
+    registry.register(
+            "fleetscope_oldest_last_seen_age_seconds",
+            "Seconds since the least recently seen cluster of the group was seen (clusters never seen not counted)",
+            oldest,
+        );
+    registry.register(
+        "fleetscope_app_instances",
+        "(cluster, app) pairs per group and drift state",
+        instances,
+    );
+    registry.register(
+        "fleetscope_app_instances_by_app",
+        "(cluster, app) pairs per app and drift state, whole fleet",
+        per_app,
+    );
+}
+
+/// The index's size and the builds of past moments.
+fn register_index(
+    registry: &mut Registry,
+    generation: u64,
+    objects: usize,
+    symbols: usize,
+    past_builds: PastBuilds,
+) {
+    let generation_gauge = Gauge::<i64>::default();
+    generation_gauge.set(generation as i64);
+    registry.register(
+        "fleetscope_hub_index_generation",
+        "Changes applied to the hub's index since it started",
+        generation_gauge,
+    );
+    let objects_gauge = Gauge::<i64>::default();
+    objects_gauge.set(objects as i64);
+    registry.register(
+        "fleetscope_hub_index_objects",
+        "App objects held in the hub's index",
+        objects_gauge,
+    );
+    let symbols_gauge = Gauge::<i64>::default();
+    symbols_gauge.set(symbols as i64);
+    registry.register(
+        "fleetscope_hub_index_strings",
+        "Distinct strings held in the hub's index",
+        symbols_gauge,
+    );
+    let builds = Family::<BuildLabels, Gauge>::default();
+    for (state, count) in [
+        ("waiting", past_builds.waiting),
+        ("building", past_builds.building),
+    ] {
+        builds
+            .get_or_create(&BuildLabels {
+                state: state.to_owned(),
+            })
+            .set(count as i64);
+    }
+    registry.register(
+        "fleetscope_hub_past_builds",
+        "Builds of the fleet at a past moment (`at`) waiting for their turn, and under way",
+        builds,
+    );
 }
 
 /// Builds of the fleet at past moments now (see `fleetscope_engine::past::Past`).

@@ -125,7 +125,7 @@ fn complete(document: &mut OpenApi, open_paths: &[String]) {
     for (name, schema) in components.schemas.iter_mut() {
         require_every_property(name, schema);
     }
-    let examples = crate::answers::examples();
+    let examples = crate::examples::examples();
     for (path, item) in document.paths.paths.iter_mut() {
         let Some(operation) = item.get.as_mut() else {
             continue;

@@ -217,13 +217,15 @@ fn the_services_do_not_depend_on_each_other() {
         "fleetscope-collector",
         "fleetscope-renderer",
         "fleetscope-hub",
+        "fleetscope-engine",
     ];
     check(
-        "the collector, the renderer and the hub do not depend on each other other than as a dev-dependency",
+        "the collector, the renderer and the hub (with its engine) do not depend on each other other than as a dev-dependency, but for the hub on its engine",
         |e| {
             SERVICES.contains(&e.from.as_str())
                 && SERVICES.contains(&e.to.as_str())
                 && e.kind != Kind::Dev
+                && !(e.from == "fleetscope-hub" && e.to == "fleetscope-engine")
         },
     );
 }
@@ -268,9 +270,9 @@ fn only_the_hub_makes_the_openapi_document() {
     });
 }
 
-/// The packages of `cargo tree -p fleetscope -e normal` with these extra arguments.
-fn binary_tree(features: &[&str]) -> BTreeSet<String> {
-    let mut args = vec!["tree", "-p", "fleetscope", "-e", "normal"];
+/// The packages of `cargo tree -p <package> -e normal` with these extra arguments.
+fn normal_tree(package: &str, features: &[&str]) -> BTreeSet<String> {
+    let mut args = vec!["tree", "-p", package, "-e", "normal"];
     args.extend(["--prefix", "none", "--format", "{p}"]);
     args.extend(features);
     cargo(&args)
@@ -282,7 +284,7 @@ fn binary_tree(features: &[&str]) -> BTreeSet<String> {
 
 #[test]
 fn the_release_binary_links_no_tool_local_server_or_test_support() {
-    let release = binary_tree(&["--no-default-features"]);
+    let release = normal_tree("fleetscope", &["--no-default-features"]);
     assert!(
         release.contains("fleetscope-hub") && release.contains("fleetscope-collector"),
         "cargo tree lists no services: {release:?}"
@@ -299,7 +301,7 @@ fn the_release_binary_links_no_tool_local_server_or_test_support() {
         "fleetscope without default features links {linked:?}"
     );
     // And the feature is what keeps them out: with it, the tools are there.
-    let with_tools = binary_tree(&[]);
+    let with_tools = normal_tree("fleetscope", &[]);
     for tool in TOOLS {
         assert!(
             with_tools.contains(*tool),
@@ -307,3 +309,33 @@ fn the_release_binary_links_no_tool_local_server_or_test_support() {
         );
     }
 }
+
+/// The engine reads the store (whose ClickHouse client speaks HTTP) but serves nothing: no
+/// HTTP server or router, no OpenAPI, no metrics exposition, no service runtime.
+#[test]
+fn the_engine_links_nothing_that_serves_http() {
+    let engine = normal_tree("fleetscope-engine", &[]);
+    assert!(
+        engine.contains("fleetscope-store"),
+        "cargo tree lists no store under the engine: {engine:?}"
+    );
+    let http: Vec<&String> = engine
+        .iter()
+        .filter(|name| {
+            [
+                "axum",
+                "tower-http",
+                "utoipa",
+                "prometheus-client",
+                "fleetscope-serve",
+                "fleetscope-runtime",
+            ]
+            .iter()
+            .any(|http| name.as_str() == *http || name.starts_with(&format!("{http}-")))
+        })
+        .collect();
+    assert!(http.is_empty(), "the engine links {http:?}");
+}
+
+#[path = "boundaries/modules.rs"]
+mod modules;

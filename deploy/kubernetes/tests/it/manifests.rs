@@ -827,7 +827,7 @@ fn the_token_files_are_what_hub_and_collector_read_and_refuse_the_placeholders()
         let objects = &build(name).objects;
         let hub_file =
             data_value(objects, "Secret", "fleetscope-hub-tokens", "tokens.yaml").unwrap();
-        let problems = fleetscope_hub::auth::Auth::parse(hub_file).unwrap_err();
+        let problems = fleetscope_hub::Auth::parse(hub_file).unwrap_err();
         assert_eq!(
             problems.len(),
             3,
@@ -848,7 +848,7 @@ fn the_token_files_are_what_hub_and_collector_read_and_refuse_the_placeholders()
                 hex(&c[0])
             }
         });
-        let auth = fleetscope_hub::auth::Auth::parse(&filled).unwrap();
+        let auth = fleetscope_hub::Auth::parse(&filled).unwrap();
         let monitor = find(objects, "ServiceMonitor", "fleetscope-hub");
         let credentials = &monitor["spec"]["endpoints"][0]["authorization"]["credentials"];
         let shipped = data_value(
