@@ -317,8 +317,40 @@ pub struct Rows {
 /// The rows that bring the store from `current` to the desired state of one render: a pure
 /// function of the render and what the store held.
 pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Timestamp) -> Rows {
+    let platform = &outcome.platform;
+    let in_platform: BTreeSet<&str> = platform.clusters.keys().map(|c| c.as_str()).collect();
+    let (desired, changed, removed) = desired_rows(outcome, current, render_id, now);
+    let members = membership_rows(outcome, current, &in_platform, render_id);
+    let (since_sets, member_since) = since_rows(&members, outcome, current, render_id, now);
+    let reason_sets = reason_set_rows(outcome, current, render_id);
+    let reason_members = reason_member_rows(outcome, current, &in_platform, render_id);
+    let clusters = inventory_rows(outcome, current, &in_platform, render_id, now);
+    let render = render_row(outcome, render_id, now, changed + removed);
+    Rows {
+        desired,
+        members,
+        reason_sets,
+        reason_members,
+        since_sets,
+        member_since,
+        clusters,
+        render,
+        changed,
+        removed,
+    }
+}
+
+/// The desired rows of a render: one for each (render group, app) whose version or content
+/// changed or that is new, then a removal for each that is no longer desired; with how many of
+/// each.
+fn desired_rows(
+    outcome: &RenderOutcome,
+    current: &Current,
+    render_id: u64,
+    now: Timestamp,
+) -> (Vec<DesiredRow>, usize, usize) {
     let (platform, assigned, hashes) = (&outcome.platform, &outcome.assigned, &outcome.hashes);
-    let (commit, summary) = (outcome.commit.head.as_str(), outcome.summary.as_str());
+    let commit = outcome.commit.head.as_str();
     let current_desired = &current.desired;
     let group_reasons = render_group_reasons(assigned);
     let mut desired = Vec::new();
@@ -376,15 +408,24 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
             });
         }
     }
-    let in_platform: BTreeSet<&str> = platform.clusters.keys().map(|c| c.as_str()).collect();
-    let members_now = &current.members;
-    let members: Vec<MembershipRow> = membership_changes(
-        members_now,
-        assigned
+    (desired, changed, removed)
+}
+
+/// The render group membership rows of a render (see [`membership_changes`]).
+fn membership_rows(
+    outcome: &RenderOutcome,
+    current: &Current,
+    in_platform: &BTreeSet<&str>,
+    render_id: u64,
+) -> Vec<MembershipRow> {
+    membership_changes(
+        &current.members,
+        outcome
+            .assigned
             .members
             .iter()
             .map(|(c, g)| (c.as_str(), g.as_str())),
-        &in_platform,
+        in_platform,
     )
     .into_iter()
     .map(|(cluster_id, render_group, removed)| MembershipRow {
@@ -393,7 +434,18 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
         render_id,
         removed,
     })
-    .collect();
+    .collect()
+}
+
+/// The since sets not stored before and the membership since rows of the clusters that join a
+/// render group with `members` (see [`carried_since`]).
+fn since_rows(
+    members: &[MembershipRow],
+    outcome: &RenderOutcome,
+    current: &Current,
+    render_id: u64,
+    now: Timestamp,
+) -> (Vec<SinceSetRow>, Vec<MemberSinceRow>) {
     let joining: Vec<(&str, &str)> = members
         .iter()
         .filter(|m| m.removed == 0)
@@ -418,8 +470,17 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
             since_set: name.clone(),
         });
     }
-    // Reason sets are named by their content: a row is written when a reason set appears
-    // (or comes back) and when no cluster has it any more.
+    (since_sets, member_since)
+}
+
+/// The reason set rows of a render. Reason sets are named by their content: a row is written
+/// when a reason set appears (or comes back) and when no cluster has it any more.
+fn reason_set_rows(
+    outcome: &RenderOutcome,
+    current: &Current,
+    render_id: u64,
+) -> Vec<ReasonSetRow> {
+    let assigned = &outcome.assigned;
     let sets_now = &current.reason_sets;
     let mut reason_sets = Vec::new();
     for (name, apps) in &assigned.reason_sets {
@@ -447,14 +508,24 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
             });
         }
     }
-    let reason_members_now = &current.reason_members;
-    let reason_members: Vec<ReasonMemberRow> = membership_changes(
-        reason_members_now,
-        assigned
+    reason_sets
+}
+
+/// The reason set membership rows of a render (see [`membership_changes`]).
+fn reason_member_rows(
+    outcome: &RenderOutcome,
+    current: &Current,
+    in_platform: &BTreeSet<&str>,
+    render_id: u64,
+) -> Vec<ReasonMemberRow> {
+    membership_changes(
+        &current.reason_members,
+        outcome
+            .assigned
             .reason_set_of
             .iter()
             .map(|(c, set)| (c.as_str(), set.as_str())),
-        &in_platform,
+        in_platform,
     )
     .into_iter()
     .map(|(cluster_id, reason_set, removed)| ReasonMemberRow {
@@ -463,10 +534,20 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
         render_id,
         removed,
     })
-    .collect();
-    // The inventory: a row for each cluster whose row would say something else than the
-    // stored one (new clusters, moved, relabelled), and a removal for each cluster taken out of
-    // the platform repo (otherwise it would count as quiet forever).
+    .collect()
+}
+
+/// The inventory rows of a render: a row for each cluster whose row would say something else
+/// than the stored one (new clusters, moved, relabelled), and a removal for each cluster taken
+/// out of the platform repo (otherwise it would count as quiet forever).
+fn inventory_rows(
+    outcome: &RenderOutcome,
+    current: &Current,
+    in_platform: &BTreeSet<&str>,
+    render_id: u64,
+    now: Timestamp,
+) -> Vec<ClusterRow> {
+    let platform = &outcome.platform;
     let mut clusters = Vec::new();
     for entry in platform.clusters.values() {
         let cluster = fleetscope_model::Cluster {
@@ -501,27 +582,26 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
             });
         }
     }
-    let render = RenderRow {
+    clusters
+}
+
+/// The `renders` row of a render that wrote `changed_items` desired rows.
+fn render_row(
+    outcome: &RenderOutcome,
+    render_id: u64,
+    now: Timestamp,
+    changed_items: usize,
+) -> RenderRow {
+    let assigned = &outcome.assigned;
+    RenderRow {
         render_id,
-        commit: commit.to_owned(),
+        commit: outcome.commit.head.clone(),
         platform_commit: String::new(),
         rendered_at: fleetscope_store::to_datetime(now),
-        summary: summary.to_owned(),
+        summary: outcome.summary.clone(),
         render_groups: assigned.groups.len() as u32,
         clusters: assigned.members.len() as u32,
-        changed_items: (changed + removed) as u32,
-    };
-    Rows {
-        desired,
-        members,
-        reason_sets,
-        reason_members,
-        since_sets,
-        member_since,
-        clusters,
-        render,
-        changed,
-        removed,
+        changed_items: changed_items as u32,
     }
 }
 

@@ -11,7 +11,10 @@ use fleetscope_model::{
     ReconcilerKind, Version,
 };
 
-use crate::platform::{ClusterDoc, Document, Origin, PlatformDocs, PlatformError, Values};
+use crate::platform::{
+    ApplicationDoc, ClusterDoc, Document, GroupDoc, NamespaceDoc, Origin, PlatformDocs,
+    PlatformError, PolicyDoc, Values,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterEntry {
@@ -168,16 +171,45 @@ pub fn build(docs: &PlatformDocs) -> Result<Platform, Vec<PlatformError>> {
 pub fn build_inputs<'a>(
     inputs: impl IntoIterator<Item = Input<'a>>,
 ) -> Result<Platform, Vec<PlatformError>> {
-    let mut errors = Vec::new();
-    let mut platform = Platform::default();
-    let mut seen: BTreeMap<(&str, String), Origin> = BTreeMap::new();
-    let mut unique = |errors: &mut Vec<PlatformError>,
-                      kind: &'static str,
-                      name: &str,
-                      origin: &Origin,
-                      field: &str| {
-        if let Some(first) = seen.get(&(kind, name.to_owned())) {
-            errors.push(origin.error(
+    let mut checker = Checker::default();
+    let deferred = checker.read_inputs(inputs);
+    checker.add_clusters(deferred.clusters);
+    checker.require_gitops_repository_for_argo_cd();
+    checker.add_apps(&deferred.apps);
+    checker.check_dependencies();
+    checker.add_namespaces(&deferred.namespaces);
+    checker.check_app_namespaces();
+    checker.add_policies(&deferred.policies);
+    checker.finish()
+}
+
+/// The documents whose checks need others first (the environments for clusters, the apps for
+/// namespaces and policies), in document order.
+#[derive(Default)]
+struct Deferred<'a> {
+    clusters: Vec<RawCluster<'a>>,
+    apps: Vec<(&'a Origin, &'a ApplicationDoc)>,
+    namespaces: Vec<(&'a Origin, &'a NamespaceDoc)>,
+    policies: Vec<(&'a Origin, &'a PolicyDoc)>,
+}
+
+/// The platform being built, the problems found so far, and where each name was defined.
+#[derive(Default)]
+struct Checker {
+    platform: Platform,
+    errors: Vec<PlatformError>,
+    /// Where each (kind, name) was first defined.
+    seen: BTreeMap<(&'static str, String), Origin>,
+    gitops_declared: bool,
+    gitops_origin: Option<Origin>,
+}
+
+impl Checker {
+    /// Records `kind` `name` as defined at `origin`; returns false, with an error naming the
+    /// first definition, when it was defined before.
+    fn unique(&mut self, kind: &'static str, name: &str, origin: &Origin, field: &str) -> bool {
+        if let Some(first) = self.seen.get(&(kind, name.to_owned())) {
+            self.errors.push(origin.error(
                 field,
                 format!(
                     "{kind} {name:?} is already defined in {}#{}",
@@ -186,97 +218,126 @@ pub fn build_inputs<'a>(
             ));
             false
         } else {
-            seen.insert((kind, name.to_owned()), origin.clone());
+            self.seen.insert((kind, name.to_owned()), origin.clone());
             true
         }
-    };
-    let mut gitops_declared = false;
-    let mut gitops_origin: Option<Origin> = None;
-    let mut raw_clusters = Vec::new();
-    let mut raw_apps = Vec::new();
-    let mut raw_namespaces = Vec::new();
-    let mut raw_policies = Vec::new();
-    for input in inputs {
-        let (origin, document) = match input {
-            Input::Document(origin, document) => (origin, document),
-            Input::CheckedCluster(entry) => {
-                raw_clusters.push(RawCluster::Checked(entry));
-                continue;
+    }
+
+    /// Checks the documents that need no other (environments, groups, the GitOps repository)
+    /// and returns the rest.
+    fn read_inputs<'a>(&mut self, inputs: impl IntoIterator<Item = Input<'a>>) -> Deferred<'a> {
+        let mut deferred = Deferred::default();
+        for input in inputs {
+            let (origin, document) = match input {
+                Input::Document(origin, document) => (origin, document),
+                Input::CheckedCluster(entry) => {
+                    deferred.clusters.push(RawCluster::Checked(entry));
+                    continue;
+                }
+            };
+            match document {
+                Document::Environment(env) => self.add_environment(origin, &env.name),
+                Document::Group(group) => self.add_group(origin, group),
+                Document::Cluster(cluster) => deferred
+                    .clusters
+                    .push(RawCluster::Document(origin, cluster)),
+                Document::Application(app) => deferred.apps.push((origin, app)),
+                Document::Namespace(namespace) => deferred.namespaces.push((origin, namespace)),
+                Document::Policy(policy) => deferred.policies.push((origin, policy)),
+                Document::GitOpsRepository(repo) => {
+                    self.add_gitops_repository(origin, repo.url.as_str())
+                }
             }
-        };
-        match document {
-            Document::Environment(env) => match Environment::parse(&env.name) {
-                Ok(parsed) if unique(&mut errors, "environment", &env.name, origin, "name") => {
-                    platform.environments.insert(parsed);
+        }
+        deferred
+    }
+
+    /// Adds an environment unless its name is invalid or taken.
+    fn add_environment(&mut self, origin: &Origin, name: &str) {
+        match Environment::parse(name) {
+            Ok(parsed) if self.unique("environment", name, origin, "name") => {
+                self.platform.environments.insert(parsed);
+            }
+            Ok(_) => {}
+            Err(err) => self.errors.push(origin.error("name", err.to_string())),
+        }
+    }
+
+    /// Adds a group's labels unless its path is invalid or taken; checks the labels.
+    fn add_group(&mut self, origin: &Origin, group: &GroupDoc) {
+        match GroupPath::parse(&group.path) {
+            Ok(path) => {
+                for err in validate_labels(&group.labels) {
+                    self.errors.push(origin.error("labels", err.to_string()));
                 }
-                Ok(_) => {}
-                Err(err) => errors.push(origin.error("name", err.to_string())),
-            },
-            Document::Group(group) => match GroupPath::parse(&group.path) {
-                Ok(path) => {
-                    for err in validate_labels(&group.labels) {
-                        errors.push(origin.error("labels", err.to_string()));
-                    }
-                    if unique(&mut errors, "group", &group.path, origin, "path") {
-                        platform.group_labels.insert(path, group.labels.clone());
-                    }
+                if self.unique("group", &group.path, origin, "path") {
+                    self.platform
+                        .group_labels
+                        .insert(path, group.labels.clone());
                 }
-                Err(err) => errors.push(origin.error("path", err.to_string())),
-            },
-            Document::Cluster(cluster) => raw_clusters.push(RawCluster::Document(origin, cluster)),
-            Document::Application(app) => raw_apps.push((origin, app)),
-            Document::Namespace(namespace) => raw_namespaces.push((origin, namespace)),
-            Document::Policy(policy) => raw_policies.push((origin, policy)),
-            Document::GitOpsRepository(repo) => {
-                gitops_declared = true;
-                let url = repo.url.as_str();
-                let scheme_ok = ["https://", "http://", "ssh://"]
-                    .iter()
-                    .any(|s| url.len() > s.len() && url.starts_with(s))
-                    || (url.starts_with("git@") && url.contains(':'));
-                if !scheme_ok || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                    errors.push(origin.error(
-                        "url",
-                        format!("{url:?} is not a Git URL (https://, http://, ssh:// or git@host:path, no spaces)"),
-                    ));
-                } else if let Some(first) = &gitops_origin {
-                    errors.push(origin.error(
-                        "kind",
-                        format!(
-                            "only one GitOpsRepository document is allowed; the first is {}#{}",
-                            first.file, first.document
-                        ),
-                    ));
-                } else {
-                    gitops_origin = Some(origin.clone());
-                    platform.gitops_url = Some(url.to_owned());
-                }
+            }
+            Err(err) => self.errors.push(origin.error("path", err.to_string())),
+        }
+    }
+
+    /// Takes the output repository's URL from the first valid `GitOpsRepository` document; a
+    /// second one is an error.
+    fn add_gitops_repository(&mut self, origin: &Origin, url: &str) {
+        self.gitops_declared = true;
+        let scheme_ok = ["https://", "http://", "ssh://"]
+            .iter()
+            .any(|s| url.len() > s.len() && url.starts_with(s))
+            || (url.starts_with("git@") && url.contains(':'));
+        if !scheme_ok || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            self.errors.push(origin.error(
+                "url",
+                format!("{url:?} is not a Git URL (https://, http://, ssh:// or git@host:path, no spaces)"),
+            ));
+        } else if let Some(first) = &self.gitops_origin {
+            self.errors.push(origin.error(
+                "kind",
+                format!(
+                    "only one GitOpsRepository document is allowed; the first is {}#{}",
+                    first.file, first.document
+                ),
+            ));
+        } else {
+            self.gitops_origin = Some(origin.clone());
+            self.platform.gitops_url = Some(url.to_owned());
+        }
+    }
+
+    /// Adds the clusters, in document order, once every environment is known.
+    fn add_clusters(&mut self, clusters: Vec<RawCluster<'_>>) {
+        for raw in clusters {
+            match raw {
+                RawCluster::Document(origin, doc) => self.add_cluster_document(origin, doc),
+                RawCluster::Checked(entry) => self.add_checked_cluster(entry),
             }
         }
     }
 
-    for raw in raw_clusters {
-        let (origin, doc) = match raw {
-            RawCluster::Document(origin, doc) => (origin, doc),
-            RawCluster::Checked(entry) => {
-                if !platform.environments.contains(&entry.environment) {
-                    errors.push(undefined_environment(
-                        &entry.origin,
-                        entry.environment.as_str(),
-                    ));
-                } else {
-                    add_cluster(&mut platform, &mut errors, entry);
-                }
-                continue;
-            }
-        };
+    /// Adds a cluster checked before, once its environment is known to be defined.
+    fn add_checked_cluster(&mut self, entry: ClusterEntry) {
+        if !self.platform.environments.contains(&entry.environment) {
+            self.errors.push(undefined_environment(
+                &entry.origin,
+                entry.environment.as_str(),
+            ));
+        } else {
+            add_cluster(&mut self.platform, &mut self.errors, entry);
+        }
+    }
+
+    /// Checks a cluster's document in full and adds the cluster when it passes.
+    fn add_cluster_document(&mut self, origin: &Origin, doc: &ClusterDoc) {
         let id = ClusterId::parse(&doc.id).map_err(|err| origin.error("id", err.to_string()));
         let group =
             GroupPath::parse(&doc.group).map_err(|err| origin.error("group", err.to_string()));
         let environment = Environment::parse(&doc.environment)
             .map_err(|err| origin.error("environment", err.to_string()))
             .and_then(|env| {
-                if platform.environments.contains(&env) {
+                if self.platform.environments.contains(&env) {
                     Ok(env)
                 } else {
                     Err(undefined_environment(origin, &doc.environment))
@@ -289,11 +350,11 @@ pub fn build_inputs<'a>(
             )
         });
         for err in validate_labels(&doc.labels) {
-            errors.push(origin.error("labels", err.to_string()));
+            self.errors.push(origin.error("labels", err.to_string()));
         }
         for key in doc.values.keys() {
             if !is_substitution_variable(key) {
-                errors.push(origin.error(format!("values.{key}"), format!("{key:?} cannot be a substitution variable (letters, digits and _, not starting with a digit)")));
+                self.errors.push(origin.error(format!("values.{key}"), format!("{key:?} cannot be a substitution variable (letters, digits and _, not starting with a digit)")));
             }
         }
         match (id, group, environment, reconciler) {
@@ -307,10 +368,10 @@ pub fn build_inputs<'a>(
                     values: doc.values.clone(),
                     origin: origin.clone(),
                 };
-                add_cluster(&mut platform, &mut errors, entry);
+                add_cluster(&mut self.platform, &mut self.errors, entry);
             }
             (id, group, environment, reconciler) => {
-                errors.extend(
+                self.errors.extend(
                     [id.err(), group.err(), environment.err(), reconciler.err()]
                         .into_iter()
                         .flatten(),
@@ -319,14 +380,20 @@ pub fn build_inputs<'a>(
         }
     }
 
-    if !gitops_declared {
-        let argo: Vec<&ClusterEntry> = platform
+    /// Argo CD clusters pull their render group by URL: without a `GitOpsRepository` document,
+    /// an error at the first of them.
+    fn require_gitops_repository_for_argo_cd(&mut self) {
+        if self.gitops_declared {
+            return;
+        }
+        let argo: Vec<&ClusterEntry> = self
+            .platform
             .clusters
             .values()
             .filter(|c| c.reconciler == Reconciler::ArgoCd)
             .collect();
         if let Some(first) = argo.first() {
-            errors.push(first.origin.error(
+            self.errors.push(first.origin.error(
                 "reconciler",
                 format!(
                     "{} cluster(s) use Argo CD, which pulls its render group by URL: add a `kind: GitOpsRepository` document with the output repository's url",
@@ -336,7 +403,16 @@ pub fn build_inputs<'a>(
         }
     }
 
-    for (origin, doc) in &raw_apps {
+    /// Adds the applications, in document order.
+    fn add_apps(&mut self, apps: &[(&Origin, &ApplicationDoc)]) {
+        for (origin, doc) in apps {
+            self.add_app(origin, doc);
+        }
+    }
+
+    /// Checks an application's document as the model validates an application, and adds it
+    /// unless its name is taken.
+    fn add_app(&mut self, origin: &Origin, doc: &ApplicationDoc) {
         let name = AppName::parse(&doc.name).map_err(|err| origin.error("name", err.to_string()));
         let version =
             Version::parse(&doc.version).map_err(|err| origin.error("version", err.to_string()));
@@ -344,87 +420,81 @@ pub fn build_inputs<'a>(
         for (i, dep) in doc.depends_on.iter().enumerate() {
             match AppName::parse(dep) {
                 Ok(dep) => depends_on.push(dep),
-                Err(err) => errors.push(origin.error(format!("dependsOn[{i}]"), err.to_string())),
+                Err(err) => self
+                    .errors
+                    .push(origin.error(format!("dependsOn[{i}]"), err.to_string())),
             }
         }
-        if let (Ok(name), Ok(version)) = (&name, &version) {
-            let model = fleetscope_model::Application {
-                name: name.clone(),
-                version: version.clone(),
-                source: doc.source.clone(),
-                kind: doc.reconciler,
-                namespace: doc.namespace.clone(),
-                depends_on: depends_on.clone(),
-                labels: doc.labels.clone(),
-            };
-            for problem in model.validate() {
-                errors.push(origin.error("", problem));
-            }
-            if unique(&mut errors, "application", name.as_str(), origin, "name") {
-                platform.apps.insert(
-                    name.clone(),
-                    AppEntry {
-                        name: name.clone(),
-                        version: version.clone(),
-                        source: doc.source.clone(),
-                        kind: doc.reconciler,
-                        namespace: doc.namespace.clone(),
-                        depends_on,
-                        labels: doc.labels.clone(),
-                        values: doc.values.clone(),
-                        origin: (*origin).clone(),
-                    },
-                );
-            }
-        } else {
-            errors.extend([name.err(), version.err()].into_iter().flatten());
+        let (Ok(name), Ok(version)) = (&name, &version) else {
+            self.errors
+                .extend([name.err(), version.err()].into_iter().flatten());
+            return;
+        };
+        let model = fleetscope_model::Application {
+            name: name.clone(),
+            version: version.clone(),
+            source: doc.source.clone(),
+            kind: doc.reconciler,
+            namespace: doc.namespace.clone(),
+            depends_on: depends_on.clone(),
+            labels: doc.labels.clone(),
+        };
+        for problem in model.validate() {
+            self.errors.push(origin.error("", problem));
         }
-    }
-    // References between apps, and cycles.
-    for app in platform.apps.values() {
-        for (i, dep) in app.depends_on.iter().enumerate() {
-            if !platform.apps.contains_key(dep) {
-                errors.push(app.origin.error(
-                    format!("dependsOn[{i}]"),
-                    format!("application {:?} is not defined", dep.as_str()),
-                ));
-            }
+        if self.unique("application", name.as_str(), origin, "name") {
+            self.platform.apps.insert(
+                name.clone(),
+                AppEntry {
+                    name: name.clone(),
+                    version: version.clone(),
+                    source: doc.source.clone(),
+                    kind: doc.reconciler,
+                    namespace: doc.namespace.clone(),
+                    depends_on,
+                    labels: doc.labels.clone(),
+                    values: doc.values.clone(),
+                    origin: origin.clone(),
+                },
+            );
         }
     }
-    errors.extend(dependency_cycles(&platform));
 
-    for (origin, doc) in &raw_namespaces {
-        if let Err(err) = fleetscope_model::ids::validate_dns_label("namespace", &doc.name) {
-            errors.push(origin.error("name", err.to_string()));
-            continue;
-        }
-        if doc.owners.is_empty() {
-            errors.push(origin.error("owners", "a namespace needs at least one owner"));
-        }
-        let mut apps = BTreeSet::new();
-        for (i, app) in doc.apps.iter().enumerate() {
-            match AppName::parse(app)
-                .ok()
-                .and_then(|name| platform.apps.get(&name).map(|entry| (name, entry)))
-            {
-                None => errors.push(origin.error(
-                    format!("apps[{i}]"),
-                    format!("application {app:?} is not defined"),
-                )),
-                Some((_, entry)) if entry.namespace != doc.name => errors.push(origin.error(
-                    format!("apps[{i}]"),
-                    format!(
-                        "application {app:?} lives in namespace {:?}, not {:?}",
-                        entry.namespace, doc.name
-                    ),
-                )),
-                Some((name, _)) => {
-                    apps.insert(name);
+    /// Every dependency names a defined application, and no dependencies form a cycle.
+    fn check_dependencies(&mut self) {
+        for app in self.platform.apps.values() {
+            for (i, dep) in app.depends_on.iter().enumerate() {
+                if !self.platform.apps.contains_key(dep) {
+                    self.errors.push(app.origin.error(
+                        format!("dependsOn[{i}]"),
+                        format!("application {:?} is not defined", dep.as_str()),
+                    ));
                 }
             }
         }
-        if unique(&mut errors, "namespace", &doc.name, origin, "name") {
-            platform.namespaces.insert(
+        self.errors.extend(dependency_cycles(&self.platform));
+    }
+
+    /// Adds the namespaces, in document order, once every application is known.
+    fn add_namespaces(&mut self, namespaces: &[(&Origin, &NamespaceDoc)]) {
+        for (origin, doc) in namespaces {
+            self.add_namespace(origin, doc);
+        }
+    }
+
+    /// Checks a namespace's document and adds it unless its name is taken.
+    fn add_namespace(&mut self, origin: &Origin, doc: &NamespaceDoc) {
+        if let Err(err) = fleetscope_model::ids::validate_dns_label("namespace", &doc.name) {
+            self.errors.push(origin.error("name", err.to_string()));
+            return;
+        }
+        if doc.owners.is_empty() {
+            self.errors
+                .push(origin.error("owners", "a namespace needs at least one owner"));
+        }
+        let apps = self.namespace_apps(origin, doc);
+        if self.unique("namespace", &doc.name, origin, "name") {
+            self.platform.namespaces.insert(
                 doc.name.clone(),
                 NamespaceEntry {
                     name: doc.name.clone(),
@@ -436,34 +506,79 @@ pub fn build_inputs<'a>(
             );
         }
     }
-    for app in platform.apps.values() {
-        if !platform.namespaces.contains_key(&app.namespace) {
-            errors.push(app.origin.error(
-                "namespace",
-                format!(
-                    "namespace {:?} is not defined (add a `kind: Namespace` document)",
-                    app.namespace
-                ),
-            ));
+
+    /// The applications a namespace lists that are defined and live in it; an error for each
+    /// other.
+    fn namespace_apps(&mut self, origin: &Origin, doc: &NamespaceDoc) -> BTreeSet<AppName> {
+        let mut apps = BTreeSet::new();
+        for (i, app) in doc.apps.iter().enumerate() {
+            match AppName::parse(app)
+                .ok()
+                .and_then(|name| self.platform.apps.get(&name).map(|entry| (name, entry)))
+            {
+                None => self.errors.push(origin.error(
+                    format!("apps[{i}]"),
+                    format!("application {app:?} is not defined"),
+                )),
+                Some((_, entry)) if entry.namespace != doc.name => self.errors.push(origin.error(
+                    format!("apps[{i}]"),
+                    format!(
+                        "application {app:?} lives in namespace {:?}, not {:?}",
+                        entry.namespace, doc.name
+                    ),
+                )),
+                Some((name, _)) => {
+                    apps.insert(name);
+                }
+            }
+        }
+        apps
+    }
+
+    /// Every application's namespace has a `kind: Namespace` document.
+    fn check_app_namespaces(&mut self) {
+        for app in self.platform.apps.values() {
+            if !self.platform.namespaces.contains_key(&app.namespace) {
+                self.errors.push(app.origin.error(
+                    "namespace",
+                    format!(
+                        "namespace {:?} is not defined (add a `kind: Namespace` document)",
+                        app.namespace
+                    ),
+                ));
+            }
         }
     }
 
-    for (origin, doc) in raw_policies {
+    /// Adds the policies, in document order, then puts them in precedence order.
+    fn add_policies(&mut self, policies: &[(&Origin, &PolicyDoc)]) {
+        for (origin, doc) in policies {
+            self.add_policy(origin, doc);
+        }
+        self.platform
+            .policies
+            .sort_by(|a, b| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
+    }
+
+    /// Checks a policy's document (selectors, the apps it names, its version) and adds it
+    /// unless its name is taken.
+    fn add_policy(&mut self, origin: &Origin, doc: &PolicyDoc) {
         if doc.name.trim().is_empty() {
-            errors.push(origin.error("name", "is empty"));
-            continue;
+            self.errors.push(origin.error("name", "is empty"));
+            return;
         }
         for err in doc.clusters.validate() {
-            errors.push(origin.error("clusters", err.to_string()));
+            self.errors.push(origin.error("clusters", err.to_string()));
         }
         for requirement in &doc.apps.match_expressions {
             for err in requirement.validate() {
-                errors.push(origin.error("apps.matchExpressions", err.to_string()));
+                self.errors
+                    .push(origin.error("apps.matchExpressions", err.to_string()));
             }
         }
         for (i, name) in doc.apps.names.iter().enumerate() {
-            if !platform.apps.contains_key(name) {
-                errors.push(origin.error(
+            if !self.platform.apps.contains_key(name) {
+                self.errors.push(origin.error(
                     format!("apps.names[{i}]"),
                     format!("application {:?} is not defined", name.as_str()),
                 ));
@@ -472,12 +587,12 @@ pub fn build_inputs<'a>(
         let version = match doc.version.as_deref().map(Version::parse).transpose() {
             Ok(version) => version,
             Err(err) => {
-                errors.push(origin.error("version", err.to_string()));
+                self.errors.push(origin.error("version", err.to_string()));
                 None
             }
         };
-        if unique(&mut errors, "policy", &doc.name, origin, "name") {
-            platform.policies.push(PolicyEntry {
+        if self.unique("policy", &doc.name, origin, "name") {
+            self.platform.policies.push(PolicyEntry {
                 name: doc.name.clone(),
                 apps: doc.apps.clone(),
                 clusters: doc.clusters.clone(),
@@ -488,16 +603,16 @@ pub fn build_inputs<'a>(
             });
         }
     }
-    platform
-        .policies
-        .sort_by(|a, b| (a.priority, &a.name).cmp(&(b.priority, &b.name)));
 
-    if errors.is_empty() {
-        Ok(platform)
-    } else {
-        errors.sort();
-        errors.dedup();
-        Err(errors)
+    /// The platform, or every problem found, sorted, each once.
+    fn finish(mut self) -> Result<Platform, Vec<PlatformError>> {
+        if self.errors.is_empty() {
+            Ok(self.platform)
+        } else {
+            self.errors.sort();
+            self.errors.dedup();
+            Err(self.errors)
+        }
     }
 }
 
