@@ -271,60 +271,153 @@ pub struct GridRows {
     pub arrival_writers: Vec<fleetscope_store::ArrivalWriterRow>,
 }
 
+/// Every row of the grid for `cases`, with the history and noise [`GridRows`] describes.
 pub fn rows(cases: &[GridCase]) -> GridRows {
     let mut rows = GridRows::default();
-    for (render_id, hours_ago) in [(1, 30), (2, 2), (2, 2)] {
-        rows.renders.push(fleetscope_store::RenderRow {
-            render_id,
-            commit: format!("commit-{render_id}"),
-            platform_commit: String::new(),
-            rendered_at: fleetscope_store::to_datetime(ago(hours_ago * 3_600)),
-            summary: format!("render {render_id}"),
-            render_groups: cases.len() as u32,
-            clusters: cases.len() as u32,
-            changed_items: 1,
-        });
-    }
-    for (hours_ago, group) in [(2, ""), (1, ""), (2, "grid"), (1, "grid"), (0, "grid")] {
-        rows.snapshots.push(RollupSnapshotRow {
-            taken_at: fleetscope_store::to_datetime(ago(hours_ago * 3600)),
-            group_path: group.into(),
-            depth: u8::from(!group.is_empty()),
-            clusters: 390,
-            stale_clusters: 100 + hours_ago as u64,
-            in_sync: 40,
-            progressing: 30,
-            failed: 20 + hours_ago as u64,
-            out_of_sync: 10,
-            missing: 5,
-            unexpected: 4,
-            stale: 3,
-            unknown: 2,
-        });
-    }
-    let reason_set =
-        |name: &str, reasons: &[&str], pinned_by: &str, render_id, removed| ReasonSetRow {
-            reason_set: name.into(),
-            app: APP.into(),
-            render_id,
-            reasons: reasons.iter().map(|r| (*r).to_owned()).collect(),
-            pinned_by: pinned_by.into(),
-            removed,
-        };
-    rows.reason_sets.extend([
-        reason_set("rs-old", &["policy/all-stores"], "", 1, 0),
-        reason_set("rs-old", &["policy/all-stores"], "", 2, 1),
-        reason_set(
-            "rs-grid",
-            &["policy/all-stores", "policy/pin-prod"],
-            "pin-prod",
-            2,
-            0,
-        ),
-    ]);
+    rows.add_renders(cases.len());
+    rows.add_snapshots();
+    rows.add_reason_sets();
     for (index, case) in cases.iter().enumerate() {
+        rows.add_inventory(case);
+        rows.add_desired(index, case);
+        rows.add_observed(case);
+    }
+    rows.add_arrival_writers();
+    rows
+}
+
+/// A time that would change a case's state if it were read instead of the case's own
+/// desired `since`.
+fn decoy(since: Timestamp) -> Timestamp {
+    if since.seconds() < NOW.seconds() - 900 {
+        NOW.plus_seconds(-30)
+    } else {
+        ago(86_400)
+    }
+}
+
+/// A desired row of the grid's app in `case`'s render group.
+fn desired_row(
+    case: &GridCase,
+    version: &str,
+    hash: &str,
+    since: Timestamp,
+    render_id: u64,
+    removed: u8,
+) -> DesiredRow {
+    DesiredRow {
+        render_group: case.render_group(),
+        app: APP.into(),
+        render_id,
+        version: version.into(),
+        content_hash: hash.into(),
+        kind: "flux-kustomization".into(),
+        namespace: "shop".into(),
+        reasons: vec!["policy/all-stores".into()],
+        commit: format!("commit-{render_id}"),
+        desired_since: fleetscope_store::to_datetime(since),
+        removed,
+    }
+}
+
+/// An observed row of object `name` of `kind` on `case`'s cluster, stamped with `app`.
+fn observed_row(
+    case: &GridCase,
+    kind: ObjectKind,
+    name: &str,
+    app: &str,
+    o: &ObservedSpec,
+    seq: u64,
+) -> ObservedRow {
+    ObservedRow {
+        cluster_id: case.cluster_id.clone(),
+        object_kind: kind.as_str().into(),
+        object_namespace: "flux-system".into(),
+        object_name: name.into(),
+        app: app.into(),
+        version: o.version.into(),
+        content_hash: o.hash.into(),
+        applied_revision: "main@sha1:abc".into(),
+        health: o.health.as_str().into(),
+        sync: o.sync.as_str().into(),
+        reason: "ReconciliationSucceeded".into(),
+        message: "it's applied".into(),
+        transitioned_at: fleetscope_store::to_datetime(o.transitioned_at),
+        observed_at: fleetscope_store::to_datetime(ago(5)),
+        received_at: fleetscope_store::to_datetime(ago(4)),
+        seq,
+        deleted: u8::from(o.deleted),
+    }
+}
+
+impl GridRows {
+    /// The two renders, render 2 recorded twice.
+    fn add_renders(&mut self, cases: usize) {
+        for (render_id, hours_ago) in [(1, 30), (2, 2), (2, 2)] {
+            self.renders.push(fleetscope_store::RenderRow {
+                render_id,
+                commit: format!("commit-{render_id}"),
+                platform_commit: String::new(),
+                rendered_at: fleetscope_store::to_datetime(ago(hours_ago * 3_600)),
+                summary: format!("render {render_id}"),
+                render_groups: cases as u32,
+                clusters: cases as u32,
+                changed_items: 1,
+            });
+        }
+    }
+
+    /// The trend snapshots of the fleet and of the `grid` group.
+    fn add_snapshots(&mut self) {
+        for (hours_ago, group) in [(2, ""), (1, ""), (2, "grid"), (1, "grid"), (0, "grid")] {
+            self.snapshots.push(RollupSnapshotRow {
+                taken_at: fleetscope_store::to_datetime(ago(hours_ago * 3600)),
+                group_path: group.into(),
+                depth: u8::from(!group.is_empty()),
+                clusters: 390,
+                stale_clusters: 100 + hours_ago as u64,
+                in_sync: 40,
+                progressing: 30,
+                failed: 20 + hours_ago as u64,
+                out_of_sync: 10,
+                missing: 5,
+                unexpected: 4,
+                stale: 3,
+                unknown: 2,
+            });
+        }
+    }
+
+    /// The older reason set, its removal by render 2, and the current one.
+    fn add_reason_sets(&mut self) {
+        let reason_set =
+            |name: &str, reasons: &[&str], pinned_by: &str, render_id, removed| ReasonSetRow {
+                reason_set: name.into(),
+                app: APP.into(),
+                render_id,
+                reasons: reasons.iter().map(|r| (*r).to_owned()).collect(),
+                pinned_by: pinned_by.into(),
+                removed,
+            };
+        self.reason_sets.extend([
+            reason_set("rs-old", &["policy/all-stores"], "", 1, 0),
+            reason_set("rs-old", &["policy/all-stores"], "", 2, 1),
+            reason_set(
+                "rs-grid",
+                &["policy/all-stores", "policy/pin-prod"],
+                "pin-prod",
+                2,
+                0,
+            ),
+        ]);
+    }
+
+    /// A case's cluster: its reason sets, its inventory row, its heartbeats (an older one and
+    /// the last) and its memberships (an older one in another render group, superseded by
+    /// render 2).
+    fn add_inventory(&mut self, case: &GridCase) {
         for (reason_set, render_id) in [("rs-old", 1), ("rs-grid", 2)] {
-            rows.reason_members.push(ReasonMemberRow {
+            self.reason_members.push(ReasonMemberRow {
                 cluster_id: case.cluster_id.clone(),
                 reason_set: reason_set.into(),
                 render_id,
@@ -333,7 +426,7 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
         }
         let group = fleetscope_model::GroupPath::parse(&case.group_path)
             .expect("grid group paths are valid");
-        rows.clusters.push(ClusterRow {
+        self.clusters.push(ClusterRow {
             cluster_id: case.cluster_id.clone(),
             group_path: case.group_path.clone(),
             group_prefixes: group.prefixes().into_iter().map(String::from).collect(),
@@ -347,7 +440,7 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
         });
         if let Some(seen) = case.last_seen {
             for seen_at in [seen.plus_seconds(-3000), seen] {
-                rows.heartbeats.push(HeartbeatRow {
+                self.heartbeats.push(HeartbeatRow {
                     cluster_id: case.cluster_id.clone(),
                     seen_at: fleetscope_store::to_datetime(seen_at),
                     agent_version: "0.1.0".into(),
@@ -356,120 +449,99 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
                 });
             }
         }
-        // An older membership in another render group, superseded by render 2.
-        rows.members.push(MembershipRow {
+        self.members.push(MembershipRow {
             cluster_id: case.cluster_id.clone(),
             render_group: "rg-old".into(),
             render_id: 1,
             removed: 0,
         });
-        rows.members.push(MembershipRow {
+        self.members.push(MembershipRow {
             cluster_id: case.cluster_id.clone(),
             render_group: case.render_group(),
             render_id: 2,
             removed: 0,
         });
-        let desired_row =
-            |version: &str, hash: &str, since: Timestamp, render_id: u64, removed: u8| DesiredRow {
-                render_group: case.render_group(),
-                app: APP.into(),
-                render_id,
-                version: version.into(),
-                content_hash: hash.into(),
-                kind: "flux-kustomization".into(),
-                namespace: "shop".into(),
-                reasons: vec!["policy/all-stores".into()],
-                commit: format!("commit-{render_id}"),
-                desired_since: fleetscope_store::to_datetime(since),
-                removed,
-            };
-        rows.desired
-            .push(desired_row("0.1.0", HASH_B, ago(100_000), 1, 0));
-        // A time that would change the state if it were read instead of the case's own.
-        let decoy = |since: Timestamp| {
-            if since.seconds() < NOW.seconds() - 900 {
-                NOW.plus_seconds(-30)
-            } else {
-                ago(86_400)
-            }
-        };
+    }
+
+    /// A case's desired rows: render 1's, then render 2's (with the case's since set or its
+    /// decoys), or render 2's removal when the case desires nothing.
+    fn add_desired(&mut self, index: usize, case: &GridCase) {
+        self.desired
+            .push(desired_row(case, "0.1.0", HASH_B, ago(100_000), 1, 0));
         match &case.desired {
-            Some(d) if index % 3 == 0 => {
-                let set = format!("ss-grid-{index}");
-                rows.since_sets.push(SinceSetRow {
-                    since_set: set.clone(),
-                    app: APP.into(),
-                    desired_since: fleetscope_store::to_datetime(d.since),
-                });
-                // Duplicated, as an unmerged insert retried would leave it.
-                rows.member_since.extend([1, 2].map(|_| MemberSinceRow {
-                    cluster_id: case.cluster_id.clone(),
-                    render_id: 2,
-                    since_set: set.clone(),
-                }));
-                rows.desired
-                    .push(desired_row(d.version, d.hash, decoy(d.since), 2, 0));
+            Some(d) if index.is_multiple_of(3) => {
+                self.add_own_since(index, case, d);
+                self.desired
+                    .push(desired_row(case, d.version, d.hash, decoy(d.since), 2, 0));
             }
             Some(d) => {
-                if index % 3 == 2 {
-                    if !rows
-                        .since_sets
-                        .iter()
-                        .any(|r| r.since_set == "ss-other-app")
-                    {
-                        rows.since_sets.push(SinceSetRow {
-                            since_set: "ss-other-app".into(),
-                            app: "payments".into(),
-                            desired_since: fleetscope_store::to_datetime(ago(86_400)),
-                        });
-                    }
-                    rows.member_since.push(MemberSinceRow {
-                        cluster_id: case.cluster_id.clone(),
-                        render_id: 2,
-                        since_set: "ss-other-app".into(),
-                    });
-                }
-                if index % 3 == 1 {
-                    let set = format!("ss-old-{index}");
-                    rows.since_sets.push(SinceSetRow {
-                        since_set: set.clone(),
-                        app: APP.into(),
-                        desired_since: fleetscope_store::to_datetime(decoy(d.since)),
-                    });
-                    rows.member_since.push(MemberSinceRow {
-                        cluster_id: case.cluster_id.clone(),
-                        render_id: 1,
-                        since_set: set,
-                    });
-                }
-                rows.desired
-                    .push(desired_row(d.version, d.hash, d.since, 2, 0))
+                self.add_since_decoys(index, case, d);
+                self.desired
+                    .push(desired_row(case, d.version, d.hash, d.since, 2, 0))
             }
             // Render 2 took the app away from this render group.
-            None => rows
+            None => self
                 .desired
-                .push(desired_row("0.1.0", HASH_B, ago(50_000), 2, 1)),
+                .push(desired_row(case, "0.1.0", HASH_B, ago(50_000), 2, 1)),
         }
-        let observed_row =
-            |kind: ObjectKind, name: &str, app: &str, o: &ObservedSpec, seq: u64| ObservedRow {
+    }
+
+    /// A since set that gives the case its `since` (its render group's row says a decoy), named
+    /// by its membership twice, as an unmerged retried insert would leave it.
+    fn add_own_since(&mut self, index: usize, case: &GridCase, d: &DesiredSpec) {
+        let set = format!("ss-grid-{index}");
+        self.since_sets.push(SinceSetRow {
+            since_set: set.clone(),
+            app: APP.into(),
+            desired_since: fleetscope_store::to_datetime(d.since),
+        });
+        self.member_since.extend([1, 2].map(|_| MemberSinceRow {
+            cluster_id: case.cluster_id.clone(),
+            render_id: 2,
+            since_set: set.clone(),
+        }));
+    }
+
+    /// Since sets that must be ignored: one without the case's app (for every third case after
+    /// the own ones), and one with a decoy on the older, superseded membership only (for the
+    /// cases right after the own ones).
+    fn add_since_decoys(&mut self, index: usize, case: &GridCase, d: &DesiredSpec) {
+        if index % 3 == 2 {
+            if !self
+                .since_sets
+                .iter()
+                .any(|r| r.since_set == "ss-other-app")
+            {
+                self.since_sets.push(SinceSetRow {
+                    since_set: "ss-other-app".into(),
+                    app: "payments".into(),
+                    desired_since: fleetscope_store::to_datetime(ago(86_400)),
+                });
+            }
+            self.member_since.push(MemberSinceRow {
                 cluster_id: case.cluster_id.clone(),
-                object_kind: kind.as_str().into(),
-                object_namespace: "flux-system".into(),
-                object_name: name.into(),
-                app: app.into(),
-                version: o.version.into(),
-                content_hash: o.hash.into(),
-                applied_revision: "main@sha1:abc".into(),
-                health: o.health.as_str().into(),
-                sync: o.sync.as_str().into(),
-                reason: "ReconciliationSucceeded".into(),
-                message: "it's applied".into(),
-                transitioned_at: fleetscope_store::to_datetime(o.transitioned_at),
-                observed_at: fleetscope_store::to_datetime(ago(5)),
-                received_at: fleetscope_store::to_datetime(ago(4)),
-                seq,
-                deleted: u8::from(o.deleted),
-            };
+                render_id: 2,
+                since_set: "ss-other-app".into(),
+            });
+        }
+        if index % 3 == 1 {
+            let set = format!("ss-old-{index}");
+            self.since_sets.push(SinceSetRow {
+                since_set: set.clone(),
+                app: APP.into(),
+                desired_since: fleetscope_store::to_datetime(decoy(d.since)),
+            });
+            self.member_since.push(MemberSinceRow {
+                cluster_id: case.cluster_id.clone(),
+                render_id: 1,
+                since_set: set,
+            });
+        }
+    }
+
+    /// A case's observed rows: an older row and the case's own (twice, unmerged), then noise
+    /// drift must ignore: a source object stamped with the app, and an unmanaged object.
+    fn add_observed(&mut self, case: &GridCase) {
         let older = ObservedSpec {
             version: "0.5.0",
             hash: HASH_B,
@@ -479,19 +551,25 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
             deleted: false,
         };
         if let Some(o) = &case.observed {
-            rows.observed.push(observed_row(
+            self.observed.push(observed_row(
+                case,
                 ObjectKind::Kustomization,
                 APP,
                 APP,
                 &older,
                 10,
             ));
-            rows.observed
-                .push(observed_row(ObjectKind::Kustomization, APP, APP, o, 11));
-            rows.observed
-                .push(observed_row(ObjectKind::Kustomization, APP, APP, o, 11));
+            for _ in 0..2 {
+                self.observed.push(observed_row(
+                    case,
+                    ObjectKind::Kustomization,
+                    APP,
+                    APP,
+                    o,
+                    11,
+                ));
+            }
         }
-        // Noise that drift must ignore: a source object stamped with the app, an unmanaged object.
         let noise = ObservedSpec {
             version: "9.9.9",
             hash: HASH_B,
@@ -500,14 +578,16 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
             transitioned_at: ago(1),
             deleted: false,
         };
-        rows.observed.push(observed_row(
+        self.observed.push(observed_row(
+            case,
             ObjectKind::GitRepository,
             "platform",
             APP,
             &noise,
             12,
         ));
-        rows.observed.push(observed_row(
+        self.observed.push(observed_row(
+            case,
             ObjectKind::Kustomization,
             "flux-system",
             "",
@@ -515,24 +595,25 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
             13,
         ));
     }
-    let stamp =
-        |seconds_ago: i64| u32::try_from(ago(seconds_ago).seconds()).expect("a 32-bit time");
-    for (writer, first, visible) in [
-        ("collector/grid-a/1/0", 7_200, 60),
-        ("collector/grid-a/1/0", 7_200, 5),
-        ("collector/grid-b/2/0", 600, 3),
-    ] {
-        rows.arrival_writers
-            .push(fleetscope_store::ArrivalWriterRow {
-                writer: writer.to_owned(),
-                first_stamp: stamp(first),
-                visible_before: stamp(visible),
-            });
-    }
-    rows
-}
 
-impl GridRows {
+    /// Two collectors' arrival horizons, the first published twice.
+    fn add_arrival_writers(&mut self) {
+        let stamp =
+            |seconds_ago: i64| u32::try_from(ago(seconds_ago).seconds()).expect("a 32-bit time");
+        for (writer, first, visible) in [
+            ("collector/grid-a/1/0", 7_200, 60),
+            ("collector/grid-a/1/0", 7_200, 5),
+            ("collector/grid-b/2/0", 600, 3),
+        ] {
+            self.arrival_writers
+                .push(fleetscope_store::ArrivalWriterRow {
+                    writer: writer.to_owned(),
+                    first_stamp: stamp(first),
+                    visible_before: stamp(visible),
+                });
+        }
+    }
+
     /// The same rows as `INSERT … VALUES` statements, for engines reached without the Rust client.
     pub fn insert_statements(&self) -> Vec<String> {
         let mut out = Vec::new();
