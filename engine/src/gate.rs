@@ -262,8 +262,8 @@ pub fn tally<'a>(
     tally
 }
 
-/// The verdict in words: the texts of the gate before `soak`, `max_failed` and `stale` for the
-/// rules it had.
+/// The verdict in words, one text per rule and outcome (a soak of 0 keeps the plain in-sync
+/// wording).
 pub fn reason(tally: &Tally<'_>, rules: &Rules) -> &'static str {
     match (tally.rule, tally.pass, rules.soak > 0) {
         (Rule::NothingTargeted, _, _) => {

@@ -490,7 +490,7 @@ struct GatePart {
     #[param(example = "2%")]
     max_failed: Option<String>,
     /// Stale targeted clusters: `exclude` leaves them out of the targeted clusters, `count`
-    /// (default, as before this parameter) counts them as not in sync, `fail` fails the gate
+    /// (the default) counts them as not in sync, `fail` fails the gate
     /// while any is stale.
     #[param(inline)]
     stale: Option<GateStale>,
