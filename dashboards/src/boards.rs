@@ -448,6 +448,7 @@ fn quantile(q: &str, metric: &str, by: &str) -> String {
     format!("histogram_quantile({q}, sum by (le{by}) (rate({metric}_bucket{RATE})))")
 }
 
+/// Fleetscope's own health, from the collector's and the hub's Prometheus metrics.
 pub fn fleetscope_health() -> Dashboard {
     Builder::new(
         "fleetscope-health",
@@ -459,7 +460,18 @@ pub fn fleetscope_health() -> Dashboard {
     .time_from("now-6h")
     .refresh("1m")
     .row("Central collector")
-    .panel(
+    .panels(collector_ingest_panels())
+    .panels(collector_write_panels())
+    .row("Hub")
+    .panels(hub_request_panels())
+    .panels(hub_index_panels())
+    .panels(fleet_panels())
+    .build()
+}
+
+/// The central collector's ingest: rows accepted, reports by outcome, and requests refused.
+fn collector_ingest_panels() -> Vec<Panel> {
+    vec![
         Panel::timeseries(
             "Rows ingested",
             "Observed rows per second that ClickHouse accepted from agents' reports.",
@@ -470,8 +482,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("rowsps")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Reports by outcome",
             "Reports per second: stored, duplicate (a redelivery, harmless) or rejected.",
@@ -482,8 +492,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("reqps")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Rejected requests by reason",
             "Requests refused per second and why: bad or missing tokens, unknown clusters, malformed or oversized reports, backpressure, ClickHouse unavailable.",
@@ -494,8 +502,12 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("reqps")
         .size(8, 8),
-    )
-    .panel(
+    ]
+}
+
+/// The central collector's writes: its backlog, batch write times, and batches ClickHouse refused.
+fn collector_write_panels() -> Vec<Panel> {
+    vec![
         Panel::timeseries(
             "Write backlog",
             "Rows waiting in the collector to be written, per table. A backlog that keeps growing means ClickHouse does not keep up; agents then spool.",
@@ -506,8 +518,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("short")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Batch write time",
             "Time from a batch's start to ClickHouse's answer, median and 99th percentile per table.",
@@ -522,8 +532,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("s")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Batches ClickHouse refused, and bytes received",
             "Insert batches per second that ClickHouse did not accept (retried by the writer), and compressed request bytes received.",
@@ -540,9 +548,12 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .field_unit("bytes received", "Bps")
         .size(8, 8),
-    )
-    .row("Hub")
-    .panel(
+    ]
+}
+
+/// The hub's requests: their rate, errors and latency, and the latency of its ClickHouse reads.
+fn hub_request_panels() -> Vec<Panel> {
+    vec![
         Panel::timeseries(
             "Requests by route",
             "HTTP requests per second per route pattern.",
@@ -553,8 +564,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("reqps")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Error responses",
             "Responses per second with a 5xx status, per route and status. 503 on history routes means ClickHouse did not answer.",
@@ -567,8 +576,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("reqps")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Request latency (p99)",
             "99th percentile of request duration per route pattern.",
@@ -579,8 +586,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("s")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "ClickHouse query latency (p99)",
             "99th percentile of the hub's ClickHouse reads per query name.",
@@ -591,8 +596,12 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("s")
         .size(8, 8),
-    )
-    .panel(
+    ]
+}
+
+/// The hub's index: failing reads and refreshes, refresh time and cache hits, its size, and the time to compute an answer.
+fn hub_index_panels() -> Vec<Panel> {
+    vec![
         Panel::timeseries(
             "ClickHouse queries and refreshes failing",
             "Failed ClickHouse reads per second per query, and failed refreshes of the hub's index. While refreshes fail the hub serves the last data it read.",
@@ -611,8 +620,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("reqps")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Refresh time and cache hits",
             "99th percentile of one index refresh, and the share of answers served from the cache.",
@@ -630,8 +637,6 @@ pub fn fleetscope_health() -> Dashboard {
         .field_unit("refresh p99", "s")
         .field_unit("cache hit share", "percentunit")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Index size",
             "App objects and distinct strings the hub holds in memory, per replica.",
@@ -646,8 +651,6 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("short")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Answer computation time (p99)",
             "99th percentile of computing an answer from the index on a cache miss.",
@@ -658,8 +661,12 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .unit("s")
         .size(8, 8),
-    )
-    .panel(
+    ]
+}
+
+/// The fleet as the hub exports it: app instances per drift state, and stale clusters.
+fn fleet_panels() -> Vec<Panel> {
+    vec![
         Panel::timeseries(
             "Fleet: app instances per drift state",
             "The whole fleet's app instances per drift state as the hub exports them (the highest value over hub replicas, which all count the same fleet).",
@@ -671,8 +678,6 @@ pub fn fleetscope_health() -> Dashboard {
         .state_colors()
         .unit("short")
         .size(8, 8),
-    )
-    .panel(
         Panel::timeseries(
             "Fleet: stale clusters and oldest last seen",
             "Clusters not heard from within the stale threshold, and the age of the least recently seen cluster.",
@@ -687,6 +692,5 @@ pub fn fleetscope_health() -> Dashboard {
         ))
         .field_unit("oldest last seen", "s")
         .size(8, 8),
-    )
-    .build()
+    ]
 }

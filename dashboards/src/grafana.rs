@@ -702,6 +702,11 @@ impl Builder {
         self
     }
 
+    /// Places `panels` one after the other, as [`Builder::panel`] each.
+    pub fn panels(self, panels: Vec<Panel>) -> Builder {
+        panels.into_iter().fold(self, Builder::panel)
+    }
+
     pub fn build(self) -> Dashboard {
         let json = json!({
             "annotations": {"list": [{
