@@ -25,6 +25,19 @@ pub enum Attribute {
     AgentVersion,
 }
 
+impl Attribute {
+    /// The attribute's name, as the API's answer and the dashboards' panel give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Attribute::Label => "label",
+            Attribute::Group => "group",
+            Attribute::Environment => "environment",
+            Attribute::Reconciler => "reconciler",
+            Attribute::AgentVersion => "agent_version",
+        }
+    }
+}
+
 /// What the failing clusters share, strongest evidence first (the API's insights answer
 /// documents every field).
 #[derive(Debug, Clone, PartialEq)]

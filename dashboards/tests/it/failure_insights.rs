@@ -85,10 +85,9 @@ async fn the_panel_lists_the_hubs_findings_on_two_or_more_failing_clusters() {
             .iter()
             .filter(|f| f.failing_with >= INSIGHT_MIN_FAILING_WITH)
             .map(|f| {
-                let attribute = serde_json::to_value(f.attribute).expect("an attribute");
                 (
                     (
-                        attribute.as_str().expect("a name").to_owned(),
+                        f.attribute.name().to_owned(),
                         f.value.clone(),
                         f.failing_with,
                         f.in_sync_with,
