@@ -3,7 +3,7 @@
 //! from the in-memory index (history also reads the store) with one of the typed answers of
 //! [`crate::answers`]. Every answer about pairs uses the model's one drift definition through
 //! the index. The `#[utoipa::path]` of each handler is its part of the OpenAPI document, and the
-//! router is built from the same list ([`crate::openapi::routes`]).
+//! router is built from the same list (`routes` in the `openapi` module).
 
 use std::sync::Arc;
 
