@@ -99,7 +99,7 @@ pub struct CollectorArgs {
     #[arg(
         long,
         env = "FLEETSCOPE_CHECKPOINT_HOURS",
-        default_value_t = fleetscope_store::history::DEFAULT_CHECKPOINT_HOURS
+        default_value_t = fleetscope_store::past::DEFAULT_CHECKPOINT_HOURS
     )]
     pub checkpoint_hours: u32,
 }
