@@ -50,9 +50,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The most items one page may hold, and the default.
-pub const MAX_LIMIT: usize = 1_000;
-pub const DEFAULT_LIMIT: usize = 100;
 /// The longest time range a history request may ask for.
 pub const MAX_RANGE_SECONDS: i64 = 31 * 86_400;
 
@@ -166,14 +163,16 @@ impl Params {
         Ok(out)
     }
 
-    pub fn limit(&self) -> Result<usize, ApiError> {
+    /// `limit`: a page's items, a whole number in `[min, max]` written in digits only, or
+    /// `default` when absent.
+    pub fn limit(&self, min: u64, max: u64, default: u64) -> Result<usize, ApiError> {
         match self.get("limit") {
-            None => Ok(DEFAULT_LIMIT),
+            None => Ok(default as usize),
             Some(text) => match digits(text) {
-                Some(n) if (1..=MAX_LIMIT as u64).contains(&n) => Ok(n as usize),
+                Some(n) if (min..=max).contains(&n) => Ok(n as usize),
                 _ => Err(ApiError::bad(
                     "limit",
-                    format!("{text:?} is not a number from 1 to {MAX_LIMIT}"),
+                    format!("{text:?} is not a number from {min} to {max}"),
                 )),
             },
         }
@@ -352,13 +351,13 @@ mod tests {
         let p = params(&[("group", "emea//de")], &["group"]).unwrap();
         assert_eq!(p.group().unwrap_err().parameter.as_deref(), Some("group"));
         let p = params(&[("limit", "0")], &["limit"]).unwrap();
-        assert!(p.limit().is_err());
+        assert!(p.limit(1, 1000, 100).is_err());
         let p = params(&[("limit", "1001")], &["limit"]).unwrap();
-        assert!(p.limit().is_err());
+        assert!(p.limit(1, 1000, 100).is_err());
         let p = params(&[("limit", "+5")], &["limit"]).unwrap();
-        assert!(p.limit().is_err());
+        assert!(p.limit(1, 1000, 100).is_err());
         let p = params(&[("limit", "1000")], &["limit"]).unwrap();
-        assert_eq!(p.limit().unwrap(), 1000);
+        assert_eq!(p.limit(1, 1000, 100).unwrap(), 1000);
         let p = params(
             &[("state", "in_sync,failed"), ("state", "stale")],
             &["state"],

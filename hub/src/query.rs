@@ -95,8 +95,77 @@ macro_rules! route_query {
     };
 }
 
-// The documented parts. Their fields are documentation only (the parsing is in `Params`, which
-// gives every parameter the same errors on every route); they are never built.
+/// The bounds and default of one numeric parameter as its route part documents them
+/// (`#[param(minimum = …, maximum = …, default = …)]`): declared there once, read back here by
+/// the parser, so the document and the check cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bounds {
+    minimum: f64,
+    maximum: f64,
+    default: f64,
+}
+
+impl Bounds {
+    /// The bounds `T` documents for `name`; a part without all three is a programming error
+    /// the route's first request (and the tests) find.
+    fn of<T: IntoParams>(name: &str) -> Bounds {
+        let parameter = T::into_params(|| Some(ParameterIn::Query))
+            .into_iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("the part documents no parameter {name}"));
+        let Some(RefOr::T(Schema::Object(schema))) = parameter.schema else {
+            panic!("{name} has no inline schema");
+        };
+        let number = |value: Option<serde_json::Value>, what: &str| {
+            value
+                .and_then(|v| v.as_f64())
+                .unwrap_or_else(|| panic!("{name} documents no {what}"))
+        };
+        let as_json = |n: Option<utoipa::Number>| n.and_then(|n| serde_json::to_value(n).ok());
+        Bounds {
+            minimum: number(as_json(schema.minimum), "minimum"),
+            maximum: number(as_json(schema.maximum), "maximum"),
+            default: number(schema.default, "default"),
+        }
+    }
+
+    /// `name` as a whole number within the bounds.
+    fn integer(self, params: &Params, name: &str) -> Result<u64, ApiError> {
+        params.integer(
+            name,
+            self.minimum as u64,
+            self.maximum as u64,
+            self.default as u64,
+        )
+    }
+
+    /// `name` as a number within the bounds.
+    fn number(self, params: &Params, name: &str) -> Result<f64, ApiError> {
+        params.number(name, self.minimum, self.maximum, self.default)
+    }
+
+    /// `limit` within the bounds.
+    fn limit(self, params: &Params) -> Result<usize, ApiError> {
+        params.limit(
+            self.minimum as u64,
+            self.maximum as u64,
+            self.default as u64,
+        )
+    }
+}
+
+/// The documented bounds of parameter `$name` of part `$part`, read once.
+macro_rules! documented {
+    ($part:ty, $name:literal) => {{
+        static BOUNDS: OnceLock<Bounds> = OnceLock::new();
+        *BOUNDS.get_or_init(|| Bounds::of::<$part>($name))
+    }};
+}
+
+// The documented parts. Each declares its parameters once: name, description, example, and for
+// a number its bounds and default, which the parser reads back (`documented!`). The parts are
+// never built: the values are parsed by `Params`, which gives every parameter the same errors
+// on every route.
 
 /// `group`.
 #[allow(dead_code)]
@@ -237,7 +306,7 @@ impl SummaryQuery {
         Ok(SummaryQuery {
             at: params.time("at")?,
             selection: Selection::from_params(params)?,
-            depth: params.integer("depth", 0, 16, 16)? as usize,
+            depth: documented!(SummaryPart, "depth").integer(params, "depth")? as usize,
             csv: params.csv()?,
         })
     }
@@ -282,7 +351,7 @@ impl DriftQuery {
             at: params.time("at")?,
             selection: Selection::from_params(params)?,
             states,
-            limit: params.limit()?,
+            limit: documented!(LimitPart, "limit").limit(params)?,
             cursor: params.cursor()?,
             csv: params.csv()?,
         })
@@ -315,7 +384,8 @@ impl ClusterQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
         Ok(ClusterQuery {
             at: params.time("at")?,
-            history_hours: params.number("history_hours", 0.0, 744.0, 24.0)?,
+            history_hours: documented!(ClusterPart, "history_hours")
+                .number(params, "history_hours")?,
         })
     }
 }
@@ -353,9 +423,9 @@ impl VersionsQuery {
         Ok(VersionsQuery {
             at: params.time("at")?,
             selection: Selection::from_params(params)?,
-            depth: params.integer("depth", 1, 16, 1)? as usize,
+            depth: documented!(VersionsPart, "depth").integer(params, "depth")? as usize,
             version: params.get("version").map(str::to_owned),
-            limit: params.limit()?,
+            limit: documented!(LimitPart, "limit").limit(params)?,
             cursor: params.cursor()?,
             csv: params.csv()?,
         })
@@ -377,7 +447,7 @@ impl StaleQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
         Ok(StaleQuery {
             selection: Selection::from_params(params)?,
-            limit: params.limit()?,
+            limit: documented!(LimitPart, "limit").limit(params)?,
             cursor: params.cursor()?,
             csv: params.csv()?,
         })
@@ -520,7 +590,7 @@ impl GateQuery {
                 app,
                 version,
                 commit,
-                threshold: params.number("threshold", 0.0, 1.0, 1.0)?,
+                threshold: documented!(GatePart, "threshold").number(params, "threshold")?,
                 soak: params
                     .get("soak")
                     .map(crate::gate_params::parse_soak)
@@ -533,7 +603,7 @@ impl GateQuery {
                 stale: crate::gate_params::parse_stale(params)?,
             },
             max_failed,
-            limit: params.limit()?,
+            limit: documented!(LimitPart, "limit").limit(params)?,
             cursor: params.cursor()?,
         })
     }
@@ -580,7 +650,7 @@ impl HistoryQuery {
             cluster,
             group: params.group()?,
             app: params.app()?,
-            limit: params.limit()?,
+            limit: documented!(LimitPart, "limit").limit(params)?,
             csv: params.csv()?,
             from: params.time("from")?,
             to: params.time("to")?,
@@ -633,7 +703,7 @@ impl InsightsQuery {
             selection,
             app,
             version: params.get("version").map(str::to_owned),
-            limit: params.integer("limit", 1, 1000, 20)? as usize,
+            limit: documented!(InsightsPart, "limit").integer(params, "limit")? as usize,
         })
     }
 }
