@@ -1,5 +1,5 @@
 //! The fleet at a past moment (`at`): a [`Fleet`] built from the rows the store held then
-//! (see `fleetscope_store::history`) and classified at that moment with the hub's own drift
+//! (see `fleetscope_store::past`) and classified at that moment with the hub's own drift
 //! rules, so that every route that takes `at` answers from it with the same code it answers
 //! the live fleet with.
 //!
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fleetscope_model::{DriftPolicy, Timestamp};
-use fleetscope_store::history::{ObservedPart, ObservedScope};
+use fleetscope_store::past::{ObservedPart, ObservedScope};
 use fleetscope_store::Store;
 
 use crate::fleet::{Fleet, Made, Staged, Tables};

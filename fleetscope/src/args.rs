@@ -59,7 +59,7 @@ pub enum Command {
     #[cfg(feature = "dev-tools")]
     Loadtest(fleetscope_loadtest::run::LoadtestArgs),
     /// Render the platform repo into GitOps output per render group (and explain the result).
-    Render(fleetscope_renderer::cli::RenderArgs),
+    Render(fleetscope_renderer::args::RenderArgs),
     /// Run in an edge cluster: watch Flux and Argo CD objects and report changes to the collector.
     Agent(fleetscope_collector::cli::AgentArgs),
     /// Serve drift, inventory, history and rollups over HTTP, with Prometheus metrics.
@@ -130,7 +130,7 @@ pub struct ClickHouseArgs {
     #[arg(
         long = "clickhouse-zookeeper-path",
         env = "FLEETSCOPE_CLICKHOUSE_ZOOKEEPER_PATH",
-        default_value = fleetscope_store::cluster::DEFAULT_ZOOKEEPER_PATH
+        default_value = fleetscope_store::clickhouse_cluster::DEFAULT_ZOOKEEPER_PATH
     )]
     pub zookeeper_path: String,
 }
@@ -196,7 +196,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             until_interrupted("loadtest", fleetscope_loadtest::run::run(args)).await?;
             Ok(())
         }
-        Command::Render(args) => fleetscope_renderer::cli::run(args).await,
+        Command::Render(args) => fleetscope_renderer::args::run(args).await,
         Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
         Command::Hub { hub, clickhouse } => fleetscope_hub::run(hub, clickhouse.connect()?).await,
         Command::Collector {

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_model::Timestamp;
-use fleetscope_store::history::{
+use fleetscope_store::past::{
     heartbeats_in_window_query, heartbeats_of_clusters_at_query, synthetic,
 };
 use fleetscope_store::HeartbeatRow;

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use fleetscope_model::{AppName, ClusterId, Reconciler, Version};
 use sha2::{Digest, Sha256};
 
-use crate::model::Platform;
 use crate::platform::{PlatformError, Values};
+use crate::validate::Platform;
 
 /// One app as one cluster should run it.
 #[derive(Debug, Clone, PartialEq)]

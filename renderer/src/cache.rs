@@ -22,7 +22,7 @@
 //! - its clusters are kept as validated entries, written only after a render in which the
 //!   whole platform repo was valid, so each passed every check of its own document; the checks
 //!   that read other documents (its environment exists, its id is unique, Argo CD clusters
-//!   need a GitOps repository) run on every render (see [`crate::model::build_inputs`]);
+//!   need a GitOps repository) run on every render (see [`crate::validate::build_inputs`]);
 //! - which policies select each of its clusters is kept with the digest of everything that
 //!   matching reads besides the cluster itself (the groups' labels and each policy's name,
 //!   priority and cluster selector, in precedence order), and used only when that digest is
@@ -39,8 +39,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::assign::{self, Assigned};
-use crate::model::{self, ClusterEntry, Input, Platform};
 use crate::platform::{self, Document, Origin, Parsed, PlatformError, SourceFile};
+use crate::validate::{self, ClusterEntry, Input, Platform};
 
 /// The cache's own format; part of every cache file's first line and of every entry's name.
 /// Raise it whenever what is cached, or how it is derived, changes: what parsing, a cluster's
@@ -214,7 +214,7 @@ fn read_entry(files_dir: &Path, file: &SourceFile, digest: &str) -> Result<Sourc
         let values_ok = cluster
             .values
             .keys()
-            .all(|key| model::is_substitution_variable(key));
+            .all(|key| validate::is_substitution_variable(key));
         let matched_ok = cluster.matched.windows(2).all(|w| w[0] < w[1]);
         if !values_ok || !matched_ok || !validate_labels(&cluster.labels).is_empty() {
             return Err(format!("cluster {} is not valid", cluster.id));
@@ -340,7 +340,7 @@ pub fn plan(
             }
         }
     }
-    let platform = model::build_inputs(inputs)?;
+    let platform = validate::build_inputs(inputs)?;
     let matching = matching_digest(&platform);
     let policies = platform.policies.len();
     // Files whose clusters are matched again get a new entry.

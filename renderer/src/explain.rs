@@ -5,7 +5,7 @@ use std::fmt::Write;
 use fleetscope_model::{AppName, ClusterId};
 
 use crate::assign::Assigned;
-use crate::model::Platform;
+use crate::validate::Platform;
 
 /// A readable account for one cluster (and optionally one app).
 pub fn explain(

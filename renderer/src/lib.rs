@@ -6,16 +6,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod assign;
 pub mod cache;
-pub mod cli;
 pub mod desired;
 pub mod explain;
 pub mod generate;
 pub mod git;
-pub mod model;
 pub mod output;
 pub mod platform;
+pub mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -34,7 +34,7 @@ pub enum RenderError {
 /// What a render produced.
 #[derive(Debug, Clone)]
 pub struct RenderOutcome {
-    pub platform: model::Platform,
+    pub platform: validate::Platform,
     pub assigned: assign::Assigned,
     /// The files this render wrote; render group folders whose inputs did not change since
     /// the last commit are kept from it and not in here (see `kept_groups`).
@@ -89,11 +89,11 @@ pub fn warnings(assigned: &assign::Assigned) -> Vec<String> {
 }
 
 /// Loads, validates and assigns the platform repo at `platform_dir`.
-pub fn plan(platform_dir: &Path) -> Result<(model::Platform, assign::Assigned), RenderError> {
+pub fn plan(platform_dir: &Path) -> Result<(validate::Platform, assign::Assigned), RenderError> {
     let started = std::time::Instant::now();
     let docs = platform::load(platform_dir).map_err(RenderError::Invalid)?;
     tracing::debug!(elapsed = ?started.elapsed(), documents = docs.documents.len(), "parsed");
-    let platform = model::build(&docs).map_err(RenderError::Invalid)?;
+    let platform = validate::build(&docs).map_err(RenderError::Invalid)?;
     tracing::debug!(elapsed = ?started.elapsed(), "validated");
     let assigned = assign::assign(&platform).map_err(RenderError::Invalid)?;
     tracing::debug!(elapsed = ?started.elapsed(), groups = assigned.groups.len(), "assigned");

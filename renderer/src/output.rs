@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::assign::{Assigned, Assignment, GroupContent};
-use crate::model::Platform;
+use crate::validate::Platform;
 
 /// The ConfigMap each cluster's entry creates with its own values, for Flux substitution.
 pub const CLUSTER_VALUES_CONFIGMAP: &str = "fleetscope-cluster-values";

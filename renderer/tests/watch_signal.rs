@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use fleetscope_renderer::cli::{RenderArgs, ServiceArgs};
+use fleetscope_renderer::args::{RenderArgs, ServiceArgs};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_the_loop_and_the_command_succeeds() {
@@ -27,7 +27,7 @@ async fn sigterm_ends_the_loop_and_the_command_succeeds() {
         },
         command: None,
     };
-    let task = tokio::spawn(fleetscope_renderer::cli::run(args));
+    let task = tokio::spawn(fleetscope_renderer::args::run(args));
 
     // The first pass has committed: the handlers are installed (they are before the first pass).
     let started = Instant::now();

@@ -4,8 +4,8 @@
 use clickhouse::Row;
 use fleetscope_model::{DriftPolicy, Timestamp};
 
-use crate::cluster::ClusterConfig;
-use crate::history;
+use crate::clickhouse_cluster::ClusterConfig;
+use crate::past;
 use crate::queries::{
     self, ClusterCountsRow, LastSeenRow, LiveObjectRow, PairCountRow, PairStateRow,
 };
@@ -57,10 +57,10 @@ fn render<R: Row>(name: &str, query: clickhouse::query::Query) -> CatalogEntry {
 pub fn cluster_schema_statements(cluster: &ClusterConfig, database: &str) -> Vec<CatalogEntry> {
     let mut entries = vec![CatalogEntry {
         name: "database".into(),
-        sql: crate::cluster::create_database(cluster, database),
+        sql: crate::clickhouse_cluster::create_database(cluster, database),
     }];
     for (index, sql) in
-        crate::cluster::clustered_statements(MIGRATIONS_TABLE_DDL, cluster, database)
+        crate::clickhouse_cluster::clustered_statements(MIGRATIONS_TABLE_DDL, cluster, database)
             .into_iter()
             .enumerate()
     {
@@ -379,7 +379,8 @@ fn table_reads(samples: &Samples) -> Vec<CatalogEntry> {
         render::<PartitionRow>(
             "partitions of a table",
             store.client().query(SELECT_PARTITIONS).bind(database).bind(
-                crate::cluster::local_table("observed_transitions", store.cluster()).as_str(),
+                crate::clickhouse_cluster::local_table("observed_transitions", store.cluster())
+                    .as_str(),
             ),
         ),
     ]
@@ -394,41 +395,41 @@ fn past_state_reads(samples: &Samples) -> Vec<CatalogEntry> {
         ..
     } = *samples;
     vec![
-        render::<history::RenderIdRow>(
+        render::<past::RenderIdRow>(
             "render in force at a moment",
-            history::render_at_query(store, now),
+            past::render_at_query(store, now),
         ),
         render::<crate::ClusterRow>(
             "inventory at a moment",
-            history::inventory_at_query(store, now, u64::MAX >> 1, None),
+            past::inventory_at_query(store, now, u64::MAX >> 1, None),
         ),
         render::<crate::ClusterRow>(
             "one cluster's inventory row at a moment",
-            history::inventory_at_query(store, now, u64::MAX >> 1, Some(cluster_id)),
+            past::inventory_at_query(store, now, u64::MAX >> 1, Some(cluster_id)),
         ),
         render::<queries::CurrentMemberRow>(
             "membership at a moment",
-            history::members_at_query(store, u64::MAX >> 1, None),
+            past::members_at_query(store, u64::MAX >> 1, None),
         ),
         render::<queries::CurrentMemberRow>(
             "one cluster's membership at a moment",
-            history::members_at_query(store, u64::MAX >> 1, Some(cluster_id)),
+            past::members_at_query(store, u64::MAX >> 1, Some(cluster_id)),
         ),
         render::<crate::MemberSinceRow>(
             "membership since sets at a moment",
-            history::member_since_at_query(store, u64::MAX >> 1, None),
+            past::member_since_at_query(store, u64::MAX >> 1, None),
         ),
         render::<crate::MemberSinceRow>(
             "one cluster's membership since set at a moment",
-            history::member_since_at_query(store, u64::MAX >> 1, Some(cluster_id)),
+            past::member_since_at_query(store, u64::MAX >> 1, Some(cluster_id)),
         ),
         render::<DesiredRow>(
             "desired state at a moment",
-            history::desired_at_query(store, u64::MAX >> 1, None, None),
+            past::desired_at_query(store, u64::MAX >> 1, None, None),
         ),
         render::<DesiredRow>(
             "one render group's desired state of one app at a moment",
-            history::desired_at_query(
+            past::desired_at_query(
                 store,
                 2,
                 Some(&format!("rg-{cluster_id}")),
@@ -454,13 +455,13 @@ fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
     vec![
         render::<HeartbeatRow>(
             "heartbeats in the hour before a moment",
-            history::heartbeats_in_window_query(store, now),
+            past::heartbeats_in_window_query(store, now),
         ),
         render::<HeartbeatRow>(
             "heartbeats of clusters at a moment",
             // Many clusters at once, as the hub asks for those without a heartbeat in the hour
             // before the moment: the test grid's ids, and one that does not exist.
-            history::heartbeats_of_clusters_at_query(
+            past::heartbeats_of_clusters_at_query(
                 store,
                 now,
                 &many_clusters.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -468,52 +469,52 @@ fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
         ),
         render::<HeartbeatRow>(
             "latest heartbeats of clusters",
-            history::latest_heartbeats_of_clusters_query(
+            past::latest_heartbeats_of_clusters_query(
                 store,
                 &many_clusters.iter().map(String::as_str).collect::<Vec<_>>(),
             ),
         ),
-        render::<history::CheckpointRow>("complete checkpoints", history::checkpoints_query(store)),
+        render::<past::CheckpointRow>("complete checkpoints", past::checkpoints_query(store)),
         render::<ObservedRow>(
             "observed state at a moment",
-            history::observed_at_query(
+            past::observed_at_query(
                 store,
                 week_ago,
                 now,
-                history::ObservedScope::All,
-                history::ObservedPart::Both,
+                past::ObservedScope::All,
+                past::ObservedPart::Both,
             ),
         ),
         // The arrivals' part on its own; the checkpoint's part alone is the first half of the
         // query above.
         render::<ObservedRow>(
             "observed state that arrived after a checkpoint",
-            history::observed_at_query(
+            past::observed_at_query(
                 store,
                 week_ago,
                 now,
-                history::ObservedScope::All,
-                history::ObservedPart::Arrivals,
+                past::ObservedScope::All,
+                past::ObservedPart::Arrivals,
             ),
         ),
         render::<ObservedRow>(
             "one cluster's observed state at a moment",
-            history::observed_at_query(
+            past::observed_at_query(
                 store,
                 week_ago,
                 now,
-                history::ObservedScope::Cluster(cluster_id),
-                history::ObservedPart::Both,
+                past::ObservedScope::Cluster(cluster_id),
+                past::ObservedPart::Both,
             ),
         ),
         render::<ObservedRow>(
             "one app's observed state at a moment",
-            history::observed_at_query(
+            past::observed_at_query(
                 store,
                 week_ago,
                 now,
-                history::ObservedScope::App(SAMPLE_APP),
-                history::ObservedPart::Both,
+                past::ObservedScope::App(SAMPLE_APP),
+                past::ObservedPart::Both,
             ),
         ),
     ]
@@ -587,7 +588,7 @@ pub fn upkeep_statements(database: &str, now: Timestamp) -> Vec<CatalogEntry> {
     let log = |at: Timestamp| {
         store
             .client()
-            .query(history::LOG_CHECKPOINT)
+            .query(past::LOG_CHECKPOINT)
             .bind(crate::to_datetime(at))
             .bind(0u64)
             .sql_display()
@@ -596,7 +597,7 @@ pub fn upkeep_statements(database: &str, now: Timestamp) -> Vec<CatalogEntry> {
     vec![
         CatalogEntry {
             name: "the first checkpoint".into(),
-            sql: history::first_checkpoint_query(&store, first)
+            sql: past::first_checkpoint_query(&store, first)
                 .sql_display()
                 .to_string(),
         },
@@ -606,7 +607,7 @@ pub fn upkeep_statements(database: &str, now: Timestamp) -> Vec<CatalogEntry> {
         },
         CatalogEntry {
             name: "a checkpoint from the one before".into(),
-            sql: history::checkpoint_from_previous_query(&store, first, next)
+            sql: past::checkpoint_from_previous_query(&store, first, next)
                 .sql_display()
                 .to_string(),
         },

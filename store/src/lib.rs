@@ -11,10 +11,10 @@
 #![forbid(unsafe_code)]
 
 pub mod catalog;
-pub mod cluster;
+pub mod clickhouse_cluster;
 pub mod drift_sql;
-pub mod history;
 pub mod panel_sql;
+pub mod past;
 pub mod queries;
 pub mod retention;
 pub mod rows;
@@ -24,7 +24,7 @@ pub mod writer;
 
 use std::time::Duration;
 
-pub use cluster::ClusterConfig;
+pub use clickhouse_cluster::ClusterConfig;
 pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
     ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MemberSinceRow, MembershipRow,
@@ -273,7 +273,7 @@ impl Store {
                 .bind(clickhouse::sql::Identifier(&self.database)),
             Some(cluster) => self
                 .server
-                .query(&cluster::drop_database(cluster, &self.database))
+                .query(&clickhouse_cluster::drop_database(cluster, &self.database))
                 .with_setting("wait_end_of_query", "1"),
         };
         query

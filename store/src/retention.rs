@@ -4,7 +4,7 @@
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{local_table, placement, Placement};
+use crate::clickhouse_cluster::{local_table, placement, Placement};
 use crate::{Context, Result, Store};
 
 /// Tables partitioned by `toYYYYMMDD(…)` whose old days retention drops.
@@ -115,7 +115,7 @@ impl Store {
         let oldest_kept = yyyymmdd(first_kept_day);
         // Checkpoints leave the log before their rows go, so no reader picks one half dropped.
         self.client()
-            .query(crate::history::DROP_CHECKPOINTS_BEFORE)
+            .query(crate::past::DROP_CHECKPOINTS_BEFORE)
             .bind(crate::to_datetime(fleetscope_model::Timestamp(
                 first_kept_day * 86_400,
             )))
@@ -176,7 +176,7 @@ impl Store {
         );
         if !heartbeat_hours.is_empty() {
             self.client()
-                .query(crate::history::HEARTBEAT_FLOOR_BEFORE)
+                .query(crate::past::HEARTBEAT_FLOOR_BEFORE)
                 .bind(crate::to_datetime(fleetscope_model::Timestamp(
                     oldest_kept * 3_600,
                 )))

@@ -9,7 +9,7 @@ use clickhouse::sql::Identifier;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{self, ClusterConfig};
+use crate::clickhouse_cluster::{self, ClusterConfig};
 use crate::{Context, Result, Store, StoreError};
 
 /// One step of the schema.
@@ -30,7 +30,9 @@ impl Migration {
     pub fn cluster_statements(&self, cluster: &ClusterConfig, database: &str) -> Vec<String> {
         self.statements
             .iter()
-            .flat_map(|statement| cluster::clustered_statements(statement, cluster, database))
+            .flat_map(|statement| {
+                clickhouse_cluster::clustered_statements(statement, cluster, database)
+            })
             .collect()
     }
 
@@ -391,7 +393,7 @@ pub struct MigrationReport {
 impl Store {
     /// Creates the database if needed and applies every migration not yet applied, in order.
     ///
-    /// In cluster mode every statement is the clustered variant (see [`crate::cluster`]), run
+    /// In cluster mode every statement is the clustered variant (see [`crate::clickhouse_cluster`]), run
     /// `ON CLUSTER` so that each reaches every node, and the cluster checksum is recorded. A
     /// database migrated in the other mode is refused.
     pub async fn migrate(&self) -> Result<MigrationReport> {
@@ -405,7 +407,10 @@ impl Store {
                 .await
                 .context(|| format!("creating database {}", self.database))?,
             Some(cluster) => self
-                .run_ddl(&cluster::create_database(cluster, &self.database), true)
+                .run_ddl(
+                    &clickhouse_cluster::create_database(cluster, &self.database),
+                    true,
+                )
                 .await
                 .context(|| {
                     format!(
@@ -519,9 +524,11 @@ impl Store {
     fn migrations_table_statements(&self) -> Vec<String> {
         match &self.cluster {
             None => vec![MIGRATIONS_TABLE_DDL.to_owned()],
-            Some(cluster) => {
-                cluster::clustered_statements(MIGRATIONS_TABLE_DDL, cluster, &self.database)
-            }
+            Some(cluster) => clickhouse_cluster::clustered_statements(
+                MIGRATIONS_TABLE_DDL,
+                cluster,
+                &self.database,
+            ),
         }
     }
 

@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chdb;
-pub mod cluster;
+pub mod clickhouse_cluster;
 pub mod faults;
 pub mod grid;
 pub mod otlp;

@@ -487,7 +487,7 @@ async fn every_panel_query_answers_on_a_clickhouse_cluster_as_on_one_server() {
         .collect();
 
     let single = TestStore::start().await;
-    let cluster = fleetscope_testkit::cluster::start("fleet", 2, 1);
+    let cluster = fleetscope_testkit::clickhouse_cluster::start("fleet", 2, 1);
     let database = single.store.database().to_owned();
     let first = &cluster.servers()[0];
     let store = Store::connect(
@@ -515,7 +515,7 @@ async fn every_panel_query_answers_on_a_clickhouse_cluster_as_on_one_server() {
             .unwrap_or_else(|err| panic!("insert on the cluster: {err}"));
     }
     // The replicated tables copy to the other node in the background: wait until it has them.
-    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::clickhouse_cluster::sync_replicas(&cluster, &database).await;
 
     let mut failures = Vec::new();
     let mut with_rows = 0;

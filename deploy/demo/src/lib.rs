@@ -11,7 +11,7 @@
 
 #![forbid(unsafe_code)]
 
-pub mod history;
+pub mod past_hour;
 pub mod platform;
 pub mod table;
 pub mod where_to_look;
@@ -273,7 +273,7 @@ async fn run_in(args: &DemoArgs, exe: &Path, work: &Path) -> anyhow::Result<()> 
     drop(outcome);
 
     let t = Instant::now();
-    let written = history::write(&store, &mut fleet, clock::now(), args.stale_after).await?;
+    let written = past_hour::write(&store, &mut fleet, clock::now(), args.stale_after).await?;
     step(
         t,
         &format!(

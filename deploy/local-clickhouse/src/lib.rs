@@ -4,10 +4,10 @@
 
 #![forbid(unsafe_code)]
 
-mod cluster;
+mod clickhouse_cluster;
 mod zookeeper;
 
-pub use cluster::{replica_macro, shard_macro, ClusterSpec, LocalClickHouseCluster};
+pub use clickhouse_cluster::{replica_macro, shard_macro, ClusterSpec, LocalClickHouseCluster};
 pub use zookeeper::{find_zookeeper, LocalZooKeeper, JAVA_ENV, ZOOKEEPER_JAR_ENV};
 
 use std::io::{Read, Write};

@@ -672,7 +672,7 @@ fn render_publishes_into_a_clickhouse_cluster_with_clickhouse_cluster() {
 
     // Two shards of one replica each: the renderer's tables are replicated to every node, so
     // each node must answer with the whole desired state.
-    let cluster = fleetscope_testkit::cluster::start("fleet", 2, 1);
+    let cluster = fleetscope_testkit::clickhouse_cluster::start("fleet", 2, 1);
     let first = cluster.servers()[0].url();
     let (ok, out, err) = fleetscope(&[
         "migrate",

@@ -14,7 +14,7 @@ mod one_definition;
 mod openapi_schemas;
 mod otlp;
 mod params;
+mod past_moments;
 mod render_visibility;
 mod serving;
 mod ties;
-mod time_travel;

@@ -85,7 +85,7 @@ fn head_message(output: &Path) -> String {
 enum Seen {
     Rendered {
         tree: BTreeMap<String, Vec<u8>>,
-        platform: Box<fleetscope_renderer::model::Platform>,
+        platform: Box<fleetscope_renderer::validate::Platform>,
         assigned: Box<fleetscope_renderer::assign::Assigned>,
         hashes: BTreeMap<(String, String), String>,
         warnings: Vec<String>,

@@ -159,7 +159,7 @@ async fn the_cli_publishes_a_commit_clickhouse_does_not_have_yet() {
     let test = TestStore::start().await;
     let platform = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform");
     let out = tempfile::tempdir().unwrap();
-    let args = |clickhouse: bool| fleetscope_renderer::cli::RenderArgs {
+    let args = |clickhouse: bool| fleetscope_renderer::args::RenderArgs {
         platform: platform.clone(),
         output: Some(out.path().to_owned()),
         push: false,
@@ -169,12 +169,12 @@ async fn the_cli_publishes_a_commit_clickhouse_does_not_have_yet() {
         service: Default::default(),
         command: None,
     };
-    fleetscope_renderer::cli::run(args(false)).await.unwrap();
+    fleetscope_renderer::args::run(args(false)).await.unwrap();
     assert_eq!(test.store.last_render_commit().await.unwrap(), None);
     let head = fleetscope_renderer::git::head_commit(&git2::Repository::open(out.path()).unwrap());
     assert!(head.is_some());
 
-    fleetscope_renderer::cli::run(args(true)).await.unwrap();
+    fleetscope_renderer::args::run(args(true)).await.unwrap();
     assert_eq!(test.store.last_render_commit().await.unwrap(), head);
     assert_eq!(
         test.store
@@ -191,7 +191,7 @@ async fn the_cli_publishes_a_commit_clickhouse_does_not_have_yet() {
         .unwrap();
     assert_eq!(renders, 1);
 
-    fleetscope_renderer::cli::run(args(true)).await.unwrap();
+    fleetscope_renderer::args::run(args(true)).await.unwrap();
     assert_eq!(
         test.store
             .count_rows::<fleetscope_store::RenderRow>()

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fleetscope_renderer::cli::{watch, RenderArgs, ServiceArgs, WatchReport};
+use fleetscope_renderer::args::{watch, RenderArgs, ServiceArgs, WatchReport};
 use fleetscope_renderer::{git, DIGEST_TRAILER};
 use fleetscope_testkit::TestStore;
 
@@ -324,7 +324,7 @@ async fn every_does_not_go_with_dry_run_or_explain() {
         "lab-01",
     ])
     .unwrap();
-    let err = fleetscope_renderer::cli::run(args)
+    let err = fleetscope_renderer::args::run(args)
         .await
         .unwrap_err()
         .to_string();

@@ -125,7 +125,7 @@ pub fn running_versions_over_time(slots: &Slots) -> PanelQuery {
     let time = format!(
         "{range} AND taken_at GLOBAL IN (SELECT min(taken_at) FROM ({complete}) WHERE {range} \
 GROUP BY intDiv(toUInt32(taken_at), {PANEL_CHECKPOINT_SECONDS}))",
-        complete = crate::history::COMPLETE_CHECKPOINTS
+        complete = crate::past::COMPLETE_CHECKPOINTS
     );
     let sql = format!(
         "SELECT time, version, count() AS clusters FROM (\

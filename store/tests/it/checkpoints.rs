@@ -34,7 +34,7 @@ fn observed(cluster: &str, seq: u64, received_at: i64, health: &str) -> Observed
     }
 }
 
-fn taken(store_checkpoints: &fleetscope_store::history::Checkpoints) -> Vec<i64> {
+fn taken(store_checkpoints: &fleetscope_store::past::Checkpoints) -> Vec<i64> {
     store_checkpoints
         .taken
         .iter()
@@ -117,8 +117,8 @@ VALUES ('collector-gone', toDateTime(?), toDateTime(?), now() - 601)",
         .observed_at(
             Timestamp(DAY0 + 12 * HOUR),
             Timestamp(DAY0 + 12 * HOUR),
-            fleetscope_store::history::ObservedScope::All,
-            fleetscope_store::history::ObservedPart::Both,
+            fleetscope_store::past::ObservedScope::All,
+            fleetscope_store::past::ObservedPart::Both,
             |row| at_12.push((row.cluster_id.to_owned(), row.seq, row.health.to_owned())),
         )
         .await

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use fleetscope_local_clickhouse::LocalZooKeeper;
 use fleetscope_store::catalog;
-use fleetscope_store::cluster::{Placement, PLACEMENTS};
+use fleetscope_store::clickhouse_cluster::{Placement, PLACEMENTS};
 use fleetscope_store::{ClusterConfig, StoreConfig};
 use fleetscope_testkit::chdb::{self, Statement};
 use fleetscope_testkit::grid::{NOW, POLICY};

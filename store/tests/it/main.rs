@@ -3,7 +3,7 @@
 //! (or a cluster of them, or the current engine in-process) and stops it.
 
 mod checkpoints;
-mod cluster;
+mod clickhouse_cluster;
 mod cluster_current_clickhouse;
 mod current_clickhouse;
 mod drift_definition;

@@ -71,7 +71,7 @@ pub struct ServiceArgs {
     #[arg(
         long,
         env = "FLEETSCOPE_CLICKHOUSE_ZOOKEEPER_PATH",
-        default_value = fleetscope_store::cluster::DEFAULT_ZOOKEEPER_PATH
+        default_value = fleetscope_store::clickhouse_cluster::DEFAULT_ZOOKEEPER_PATH
     )]
     pub clickhouse_zookeeper_path: String,
 }
@@ -85,7 +85,8 @@ impl Default for ServiceArgs {
             clickhouse_user: None,
             clickhouse_password: None,
             clickhouse_cluster: None,
-            clickhouse_zookeeper_path: fleetscope_store::cluster::DEFAULT_ZOOKEEPER_PATH.to_owned(),
+            clickhouse_zookeeper_path: fleetscope_store::clickhouse_cluster::DEFAULT_ZOOKEEPER_PATH
+                .to_owned(),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! (each a moment no earlier request asked about, so nothing is answered from the hub's
 //! cache), the latency of each request.
 //!
-//! `cargo bench -p fleetscope-hub --bench time_travel`; `FLEETSCOPE_BENCH_CLUSTERS`,
+//! `cargo bench -p fleetscope-hub --bench past_moments`; `FLEETSCOPE_BENCH_CLUSTERS`,
 //! `FLEETSCOPE_BENCH_APPS` and `FLEETSCOPE_BENCH_DAYS` change the size;
 //! `FLEETSCOPE_BENCH_DENSE_DAYS` takes the hourly checkpoints over only that many last days and
 //! one every 6 hours before them (a shorter run; the moments asked about lie in the last two
@@ -23,7 +23,7 @@ use fleetscope_hub::Auth;
 use fleetscope_hub::MetricsConfig;
 use fleetscope_hub::{router, AppState};
 use fleetscope_model::Timestamp;
-use fleetscope_store::history::{synthetic, DEFAULT_CHECKPOINT_SECONDS};
+use fleetscope_store::past::{synthetic, DEFAULT_CHECKPOINT_SECONDS};
 use fleetscope_testkit::TestStore;
 
 fn env_number(name: &str, default: usize) -> usize {
@@ -184,8 +184,8 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
                 .observed_at(
                     checkpoint,
                     at,
-                    fleetscope_store::history::ObservedScope::All,
-                    fleetscope_store::history::ObservedPart::Both,
+                    fleetscope_store::past::ObservedScope::All,
+                    fleetscope_store::past::ObservedPart::Both,
                     |_| rows += 1,
                 )
                 .await

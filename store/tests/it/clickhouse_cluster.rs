@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use fleetscope_local_clickhouse::{LocalClickHouse, LocalClickHouseCluster};
-use fleetscope_store::cluster::{Placement, PLACEMENTS};
+use fleetscope_store::clickhouse_cluster::{Placement, PLACEMENTS};
 use fleetscope_store::queries::ObservedSource;
 use fleetscope_store::writer::{BatchWriter, BatchWriterConfig};
 use fleetscope_store::{
@@ -24,7 +24,7 @@ const SHARDS: usize = 2;
 const REPLICAS: usize = 2;
 
 fn start_cluster() -> LocalClickHouseCluster {
-    fleetscope_testkit::cluster::start(CLUSTER, SHARDS, REPLICAS)
+    fleetscope_testkit::clickhouse_cluster::start(CLUSTER, SHARDS, REPLICAS)
 }
 
 fn cluster_store(server: &LocalClickHouse, database: &str) -> Store {
@@ -182,7 +182,7 @@ async fn a_cluster_answers_like_a_single_server() {
     let second = second.elapsed();
     assert_eq!(report.already_applied, all);
     assert!(report.applied.is_empty());
-    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::clickhouse_cluster::sync_replicas(&cluster, &database).await;
     let far = cluster_store(cluster.server(1, 1), &database);
     assert_eq!(far.migrate().await.unwrap().already_applied, all);
     eprintln!("migrate on the cluster: first {first:?}, again {second:?}");
@@ -241,7 +241,7 @@ async fn a_cluster_answers_like_a_single_server() {
         .take_checkpoint(fleetscope_model::Timestamp(NOW.seconds() + 1))
         .await
         .unwrap();
-    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::clickhouse_cluster::sync_replicas(&cluster, &database).await;
     eprintln!(
         "{} observed rows and {} heartbeats of {} clusters written to the cluster in {loaded_in:?}",
         rows.observed.len(),
@@ -565,7 +565,7 @@ async fn a_cluster_answers_like_a_single_server() {
             .await
             .unwrap()
     );
-    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::clickhouse_cluster::sync_replicas(&cluster, &database).await;
     assert_eq!(
         far.rollup_trend("grid", NOW.plus_seconds(-86_400), NOW.plus_seconds(1))
             .await
@@ -615,7 +615,7 @@ async fn a_cluster_answers_like_a_single_server() {
         .collect();
     store.insert_rows(&old_rows).await.unwrap();
     single.store.insert_rows(&old_rows).await.unwrap();
-    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::clickhouse_cluster::sync_replicas(&cluster, &database).await;
     let dropped = store.apply_retention(NOW, 30).await.unwrap();
     assert_eq!(
         dropped,
@@ -625,7 +625,7 @@ async fn a_cluster_answers_like_a_single_server() {
     let trimmed = store.trim_arrivals(NOW).await.unwrap();
     assert_eq!(trimmed, single.store.trim_arrivals(NOW).await.unwrap());
     assert_eq!(trimmed, vec![NOW.seconds().div_euclid(3_600) - 10]);
-    fleetscope_testkit::cluster::sync_replicas(&cluster, &database).await;
+    fleetscope_testkit::clickhouse_cluster::sync_replicas(&cluster, &database).await;
     for server in cluster.servers() {
         let client = node(server, &database);
         let retired: u64 = client
