@@ -7,8 +7,8 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod args;
 pub mod central;
-pub mod cli;
 pub mod normalize;
 pub mod protocol;
 pub mod watch;

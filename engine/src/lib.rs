@@ -13,16 +13,19 @@
 
 #![forbid(unsafe_code)]
 
-pub mod counts;
-pub mod fleet;
+mod counts;
+mod fleet;
 pub mod gate;
-pub mod index;
+mod index;
 pub mod insights;
 pub mod past;
-pub mod rollups;
-pub mod symbols;
+mod rollups;
+mod symbols;
 
-pub use counts::Counts;
-pub use fleet::{as_group_rollups, Filter, Fleet, VersionsByGroup, UNFINISHED_RENDER_GRACE};
+pub use counts::{state_index, Counts};
+pub use fleet::{
+    as_group_rollups, ClusterRec, EnvironmentTable, Filter, Fleet, Pair, VersionsByGroup,
+    UNFINISHED_RENDER_GRACE,
+};
 pub use index::arrivals::ArrivalRead;
-pub use index::{load, Index, Refreshed};
+pub use index::{load, Index, RefreshPhases, Refreshed};

@@ -61,7 +61,7 @@ pub enum Command {
     /// Render the platform repo into GitOps output per render group (and explain the result).
     Render(fleetscope_renderer::args::RenderArgs),
     /// Run in an edge cluster: watch Flux and Argo CD objects and report changes to the collector.
-    Agent(fleetscope_collector::cli::AgentArgs),
+    Agent(fleetscope_collector::args::AgentArgs),
     /// Serve drift, inventory, history and rollups over HTTP, with Prometheus metrics.
     Hub {
         #[command(flatten)]
@@ -80,7 +80,7 @@ pub enum Command {
     /// Receive agents' reports (and watch reachable clusters) and write them to ClickHouse.
     Collector {
         #[command(flatten)]
-        collector: fleetscope_collector::cli::CollectorArgs,
+        collector: fleetscope_collector::args::CollectorArgs,
         #[command(flatten)]
         clickhouse: ClickHouseArgs,
     },
@@ -197,12 +197,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Render(args) => fleetscope_renderer::args::run(args).await,
-        Command::Agent(args) => fleetscope_collector::cli::run_agent(args).await,
+        Command::Agent(args) => fleetscope_collector::args::run_agent(args).await,
         Command::Hub { hub, clickhouse } => fleetscope_hub::run(hub, clickhouse.connect()?).await,
         Command::Collector {
             collector,
             clickhouse,
-        } => fleetscope_collector::cli::run_collector(collector, clickhouse.connect()?).await,
+        } => fleetscope_collector::args::run_collector(collector, clickhouse.connect()?).await,
         Command::Status(_) | Command::Versions(_) | Command::Drift(_) | Command::Gate(_) => {
             unreachable!("dispatch runs the client commands")
         }

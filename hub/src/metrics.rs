@@ -17,8 +17,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use fleetscope_engine::counts::{state_index, Counts};
-use fleetscope_engine::fleet::Fleet;
+use fleetscope_engine::Fleet;
+use fleetscope_engine::{state_index, Counts};
 
 /// The name that stands for everything beyond the series bound.
 pub const OTHER: &str = "_other";
@@ -171,7 +171,7 @@ impl HubMetrics {
     }
 
     /// The phases of one successful refresh.
-    pub fn refresh_phases(&self, phases: &fleetscope_engine::index::RefreshPhases) {
+    pub fn refresh_phases(&self, phases: &fleetscope_engine::RefreshPhases) {
         for (phase, took) in phases.named() {
             self.refresh_phase_seconds
                 .get_or_create(&PhaseLabels {

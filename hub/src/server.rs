@@ -18,7 +18,7 @@ use fleetscope_store::Store;
 use crate::auth::{Auth, LiveAuth};
 use crate::metrics::MetricsConfig;
 use crate::params::ApiError;
-use fleetscope_engine::index::Index;
+use fleetscope_engine::Index;
 use fleetscope_serve::reload::{self};
 use fleetscope_serve::tls::{TlsAcceptor, TlsFiles};
 
@@ -160,7 +160,7 @@ pub async fn take_snapshot(
         let state = state.clone();
         tokio::task::spawn_blocking(move || {
             let (fleet, _) = state.view();
-            fleetscope_engine::fleet::as_group_rollups(&fleet.summary(&Default::default()))
+            fleetscope_engine::as_group_rollups(&fleet.summary(&Default::default()))
                 .iter()
                 .filter(|r| r.depth <= max_depth)
                 .map(|r| r.snapshot_row(taken_at))

@@ -11,8 +11,8 @@ use fleetscope_runtime::clock;
 
 use crate::metrics::{HubMetrics, MetricsConfig};
 use crate::params::ApiError;
-use fleetscope_engine::fleet::Fleet;
-use fleetscope_engine::index::Index;
+use fleetscope_engine::Fleet;
+use fleetscope_engine::Index;
 use fleetscope_serve::reload::ReloadMetrics;
 
 /// How long cached answers live at most; new data invalidates them sooner (the index

@@ -25,11 +25,11 @@ pub mod records;
 pub mod tables;
 
 pub use clusters::Clusters;
-pub use objects::{Object, ObjectKey, ObjectParts, ObjectRec, ObjectStatus};
-pub use observed::{Made, Staged, STAGED_OBJECTS};
+pub use objects::ObjectParts;
+pub use observed::{Made, Staged};
 pub use questions::as_group_rollups;
 pub use records::{
-    ClusterInfo, ClusterRec, DesiredRec, EnvironmentTable, Filter, Pair, ReasonRec, VersionsByGroup,
+    ClusterRec, DesiredRec, EnvironmentTable, Filter, Pair, ReasonRec, VersionsByGroup,
 };
 pub use tables::{Tables, UNFINISHED_RENDER_GRACE};
 

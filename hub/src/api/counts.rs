@@ -14,7 +14,7 @@ use crate::auth::Principal;
 use crate::params::{csv, ApiError};
 use crate::query::{ApiQuery, EnvironmentsQuery, SummaryQuery};
 use crate::state::AppState;
-use fleetscope_engine::counts::Counts;
+use fleetscope_engine::Counts;
 
 use super::*;
 
@@ -156,7 +156,7 @@ pub async fn environments(
             if let Some(table) = fleet.environments(&filter) {
                 return table;
             }
-            let mut table = fleetscope_engine::fleet::EnvironmentTable::new();
+            let mut table = fleetscope_engine::EnvironmentTable::new();
             let s = &fleet.symbols;
             for cluster in fleet.clusters.values() {
                 if !fleet.cluster_matches(cluster, &filter) {

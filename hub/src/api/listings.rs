@@ -10,7 +10,7 @@ use crate::auth::Principal;
 use crate::params::{encode_cursor, ApiError};
 use crate::query::{ApiQuery, DriftQuery, StaleQuery};
 use crate::state::AppState;
-use fleetscope_engine::fleet::ClusterRec;
+use fleetscope_engine::ClusterRec;
 
 use super::*;
 

@@ -19,8 +19,8 @@ use crate::auth::Principal;
 use crate::params::{csv, ApiError};
 use crate::query::Selection;
 use crate::state::AppState;
-use fleetscope_engine::fleet::{ClusterRec, Filter, Fleet, Pair};
 use fleetscope_engine::past::Reach;
+use fleetscope_engine::{ClusterRec, Filter, Fleet, Pair};
 
 mod clusters;
 mod counts;
