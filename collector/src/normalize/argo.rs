@@ -138,3 +138,131 @@ fn revision_pair(reader: &mut Reader, block: &Node<'_>) -> (String, Vec<String>)
     let single = reader.field(block, "revision");
     (reader.string(&single), Vec::new())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::normalize::test_objects::application;
+    use crate::normalize::{fields, normalize};
+
+    #[test]
+    fn argo_health_and_sync() {
+        let case = |health: Option<&str>, sync: Option<&str>| {
+            let mut status = json!({});
+            if let Some(health) = health {
+                status["health"] = json!({"status": health});
+            }
+            if let Some(sync) = sync {
+                status["sync"] = json!({"status": sync});
+            }
+            let normalized = normalize(&application(status)).unwrap();
+            (normalized.health, normalized.sync, normalized.reason)
+        };
+        let owned = |health, sync, reason: &str| (health, sync, reason.to_owned());
+        assert_eq!(
+            case(Some("Healthy"), Some("Synced")),
+            owned(Health::Healthy, SyncStatus::Synced, "Healthy")
+        );
+        assert_eq!(
+            case(Some("Missing"), Some("OutOfSync")),
+            owned(Health::Progressing, SyncStatus::OutOfSync, "Missing")
+        );
+        assert_eq!(
+            case(Some("Progressing"), Some("Unknown")),
+            owned(Health::Progressing, SyncStatus::Unknown, "Progressing")
+        );
+        assert_eq!(
+            case(Some("Suspended"), None),
+            owned(Health::Suspended, SyncStatus::Unknown, "Suspended")
+        );
+        assert_eq!(
+            case(Some("Degraded"), Some("Synced")),
+            owned(Health::Degraded, SyncStatus::Synced, "Degraded")
+        );
+        assert_eq!(
+            case(Some("Unknown"), None),
+            owned(Health::Unknown, SyncStatus::Unknown, "Unknown")
+        );
+        assert_eq!(
+            case(None, None),
+            owned(Health::Unknown, SyncStatus::Unknown, "")
+        );
+        assert_eq!(
+            case(Some("Sideways"), None),
+            owned(Health::Unknown, SyncStatus::Unknown, "Sideways")
+        );
+    }
+
+    #[test]
+    fn failed_operation_is_degraded() {
+        for phase in ["Failed", "Error"] {
+            let normalized = normalize(&application(json!({
+                "health": {"status": "Healthy", "lastTransitionTime": "2024-07-16T12:00:00Z"},
+                "sync": {"status": "OutOfSync", "revision": "abc"},
+                "conditions": [{"type": "SyncError", "message": "condition message"}],
+                "operationState": {
+                    "phase": phase,
+                    "message": "one or more objects failed to apply",
+                    "startedAt": "2024-07-16T12:01:00Z",
+                    "finishedAt": "2024-07-16T12:02:00Z",
+                    "syncResult": {"revision": "def"},
+                },
+            })))
+            .unwrap();
+            assert_eq!(normalized.health, Health::Degraded);
+            assert_eq!(normalized.reason, phase);
+            assert_eq!(normalized.message, "one or more objects failed to apply");
+            assert_eq!(normalized.operation_phase.as_deref(), Some(phase));
+            assert_eq!(normalized.applied_revision, "abc");
+            assert_eq!(normalized.attempted_revision, "def");
+            // The health block's time comes first, as the rules say.
+            assert_eq!(
+                normalized.transitioned_at,
+                Some(fields::parse_timestamp("2024-07-16T12:00:00Z").unwrap())
+            );
+        }
+    }
+
+    #[test]
+    fn argo_message_and_time_fall_back_in_order() {
+        let normalized = normalize(&application(json!({
+            "health": {"status": "Progressing", "message": "health message"},
+            "operationState": {"phase": "Running", "startedAt": "2024-07-16T12:01:00Z"},
+            "reconciledAt": "2024-07-16T12:05:00Z",
+        })))
+        .unwrap();
+        assert_eq!(normalized.message, "health message");
+        assert_eq!(
+            normalized.transitioned_at,
+            Some(fields::parse_timestamp("2024-07-16T12:01:00Z").unwrap())
+        );
+        assert_eq!(
+            normalized.reconciled_at,
+            Some(fields::parse_timestamp("2024-07-16T12:05:00Z").unwrap())
+        );
+        assert_eq!(
+            normalized.applied_revision, "",
+            "a running operation applied nothing yet"
+        );
+
+        let normalized = normalize(&application(
+            json!({"reconciledAt": "2024-07-16T12:05:00Z"}),
+        ))
+        .unwrap();
+        assert_eq!(normalized.transitioned_at, normalized.reconciled_at);
+    }
+
+    #[test]
+    fn multi_source_revisions() {
+        let normalized = normalize(&application(json!({
+            "sync": {"status": "Synced", "revisions": ["aaa", "bbb"]},
+            "summary": {"images": ["nginx:1.27", "redis:7"]},
+        })))
+        .unwrap();
+        assert_eq!(normalized.applied_revision, "aaa, bbb");
+        assert_eq!(normalized.revisions, ["aaa", "bbb"]);
+        assert_eq!(normalized.images, ["nginx:1.27", "redis:7"]);
+    }
+}
