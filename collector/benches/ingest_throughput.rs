@@ -46,7 +46,7 @@ fn report(
     Report {
         cluster: format!("store-{cluster:06}"),
         agent_version: "0.1.0".into(),
-        seq: round,
+        report_seq: round,
         sent_at: now,
         kind,
         reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),

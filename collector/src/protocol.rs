@@ -71,8 +71,10 @@ impl ReportKind {
 pub struct Report {
     pub cluster: String,
     pub agent_version: String,
-    /// Per-agent report number, strictly increasing across restarts (the agent persists it).
-    pub seq: u64,
+    /// The report number: per agent, strictly increasing across restarts (the agent persists
+    /// it); `seq` on the wire.
+    #[serde(rename = "seq")]
+    pub report_seq: u64,
     /// The agent's clock when the report was made, seconds since the epoch.
     pub sent_at: i64,
     pub kind: ReportKind,
@@ -120,7 +122,7 @@ impl Change {
     /// The wire form of an observed item (the agent's side).
     pub fn from_observed(item: &ObservedItem) -> Change {
         Change {
-            change_seq: item.seq,
+            change_seq: item.change_seq,
             kind: item.object.kind.as_str().to_owned(),
             namespace: item.object.namespace.clone(),
             name: item.object.name.clone(),
@@ -222,7 +224,7 @@ fn check_conflicting_numbers(changes: &[Change]) -> Result<(), ReportError> {
 pub struct ValidReport {
     pub cluster: ClusterId,
     pub agent_version: String,
-    pub seq: u64,
+    pub report_seq: u64,
     pub kind: ReportKind,
     pub reconcilers: BTreeMap<String, String>,
     pub change_seq_high: u64,
@@ -236,11 +238,11 @@ impl Report {
         let cluster =
             ClusterId::parse(&self.cluster).map_err(|err| bad("cluster", err.to_string()))?;
         check_len("agent_version", &self.agent_version, 64)?;
-        if self.seq == 0 && self.kind != ReportKind::Heartbeat {
+        if self.report_seq == 0 && self.kind != ReportKind::Heartbeat {
             return Err(bad("seq", "must be at least 1"));
         }
         let limit = seq_limit(now);
-        check_seq("seq", self.seq, limit)?;
+        check_seq("seq", self.report_seq, limit)?;
         check_seq("change_seq_high", self.change_seq_high, limit)?;
         if self.reconcilers.len() > 16 {
             return Err(bad(
@@ -349,14 +351,14 @@ impl Report {
                 message,
                 transitioned_at: Timestamp(change.transitioned_at.unwrap_or(0)),
                 observed_at: Timestamp(change.observed_at),
-                seq: change.change_seq,
+                change_seq: change.change_seq,
                 deleted: change.deleted,
             });
         }
         Ok(ValidReport {
             cluster,
             agent_version: self.agent_version,
-            seq: self.seq,
+            report_seq: self.report_seq,
             kind: self.kind,
             reconcilers: self.reconcilers,
             change_seq_high: self.change_seq_high,
@@ -503,7 +505,7 @@ mod tests {
         Report {
             cluster: "store-1".into(),
             agent_version: "0.1.0".into(),
-            seq: 7,
+            report_seq: 7,
             sent_at: NOW.seconds(),
             kind: ReportKind::Delta,
             reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
@@ -570,7 +572,7 @@ mod tests {
             ObservedState::of_item(a) == ObservedState::of_item(b)
         };
         let later = ObservedItem {
-            seq: 2,
+            change_seq: 2,
             observed_at: Timestamp(NOW.seconds() - 1),
             ..item.clone()
         };
@@ -596,7 +598,7 @@ mod tests {
         let received_again = ObservedRow {
             observed_at: 0,
             received_at: 0,
-            seq: 9,
+            change_seq: 9,
             ..row(&item)
         };
         assert!(
@@ -615,7 +617,7 @@ mod tests {
         assert_eq!(decoded, original);
         let valid = decoded.validate(NOW).unwrap();
         assert_eq!(valid.items.len(), 2);
-        assert_eq!(valid.items[1].seq, 2);
+        assert_eq!(valid.items[1].change_seq, 2);
         assert_eq!(valid.items[0].health, Health::Healthy);
         assert_eq!(
             Change::from_observed(&valid.items[0]),
@@ -629,7 +631,7 @@ mod tests {
         type Mutation = Box<dyn Fn(&mut Report)>;
         let cases: Vec<(&str, Mutation)> = vec![
             ("cluster", Box::new(|r| r.cluster = "Store 1".into())),
-            ("seq", Box::new(|r| r.seq = 0)),
+            ("seq", Box::new(|r| r.report_seq = 0)),
             (
                 "changes[1].kind",
                 Box::new(|r| r.changes[1].kind = "Deployment".into()),
@@ -679,11 +681,11 @@ mod tests {
                 Box::new(|r| r.changes[0].change_seq = 0),
             ),
             ("changes", Box::new(|r| r.kind = ReportKind::Heartbeat)),
-            ("seq", Box::new(|r| r.seq = u64::MAX)),
-            ("seq", Box::new(|r| r.seq = MAX_SEQ + 1)),
+            ("seq", Box::new(|r| r.report_seq = u64::MAX)),
+            ("seq", Box::new(|r| r.report_seq = MAX_SEQ + 1)),
             (
                 "seq",
-                Box::new(|r| r.seq = NOW_MICROS + MAX_SEQ_AHEAD_MICROS + 1),
+                Box::new(|r| r.report_seq = NOW_MICROS + MAX_SEQ_AHEAD_MICROS + 1),
             ),
             (
                 "changes[1].change_seq",
@@ -718,11 +720,11 @@ mod tests {
         let limit = NOW_MICROS + MAX_SEQ_AHEAD_MICROS;
         assert_eq!(seq_limit(NOW), limit);
         let mut r = report(vec![change(1), change(limit)]);
-        r.seq = limit;
+        r.report_seq = limit;
         r.kind = ReportKind::Snapshot;
         r.change_seq_high = limit;
         let valid = r.validate(NOW).unwrap();
-        assert_eq!((valid.seq, valid.change_seq_high), (limit, limit));
+        assert_eq!((valid.report_seq, valid.change_seq_high), (limit, limit));
         // Far in the future the day ahead is cut at the largest exact JSON integer.
         assert_eq!(seq_limit(Timestamp(i64::MAX / 2)), MAX_SEQ);
         assert_eq!(seq_limit(Timestamp(-5)), MAX_SEQ_AHEAD_MICROS);
@@ -730,7 +732,7 @@ mod tests {
         report(vec![change(3), change(3)]).validate(NOW).unwrap();
         let mut heartbeat = report(vec![]);
         heartbeat.kind = ReportKind::Heartbeat;
-        heartbeat.seq = 0;
+        heartbeat.report_seq = 0;
         heartbeat.validate(NOW).unwrap();
     }
 

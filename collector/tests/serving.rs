@@ -23,7 +23,7 @@ fn heartbeat(cluster: &str) -> Report {
     Report {
         cluster: cluster.into(),
         agent_version: "0.1.0".into(),
-        seq: 0,
+        report_seq: 0,
         sent_at: now(),
         kind: ReportKind::Heartbeat,
         reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),

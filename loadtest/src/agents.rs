@@ -223,7 +223,7 @@ impl Agents {
                 continue;
             };
             let job = match sim.encoded.take() {
-                Some((seq, body)) if seq == report.seq => {
+                Some((seq, body)) if seq == report.report_seq => {
                     Job::Encoded(c, seq, report.kind, report.changes.len() as u32, body)
                 }
                 _ => Job::Report(c, Box::new(report.clone())),
@@ -257,7 +257,7 @@ impl Agents {
         if retry_in.is_none() {
             sim.last_ack = Some(clock::now().seconds());
             if let Some(seq) = acked_report {
-                if sim.outbox.front().is_some_and(|r| r.seq == seq) {
+                if sim.outbox.front().is_some_and(|r| r.report_seq == seq) {
                     sim.outbox.pop_front();
                 }
                 if sim.outbox.is_empty() && !sim.dark {
@@ -316,7 +316,7 @@ impl Agents {
             let (c, seq, kind, rows, body) = match job {
                 Job::Report(c, report) => (
                     c,
-                    Some(report.seq),
+                    Some(report.report_seq),
                     report.kind,
                     report.changes.len() as u32,
                     report.encode(),

@@ -395,7 +395,7 @@ impl SimFleet {
         Report {
             cluster: cluster.id.clone(),
             agent_version: AGENT_VERSION.to_owned(),
-            seq: cluster.report_seq,
+            report_seq: cluster.report_seq,
             sent_at: now.seconds(),
             kind,
             reconcilers: [(reconciler.0.to_owned(), reconciler.1.to_owned())].into(),
@@ -425,7 +425,7 @@ impl SimFleet {
     /// Queues a report made by [`SimFleet::snapshot`] with its request body already encoded.
     pub fn queue_encoded(&mut self, cluster: usize, report: Report, body: Vec<u8>) {
         let sim = &mut self.clusters[cluster];
-        sim.encoded = Some((report.seq, body));
+        sim.encoded = Some((report.report_seq, body));
         sim.outbox.push_back(report);
     }
 
@@ -462,7 +462,7 @@ impl SimFleet {
         Report {
             cluster: sim.id.clone(),
             agent_version: AGENT_VERSION.to_owned(),
-            seq: 0,
+            report_seq: 0,
             sent_at: now.seconds(),
             kind: ReportKind::Heartbeat,
             reconcilers: [(reconciler.0.to_owned(), reconciler.1.to_owned())].into(),

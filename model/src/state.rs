@@ -103,8 +103,10 @@ pub struct ObservedItem {
     pub transitioned_at: Timestamp,
     /// When the reporter saw this state (the reporter's clock).
     pub observed_at: Timestamp,
-    /// Per-cluster change sequence: a later change always has a larger number.
-    pub seq: u64,
+    /// The change number: per cluster, a later change always has a larger number (`seq` in
+    /// serialized form).
+    #[serde(rename = "seq")]
+    pub change_seq: u64,
     /// The object was deleted from the cluster.
     pub deleted: bool,
 }

@@ -47,7 +47,7 @@ fn row(cluster: usize, app: usize, seq: u64) -> ObservedRow {
         transitioned_at: 1_800_000_000 - (app as u32 * 3_600),
         observed_at: 1_800_000_000,
         received_at: 1_800_000_001,
-        seq,
+        change_seq: seq,
         deleted: 0,
     }
 }

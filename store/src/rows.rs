@@ -180,7 +180,9 @@ pub struct ObservedRow {
     pub transitioned_at: u32,
     pub observed_at: u32,
     pub received_at: u32,
-    pub seq: u64,
+    /// The change number (column `seq`): per cluster, a later change has a larger one.
+    #[serde(rename = "seq")]
+    pub change_seq: u64,
     pub deleted: u8,
 }
 
@@ -203,7 +205,9 @@ pub struct ObservedRef<'a> {
     pub transitioned_at: u32,
     pub observed_at: u32,
     pub received_at: u32,
-    pub seq: u64,
+    /// The change number (column `seq`).
+    #[serde(rename = "seq")]
+    pub change_seq: u64,
     pub deleted: u8,
 }
 
@@ -226,7 +230,7 @@ impl ObservedRow {
             transitioned_at: self.transitioned_at,
             observed_at: self.observed_at,
             received_at: self.received_at,
-            seq: self.seq,
+            change_seq: self.change_seq,
             deleted: self.deleted,
         }
     }
@@ -261,7 +265,7 @@ impl ObservedRow {
             transitioned_at: to_datetime(item.transitioned_at),
             observed_at: to_datetime(item.observed_at),
             received_at: to_datetime(received_at),
-            seq: item.seq,
+            change_seq: item.change_seq,
             deleted: u8::from(item.deleted),
         }
     }

@@ -345,7 +345,7 @@ fn observed_row(
         transitioned_at: fleetscope_store::to_datetime(o.transitioned_at),
         observed_at: fleetscope_store::to_datetime(ago(5)),
         received_at: fleetscope_store::to_datetime(ago(4)),
-        seq,
+        change_seq: seq,
         deleted: u8::from(o.deleted),
     }
 }

@@ -229,7 +229,7 @@ impl SqlRow for ObservedRow {
             r.transitioned_at.literal(),
             r.observed_at.literal(),
             r.received_at.literal(),
-            r.seq.literal(),
+            r.change_seq.literal(),
             r.deleted.literal(),
         ]
     }

@@ -120,7 +120,7 @@ impl Shared {
         Report {
             cluster: self.config.cluster.to_string(),
             agent_version: AGENT_VERSION.to_owned(),
-            seq: 0,
+            report_seq: 0,
             sent_at: now().seconds(),
             kind,
             reconcilers: self.reconcilers.lock().expect("reconcilers lock").clone(),

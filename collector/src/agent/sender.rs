@@ -23,7 +23,7 @@ pub enum SendOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Duplicate {
     /// The number of the report that was answered.
-    pub seq: u64,
+    pub report_seq: u64,
     /// The highest report number the collector acknowledged for the cluster.
     pub acked_seq: u64,
     /// The highest change number the collector stored for the cluster, as far as it knows.
@@ -36,7 +36,7 @@ impl Duplicate {
     /// a higher one means this agent's counters are behind the numbers its cluster already
     /// used (a clock that went back, a restored spool).
     pub fn counters_behind(&self) -> bool {
-        self.acked_seq > self.seq
+        self.acked_seq > self.report_seq
     }
 }
 
@@ -147,7 +147,7 @@ impl Sender {
             .and_then(|v| {
                 let number = |field: &str| v.get(field).and_then(serde_json::Value::as_u64);
                 Some(Duplicate {
-                    seq: number("seq")?,
+                    report_seq: number("seq")?,
                     acked_seq: number("acked_seq")?,
                     highest_change_seq: number("highest_change_seq").unwrap_or(0),
                 })

@@ -184,16 +184,16 @@ impl Spool {
                 report.changes[i].change_seq = self.next_change_seq();
             }
         }
-        report.seq = self.counters.next_report_seq;
+        report.report_seq = self.counters.next_report_seq;
         self.counters.next_report_seq += 1;
         self.save_counters()?;
         let body = report.encode();
-        write_atomically(&report_file(&self.dir, report.seq), &body)?;
-        self.pending.insert(report.seq, body.len() as u64);
+        write_atomically(&report_file(&self.dir, report.report_seq), &body)?;
+        self.pending.insert(report.report_seq, body.len() as u64);
         if self.pending_bytes() > self.max_bytes && self.pending.len() > 1 {
             self.compact()?;
         }
-        Ok(report.seq)
+        Ok(report.report_seq)
     }
 
     /// The oldest waiting report: its number and request body.
@@ -265,7 +265,7 @@ impl Spool {
         let renumbered: Vec<(u64, Report)> = reports
             .into_iter()
             .map(|(old, mut report)| {
-                report.seq = next_report;
+                report.report_seq = next_report;
                 next_report += 1;
                 for change in &mut report.changes {
                     change.change_seq = numbers[&change.change_seq];
@@ -290,8 +290,8 @@ impl Spool {
         let mut pending = BTreeMap::new();
         for (_, report) in &renumbered {
             let body = report.encode();
-            write_atomically(&report_file(&self.dir, report.seq), &body)?;
-            pending.insert(report.seq, body.len() as u64);
+            write_atomically(&report_file(&self.dir, report.report_seq), &body)?;
+            pending.insert(report.report_seq, body.len() as u64);
         }
         for (old, _) in &renumbered {
             if !pending.contains_key(old) {
@@ -364,7 +364,7 @@ impl Spool {
         merged.kind = ReportKind::Delta;
         merged.change_seq_high = 0;
         merged.changes = changes;
-        merged.seq = newest;
+        merged.report_seq = newest;
         let body = merged.encode();
         // Write the merged report under the newest number first, then drop the older files.
         write_atomically(&report_file(&self.dir, newest), &body)?;
@@ -418,7 +418,7 @@ mod tests {
         Report {
             cluster: "edge-1".into(),
             agent_version: "0.1.0".into(),
-            seq: 0,
+            report_seq: 0,
             sent_at: 1_800_000_000,
             kind: ReportKind::Delta,
             reconcilers: Default::default(),
@@ -543,7 +543,7 @@ mod tests {
         for seq in spool.pending_seqs() {
             let body = fs::read(report_file(dir.path(), seq)).unwrap();
             let report = protocol::decode(&body, true).unwrap();
-            assert_eq!(report.seq, seq);
+            assert_eq!(report.report_seq, seq);
             seen.push((
                 report.kind,
                 report.changes[0].change_seq,

@@ -67,7 +67,7 @@ impl Tracker {
             return None;
         }
         let item = ObservedItem {
-            seq: next_seq(),
+            change_seq: next_seq(),
             ..candidate
         };
         self.objects.insert(key, item.clone());
@@ -83,7 +83,7 @@ impl Tracker {
     ) -> Option<ObservedItem> {
         let known = self.objects.remove(object)?;
         Some(ObservedItem {
-            seq: next_seq(),
+            change_seq: next_seq(),
             observed_at: now,
             deleted: true,
             ..known
@@ -163,7 +163,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(
-            (first.seq, first.applied_revision.as_str()),
+            (first.change_seq, first.applied_revision.as_str()),
             (1, "main@sha1:aaa")
         );
         assert!(
@@ -185,7 +185,7 @@ mod tests {
                 &mut next,
             )
             .unwrap();
-        assert_eq!(second.seq, 2);
+        assert_eq!(second.change_seq, 2);
         let changes = tracker.relist(
             &cluster,
             ObjectKind::GitRepository,
@@ -195,7 +195,7 @@ mod tests {
         );
         let summary: Vec<(&str, bool, u64)> = changes
             .iter()
-            .map(|c| (c.object.name.as_str(), c.deleted, c.seq))
+            .map(|c| (c.object.name.as_str(), c.deleted, c.change_seq))
             .collect();
         assert_eq!(summary, vec![("other", false, 3), ("platform", true, 4)]);
         assert!(

@@ -62,7 +62,7 @@ pub async fn run(
                 let report = ValidReport {
                     cluster: cluster.clone(),
                     agent_version: format!("direct/{AGENT_VERSION}"),
-                    seq: report_seq,
+                    report_seq,
                     kind: ReportKind::Delta,
                     reconcilers: Default::default(),
                     change_seq_high: 0,
@@ -77,7 +77,7 @@ pub async fn run(
                 let report = ValidReport {
                     cluster: cluster.clone(),
                     agent_version: format!("direct/{AGENT_VERSION}"),
-                    seq: 0,
+                    report_seq: 0,
                     kind: ReportKind::Heartbeat,
                     reconcilers: Default::default(),
                     change_seq_high: 0,

@@ -55,7 +55,7 @@ impl Refusal {
 struct Received {
     valid: ValidReport,
     kind: &'static str,
-    seq: u64,
+    report_seq: u64,
 }
 
 /// Authenticates the caller, reads and decodes the body, checks that the caller may report for
@@ -118,11 +118,15 @@ async fn receive(
         )
     })?;
     let kind = report.kind.as_str();
-    let seq = report.seq;
+    let seq = report.report_seq;
     let validated = report.validate(now());
     metrics.stage(Stage::Decode, kind, decoding.elapsed());
     match validated {
-        Ok(valid) => Ok(Received { valid, kind, seq }),
+        Ok(valid) => Ok(Received {
+            valid,
+            kind,
+            report_seq: seq,
+        }),
         Err(err) => {
             count_report(metrics, kind, Outcome::Rejected);
             Err(Refusal::new(
@@ -142,7 +146,11 @@ async fn store_received(
     metrics: &CollectorMetrics,
     received: Received,
 ) -> Result<Response, Refusal> {
-    let Received { valid, kind, seq } = received;
+    let Received {
+        valid,
+        kind,
+        report_seq: seq,
+    } = received;
     let cluster = valid.cluster.to_string();
     match collector.ingest(valid).await {
         Ok(IngestReceipt::Stored { rows, unchanged }) => {

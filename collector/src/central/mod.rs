@@ -95,7 +95,7 @@ pub enum IngestReceipt {
 /// What this collector process acknowledged for one cluster.
 #[derive(Debug, Clone, Copy, Default)]
 struct Acked {
-    seq: u64,
+    report_seq: u64,
     change_seq: u64,
 }
 
@@ -381,9 +381,9 @@ impl Collector {
                 .expect("acked map lock")
                 .get(&cluster)
                 .copied();
-            if let Some(acked) = acked.filter(|acked| report.seq <= acked.seq) {
+            if let Some(acked) = acked.filter(|acked| report.report_seq <= acked.report_seq) {
                 return Ok(IngestReceipt::Duplicate {
-                    acked_seq: acked.seq,
+                    acked_seq: acked.report_seq,
                     highest_change_seq: acked.change_seq,
                 });
             }
@@ -391,7 +391,7 @@ impl Collector {
         let highest_change_seq = report
             .items
             .iter()
-            .map(|item| item.seq)
+            .map(|item| item.change_seq)
             .chain([report.change_seq_high])
             .max()
             .unwrap_or(0);
@@ -468,7 +468,7 @@ impl Collector {
         if tracks_seq {
             let mut acked = self.inner.acked.lock().expect("acked map lock");
             let entry = acked.entry(cluster).or_default();
-            entry.seq = entry.seq.max(report.seq);
+            entry.report_seq = entry.report_seq.max(report.report_seq);
             entry.change_seq = entry.change_seq.max(highest_change_seq);
         }
         self.inner.metrics.rows.inc_by(row_count as u64);
@@ -537,7 +537,7 @@ fn without_stored_changes(rows: Vec<ObservedRow>, stored: &[ObservedRow]) -> Vec
 /// it compares them), a stored row is one numbered change: a row whose state is unchanged but
 /// whose number differs is written again.
 fn same_change(a: &ObservedRow, b: &ObservedRow) -> bool {
-    a.seq == b.seq && ObservedState::of_row(a) == ObservedState::of_row(b)
+    a.change_seq == b.change_seq && ObservedState::of_row(a) == ObservedState::of_row(b)
 }
 
 /// Objects the store holds for the cluster (`stored`: each object's latest row) that a
@@ -563,7 +563,7 @@ fn inferred_deletions(
         .iter()
         .filter(|row| {
             row.deleted == 0
-                && row.seq < report.change_seq_high
+                && row.change_seq < report.change_seq_high
                 && !present.contains(&(
                     row.object_kind.as_str(),
                     row.object_namespace.as_str(),
@@ -572,7 +572,7 @@ fn inferred_deletions(
         })
         .map(|row| ObservedRow {
             deleted: 1,
-            seq: report.change_seq_high,
+            change_seq: report.change_seq_high,
             observed_at: fleetscope_store::to_datetime(now),
             received_at: fleetscope_store::to_datetime(now),
             reason: "DeletedWhileOffline".into(),
@@ -687,7 +687,7 @@ mod tests {
             transitioned_at: 1_800_000_000,
             observed_at: 1_800_000_010,
             received_at: 1_800_000_020,
-            seq,
+            change_seq: seq,
             deleted: 0,
         }
     }

@@ -84,7 +84,7 @@ impl NormalizedObject {
             message: self.message,
             transitioned_at: self.transitioned_at.unwrap_or(Timestamp::EPOCH),
             observed_at,
-            seq,
+            change_seq: seq,
             deleted,
         }
     }
@@ -128,7 +128,7 @@ mod tests {
                 message: "Ready is True".to_owned(),
                 transitioned_at: Timestamp(1_721_131_200),
                 observed_at: Timestamp(1_800_000_000),
-                seq: 7,
+                change_seq: 7,
                 deleted: false,
             }
         );

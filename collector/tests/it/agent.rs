@@ -205,7 +205,7 @@ async fn nothing_is_lost_while_the_collector_is_down() {
     let api: Vec<(u64, String)> = history
         .iter()
         .filter(|r| r.object_name == "api")
-        .map(|r| (r.seq, r.version.clone()))
+        .map(|r| (r.change_seq, r.version.clone()))
         .collect();
     let mut by_seq = api.clone();
     by_seq.sort();

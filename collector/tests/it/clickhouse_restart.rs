@@ -159,7 +159,7 @@ async fn nothing_acknowledged_is_lost_and_nothing_counts_twice() {
             .unwrap();
         let distinct: std::collections::BTreeSet<(String, u64)> = history
             .iter()
-            .map(|r| (r.object_name.clone(), r.seq))
+            .map(|r| (r.object_name.clone(), r.change_seq))
             .collect();
         assert_eq!(
             history.len(),

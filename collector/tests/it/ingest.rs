@@ -54,7 +54,7 @@ fn report(cluster: &str, seq: u64, kind: ReportKind, changes: Vec<Change>) -> Re
     Report {
         cluster: cluster.into(),
         agent_version: "0.1.0".into(),
-        seq,
+        report_seq: seq,
         sent_at: now(),
         kind,
         reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
@@ -402,7 +402,7 @@ async fn auto_registration_and_snapshot_deletions() {
     );
     let stored = test.store.observed_for_cluster("ship-7").await.unwrap();
     let api = stored.iter().find(|r| r.object_name == "api").unwrap();
-    assert_eq!((api.seq, api.version.as_str()), (1, "1.0.1"));
+    assert_eq!((api.change_seq, api.version.as_str()), (1, "1.0.1"));
 }
 
 #[tokio::test]
@@ -473,7 +473,7 @@ async fn concurrent_snapshots_infer_deletions_per_cluster() {
         let deleted: Vec<(&str, &str, u64)> = stored
             .iter()
             .filter(|r| r.deleted == 1)
-            .map(|r| (r.object_name.as_str(), r.reason.as_str(), r.seq))
+            .map(|r| (r.object_name.as_str(), r.reason.as_str(), r.change_seq))
             .collect();
         let mut expected: Vec<(&str, &str, u64)> = expected_gone
             .iter()
@@ -541,7 +541,7 @@ async fn stored_row_lookups_share_queries_and_answer_per_cluster() {
                 transitioned_at: 0,
                 observed_at: 1_800_000_000,
                 received_at: 1_800_000_000,
-                seq: o + 1,
+                change_seq: o + 1,
                 // Object 3 is deleted: its latest row is the deletion.
                 deleted: u8::from(o == 3),
             });
@@ -566,7 +566,7 @@ async fn stored_row_lookups_share_queries_and_answer_per_cluster() {
             .iter()
             .map(|r| {
                 assert_eq!(&r.cluster_id, id);
-                (r.object_name.clone(), r.seq, r.deleted)
+                (r.object_name.clone(), r.change_seq, r.deleted)
             })
             .collect();
         let c: u64 = id

@@ -39,7 +39,7 @@ fn delta(seq: u64, changes: Vec<Change>) -> Report {
     Report {
         cluster: "edge-1".into(),
         agent_version: "0.1.0".into(),
-        seq,
+        report_seq: seq,
         sent_at: now(),
         kind: ReportKind::Delta,
         reconcilers: Default::default(),
@@ -259,7 +259,11 @@ async fn an_agent_whose_counters_are_behind_renumbers_and_its_changes_become_cur
     })
     .await;
     let rows = test.store.observed_for_cluster("edge-1").await.unwrap();
-    assert!(rows[0].seq > ahead + 1, "{} <= {ahead}", rows[0].seq);
+    assert!(
+        rows[0].change_seq > ahead + 1,
+        "{} <= {ahead}",
+        rows[0].change_seq
+    );
     assert_eq!(agent.stats.renumberings.load(Ordering::Relaxed), 1);
     agent.stop().await;
 }

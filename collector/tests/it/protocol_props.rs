@@ -93,9 +93,12 @@ fn check_report(report: Report) -> Result<Option<Report>, TestCaseError> {
     match report.clone().validate(NOW) {
         Ok(valid) => {
             let limit = seq_limit(NOW);
-            prop_assert!(valid.seq <= limit && valid.change_seq_high <= limit);
-            prop_assert!(valid.items.iter().all(|i| (1..=limit).contains(&i.seq)));
-            prop_assert!(valid.seq >= 1 || valid.kind == ReportKind::Heartbeat);
+            prop_assert!(valid.report_seq <= limit && valid.change_seq_high <= limit);
+            prop_assert!(valid
+                .items
+                .iter()
+                .all(|i| (1..=limit).contains(&i.change_seq)));
+            prop_assert!(valid.report_seq >= 1 || valid.kind == ReportKind::Heartbeat);
             prop_assert_eq!(valid.items.len(), report.changes.len());
             // Encoding and decoding again gives the same report.
             let again = decode(&report.encode(), true);
@@ -137,7 +140,7 @@ fn valid_report() -> Report {
     Report {
         cluster: "store-0042".into(),
         agent_version: "0.1.0".into(),
-        seq: 118,
+        report_seq: 118,
         sent_at: NOW.seconds(),
         kind: ReportKind::Snapshot,
         reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
@@ -278,7 +281,7 @@ fn report() -> impl Strategy<Value = Report> {
                 Report {
                     cluster,
                     agent_version,
-                    seq,
+                    report_seq: seq,
                     sent_at,
                     kind,
                     reconcilers,

@@ -87,7 +87,7 @@ pub async fn write(
                 transitioned_at: to_datetime(Timestamp(object.transitioned_at)),
                 observed_at: received,
                 received_at: received,
-                seq: object.change_seq,
+                change_seq: object.change_seq,
                 deleted: 0,
             };
             if object.transitioned_at > from.seconds() {

@@ -176,7 +176,7 @@ impl Fleet {
                 let text = |id: u32| self.symbols.text(id);
                 match held
                     .seq
-                    .cmp(&row.seq)
+                    .cmp(&row.change_seq)
                     .then(held.received_at.cmp(&row.received_at))
                 {
                     std::cmp::Ordering::Less => true,
@@ -323,7 +323,7 @@ fn object_of(
         transitioned_at: row.transitioned_at,
         observed_at: row.observed_at,
         received_at: row.received_at,
-        seq: row.seq,
+        seq: row.change_seq,
         deleted: row.deleted != 0,
     }
 }

@@ -251,7 +251,7 @@ fn row(cluster: &str, name: &str, seq: u64) -> ObservedRow {
         transitioned_at: 100,
         observed_at: 100,
         received_at: 100,
-        seq,
+        change_seq: seq,
         deleted: 0,
     }
 }

@@ -421,7 +421,7 @@ fn the_collector_drops_history_past_its_retention_when_it_starts() {
         transitioned_at: now - days_ago * 86_400,
         observed_at: now - days_ago * 86_400,
         received_at: now - days_ago * 86_400,
-        seq: u64::from(100 - days_ago),
+        change_seq: u64::from(100 - days_ago),
         deleted: 0,
     };
     runtime
@@ -463,7 +463,7 @@ fn the_collector_drops_history_past_its_retention_when_it_starts() {
         .block_on(store.observed_for_cluster("store-1"))
         .unwrap();
     assert_eq!(latest.len(), 1);
-    assert_eq!(latest[0].seq, 100);
+    assert_eq!(latest[0].change_seq, 100);
 }
 
 /// One plain HTTP/1.1 GET; the answer's status line and body.

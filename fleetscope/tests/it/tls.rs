@@ -51,7 +51,7 @@ fn heartbeat() -> Vec<u8> {
     Report {
         cluster: "store-1".into(),
         agent_version: "0.1.0".into(),
-        seq: 0,
+        report_seq: 0,
         sent_at: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

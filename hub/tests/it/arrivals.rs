@@ -37,7 +37,7 @@ fn row(cluster: &str, name: &str, seq: u64, received_at: u32) -> ObservedRow {
         transitioned_at: received_at,
         observed_at: received_at,
         received_at,
-        seq,
+        change_seq: seq,
         deleted: 0,
     }
 }

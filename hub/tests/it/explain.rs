@@ -344,7 +344,7 @@ async fn report_everything(store: &Store, outcome: &RenderOutcome, at: Timestamp
                 transitioned_at: fleetscope_store::to_datetime(at),
                 observed_at: fleetscope_store::to_datetime(at),
                 received_at: fleetscope_store::to_datetime(at),
-                seq: 1,
+                change_seq: 1,
                 deleted: 0,
             });
         }
@@ -524,7 +524,7 @@ async fn a_render_that_moves_a_cluster_keeps_the_age_of_its_unchanged_apps() {
         transitioned_at: fleetscope_store::to_datetime(first_at.plus_seconds(60)),
         observed_at: fleetscope_store::to_datetime(first_at.plus_seconds(60)),
         received_at: fleetscope_store::to_datetime(first_at.plus_seconds(60)),
-        seq: 1,
+        change_seq: 1,
         deleted: 0,
     };
     let payments_hash = first.hashes[&(group.clone(), "payments".to_owned())].clone();

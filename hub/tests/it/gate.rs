@@ -209,7 +209,7 @@ async fn write_fleet(test: &TestStore) {
             transitioned_at: at(30 * 86_400),
             observed_at: at(m.received_ago),
             received_at: at(m.received_ago),
-            seq: 1,
+            change_seq: 1,
             deleted: 0,
         })
         .collect();

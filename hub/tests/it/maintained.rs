@@ -245,7 +245,7 @@ impl Driver {
                     transitioned_at: (self.now + transitioned) as u32,
                     observed_at: self.now as u32,
                     received_at: self.now as u32,
-                    seq: self.seq,
+                    change_seq: self.seq,
                     deleted: u8::from(*deleted),
                 });
             }

@@ -127,7 +127,7 @@ async fn new_observed_state_reaches_the_api_through_the_refresher() {
         .clone();
     row.health = "degraded".into();
     row.message = "injected failure".into();
-    row.seq += 1_000;
+    row.change_seq += 1_000;
     row.received_at = fleetscope_store::to_datetime(spec.now);
     let written = Instant::now();
     test.store.insert_rows(&[row]).await.unwrap();

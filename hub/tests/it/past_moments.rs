@@ -173,7 +173,7 @@ impl Sim {
             transitioned_at: at as u32,
             observed_at: at as u32,
             received_at: at as u32,
-            seq: self.seq[cluster],
+            change_seq: self.seq[cluster],
             deleted: deleted as u8,
         }
     }

@@ -110,7 +110,7 @@ async fn publish_first_render(store: &Store, render_id: u64, at: u32) {
             transitioned_at: at,
             observed_at: at,
             received_at: at,
-            seq: 1,
+            change_seq: 1,
             deleted: 0,
         });
         heartbeats.push(HeartbeatRow {

@@ -22,7 +22,7 @@ fn row(version: &str, health: &str, received_at: u32) -> ObservedRow {
         transitioned_at: 1_800_000_000,
         observed_at: 1_800_000_000,
         received_at,
-        seq: 42,
+        change_seq: 42,
         deleted: 0,
     }
 }

@@ -29,7 +29,7 @@ fn observed(cluster: &str, seq: u64, received_at: i64, health: &str) -> Observed
         transitioned_at: received_at as u32,
         observed_at: received_at as u32,
         received_at: received_at as u32,
-        seq,
+        change_seq: seq,
         deleted: 0,
     }
 }
@@ -119,7 +119,13 @@ VALUES ('collector-gone', toDateTime(?), toDateTime(?), now() - 601)",
             Timestamp(DAY0 + 12 * HOUR),
             fleetscope_store::past::ObservedScope::All,
             fleetscope_store::past::ObservedPart::Both,
-            |row| at_12.push((row.cluster_id.to_owned(), row.seq, row.health.to_owned())),
+            |row| {
+                at_12.push((
+                    row.cluster_id.to_owned(),
+                    row.change_seq,
+                    row.health.to_owned(),
+                ))
+            },
         )
         .await
         .unwrap();

@@ -531,7 +531,7 @@ async fn a_cluster_answers_like_a_single_server() {
                     row.object_namespace.clone(),
                     row.object_name.clone(),
                 );
-                if best.get(&key).is_none_or(|b| b.seq < row.seq) {
+                if best.get(&key).is_none_or(|b| b.change_seq < row.change_seq) {
                     best.insert(key, row);
                 }
             }
@@ -604,7 +604,7 @@ async fn a_cluster_answers_like_a_single_server() {
             object_name: "retired".into(),
             observed_at: fleetscope_store::to_datetime(old_day),
             received_at: fleetscope_store::to_datetime(NOW.plus_seconds(-10 * 3_600)),
-            seq: 1,
+            change_seq: 1,
             ..rows
                 .observed
                 .iter()

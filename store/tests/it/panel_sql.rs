@@ -307,7 +307,7 @@ fn kustomization(cluster: &str, name: &str, app: &str, version: &str, seq: u64) 
         transitioned_at: datetime(NOW.plus_seconds(-50_000)),
         observed_at: datetime(NOW.plus_seconds(-60)),
         received_at: datetime(NOW.plus_seconds(-59)),
-        seq,
+        change_seq: seq,
         deleted: 0,
     }
 }

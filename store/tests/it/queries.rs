@@ -201,7 +201,7 @@ fn observed_at(cluster: &str, seq: u64, at: Timestamp) -> ObservedRow {
         transitioned_at: fleetscope_store::to_datetime(at),
         observed_at: fleetscope_store::to_datetime(at),
         received_at: fleetscope_store::to_datetime(at),
-        seq,
+        change_seq: seq,
         deleted: 0,
     }
 }
@@ -224,7 +224,7 @@ async fn recent_history_is_the_newest_rows_newest_first() {
     });
     rows.extend((1..=6).map(|seq| observed_at("store-2", seq, NOW.plus_seconds(-60))));
     store.insert_rows(&rows).await.unwrap();
-    let seqs = |rows: Vec<ObservedRow>| rows.iter().map(|r| r.seq).collect::<Vec<_>>();
+    let seqs = |rows: Vec<ObservedRow>| rows.iter().map(|r| r.change_seq).collect::<Vec<_>>();
     let from = NOW.plus_seconds(-3_600);
     let to = NOW.plus_seconds(1);
     assert_eq!(
@@ -306,7 +306,10 @@ async fn history_ranges_and_retention_by_day() {
         .await
         .unwrap();
     assert_eq!(
-        last_three_days.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        last_three_days
+            .iter()
+            .map(|r| r.change_seq)
+            .collect::<Vec<_>>(),
         vec![4, 3, 2, 1],
         "range is inclusive at the start, oldest first"
     );
@@ -334,7 +337,7 @@ async fn history_ranges_and_retention_by_day() {
         .await
         .unwrap();
     assert_eq!(
-        all.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        all.iter().map(|r| r.change_seq).collect::<Vec<_>>(),
         vec![4, 3, 2, 1]
     );
     assert_eq!(

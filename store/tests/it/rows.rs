@@ -114,7 +114,7 @@ async fn every_row_type_round_trips() {
             transitioned_at: 5,
             observed_at: 1_800_000_000,
             received_at: 7,
-            seq: big,
+            change_seq: big,
             deleted: 1,
         },
     )

@@ -31,7 +31,7 @@ async fn sizes_count_what_was_inserted() {
             transitioned_at: 1_700_000_000,
             observed_at: 1_700_000_000,
             received_at: 1_700_000_000,
-            seq: 1,
+            change_seq: 1,
             deleted: 0,
         })
         .collect();

@@ -26,7 +26,7 @@ fn observed(cluster: &str, object: usize, seq: u64) -> ObservedRow {
         transitioned_at: 1_800_000_000,
         observed_at: 1_800_000_000 + seq as u32,
         received_at: 1_800_000_001,
-        seq,
+        change_seq: seq,
         deleted: 0,
     }
 }
@@ -340,7 +340,7 @@ async fn redelivery_never_double_counts() {
     let latest = store.observed_for_cluster("edge-a").await.unwrap();
     assert_eq!(latest.len(), 10, "one latest row per object");
     assert!(
-        latest.iter().all(|row| row.seq == 2),
+        latest.iter().all(|row| row.change_seq == 2),
         "the highest sequence number wins"
     );
     let history = store

@@ -110,10 +110,10 @@ pub fn dataset(clusters: usize, apps: usize) -> Dataset {
     for sim in &sims {
         for row in &sim.observed {
             let mut row = row.clone();
-            row.seq += 100;
+            row.change_seq += 100;
             if row.app == rollout.app && row.version == rollout.version {
                 let mut before = row.clone();
-                before.seq = 50;
+                before.change_seq = 50;
                 before.version = previous_version.clone();
                 before.content_hash = format!("sha256:before-{}", row.cluster_id);
                 before.health = Health::Healthy.as_str().into();
@@ -218,7 +218,7 @@ fn checkpoints(observed: &[ObservedRow]) -> Vec<(u32, ObservedRow)> {
                 row.object_name.as_str(),
             );
             let held = newest.entry(key).or_insert(row);
-            if row.seq > held.seq {
+            if row.change_seq > held.change_seq {
                 *held = row;
             }
         }
