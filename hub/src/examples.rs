@@ -5,7 +5,7 @@ use serde_json::json;
 use crate::answers::{ByState, GroupCounts};
 
 /// One example answer per route, as the document shows them (validated against the schemas by
-/// `hub/tests/it/openapi_schemas.rs`, so an example cannot drift from what the hub sends). Names
+/// `hub-tests/tests/it/openapi_schemas.rs`, so an example cannot drift from what the hub sends). Names
 /// are those of the example platform repo.
 pub(crate) fn examples() -> Vec<(&'static str, serde_json::Value)> {
     let mut examples = fleet_examples();

@@ -3,7 +3,7 @@
 //! which searched the whole history for every cluster without a heartbeat in the 15 minutes
 //! before the moment. Prints both times and whether they give the same heartbeats.
 //!
-//! `cargo run --release -p fleetscope-hub --example heartbeats_at_week -- 7` (days of history).
+//! `cargo run --release -p fleetscope-hub-tests --example heartbeats_at_week -- 7` (days of history).
 
 use std::time::Instant;
 

@@ -8,7 +8,7 @@
 //! (each a moment no earlier request asked about, so nothing is answered from the hub's
 //! cache), the latency of each request.
 //!
-//! `cargo bench -p fleetscope-hub --bench past_moments`; `FLEETSCOPE_BENCH_CLUSTERS`,
+//! `cargo bench -p fleetscope-hub-tests --bench past_moments`; `FLEETSCOPE_BENCH_CLUSTERS`,
 //! `FLEETSCOPE_BENCH_APPS` and `FLEETSCOPE_BENCH_DAYS` change the size;
 //! `FLEETSCOPE_BENCH_DENSE_DAYS` takes the hourly checkpoints over only that many last days and
 //! one every 6 hours before them (a shorter run; the moments asked about lie in the last two

@@ -14,7 +14,7 @@
 //! connection, after one request per route that is not counted. A percentile is the smallest
 //! sample that at least that share of samples do not exceed, so with 50 samples p99 is the max.
 //!
-//! `cargo bench -p fleetscope-hub --bench api_latency`; `FLEETSCOPE_BENCH_CLUSTERS` and
+//! `cargo bench -p fleetscope-hub-tests --bench api_latency`; `FLEETSCOPE_BENCH_CLUSTERS` and
 //! `FLEETSCOPE_BENCH_APPS` change the size. Without `--bench` (as under `cargo test`) it runs a
 //! small fleet with fewer requests.
 
