@@ -310,6 +310,20 @@ fn the_release_binary_links_no_tool_local_server_or_test_support() {
     }
 }
 
+#[test]
+fn the_hub_stands_on_no_test_support_tool_or_other_service() {
+    check(
+        "the hub and its engine depend on no test support, local server, tool or other service, not even for tests (their integration tests and benchmarks are fleetscope-hub-tests)",
+        |e| {
+            ["fleetscope-hub", "fleetscope-engine"].contains(&e.from.as_str())
+                && (TEST_SUPPORT.contains(&e.to.as_str())
+                    || LOCAL_SERVERS.contains(&e.to.as_str())
+                    || TOOLS.contains(&e.to.as_str())
+                    || ["fleetscope-collector", "fleetscope-renderer"].contains(&e.to.as_str()))
+        },
+    );
+}
+
 /// The engine reads the store (whose ClickHouse client speaks HTTP) but serves nothing: no
 /// HTTP server or router, no OpenAPI, no metrics exposition, no service runtime.
 #[test]
