@@ -44,16 +44,6 @@ pub enum StaleMode {
     Fail,
 }
 
-impl StaleMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StaleMode::Exclude => "exclude",
-            StaleMode::Count => "count",
-            StaleMode::Fail => "fail",
-        }
-    }
-}
-
 /// What a gate asks, after parsing.
 #[derive(Debug, Clone)]
 pub struct Rules {
@@ -77,17 +67,6 @@ pub enum Rule {
     MaxFailed,
     /// The share soaked against `threshold`: pass or fail.
     Threshold,
-}
-
-impl Rule {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rule::NothingTargeted => "nothing_targeted",
-            Rule::Stale => "stale",
-            Rule::MaxFailed => "max_failed",
-            Rule::Threshold => "threshold",
-        }
-    }
 }
 
 /// A targeted cluster that holds the gate back.

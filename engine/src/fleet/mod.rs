@@ -146,4 +146,18 @@ impl Fleet {
         let n = u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters");
         self.upkeep.dirty.extend(0..n);
     }
+
+    /// Marks for recounting every cluster whose `key` (a render group, a since set) is in
+    /// `changed`.
+    fn touch_where(&mut self, changed: &HashSet<u32>, key: impl Fn(&ClusterRec) -> Option<u32>) {
+        if changed.is_empty() {
+            return;
+        }
+        let n = u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters");
+        for slot in 0..n {
+            if key(self.clusters.rec(slot)).is_some_and(|k| changed.contains(&k)) {
+                self.touch(slot);
+            }
+        }
+    }
 }

@@ -173,20 +173,7 @@ impl Fleet {
             .filter(|(set, entries)| sets.get(set) != Some(entries))
             .map(|(set, _)| *set)
             .collect();
-        if !changed.is_empty() {
-            for slot in
-                0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters")
-            {
-                if self
-                    .clusters
-                    .rec(slot)
-                    .since_set
-                    .is_some_and(|s| changed.contains(&s))
-                {
-                    self.touch(slot);
-                }
-            }
-        }
+        self.touch_where(&changed, |c| c.since_set);
         self.since_sets = Arc::new(sets);
         self.generation += 1;
     }
@@ -278,20 +265,7 @@ impl Fleet {
                     .copied(),
             )
             .collect();
-        if !changed.is_empty() {
-            for slot in
-                0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters")
-            {
-                if self
-                    .clusters
-                    .rec(slot)
-                    .render_group
-                    .is_some_and(|g| changed.contains(&g))
-                {
-                    self.touch(slot);
-                }
-            }
-        }
+        self.touch_where(&changed, |c| c.render_group);
         self.desired = Arc::new(desired);
         self.generation += 1;
     }
