@@ -145,6 +145,31 @@ fn thread_states(pid: u32) -> Vec<char> {
         .collect()
 }
 
+/// The `fleetscope` binary built from this checkout (the test profile's, as `scripts/demo`
+/// builds it), built once per test process.
+pub fn fleetscope_binary() -> &'static Path {
+    static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let output = Command::new(env!("CARGO"))
+            .args(["build", "-p", "fleetscope", "--message-format=json"])
+            .current_dir(root)
+            .output()
+            .expect("run cargo build");
+        assert!(
+            output.status.success(),
+            "cargo build -p fleetscope failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "fleetscope")
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+            .expect("cargo reported no fleetscope executable")
+    })
+}
+
 /// A free loopback port.
 pub fn free_port() -> u16 {
     fleetscope_local_process::free_port().expect("a free loopback port")

@@ -16,32 +16,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use fleetscope_testkit::faults::fleetscope_binary;
 use serde_json::Value;
 
 /// The checkout's root.
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The `fleetscope` binary, built from this checkout (as `scripts/demo` builds it, in the
-/// test profile's directory).
-fn fleetscope_binary() -> PathBuf {
-    let output = Command::new(env!("CARGO"))
-        .args(["build", "-p", "fleetscope", "--message-format=json"])
-        .current_dir(root())
-        .output()
-        .expect("run cargo build");
-    assert!(
-        output.status.success(),
-        "cargo build -p fleetscope failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "fleetscope")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reported no fleetscope executable")
 }
 
 /// The `curl` the examples would run, found on the `PATH`.
@@ -257,7 +237,7 @@ fn every_printed_command_works_as_printed() {
     let scratch = tempfile::tempdir().unwrap();
     let curl_dir = curl_wrapper(scratch.path());
     let errors = scratch.path().join("demo-stderr.log");
-    let mut child = Command::new(&binary)
+    let mut child = Command::new(binary)
         .args([
             "demo",
             "--clusters",

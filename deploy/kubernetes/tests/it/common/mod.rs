@@ -1,12 +1,10 @@
 //! Shared by the tests: the builds, lookups in them, and the fleetscope binary.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use fleetscope_deploy_kubernetes::kustomize::{self, Build};
-use fleetscope_deploy_kubernetes::{manifests_dir, repo_root, Validator};
+use fleetscope_deploy_kubernetes::{manifests_dir, Validator};
 use serde_json::Value;
 
 /// Every kustomization: the central side (base and its overlays) and the agent.
@@ -99,25 +97,4 @@ pub fn data_value<'a>(objects: &'a [Value], kind: &str, name: &str, key: &str) -
     object[field][key].as_str()
 }
 
-/// The `fleetscope` binary, built once per test process from the workspace's sources.
-pub fn fleetscope_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let output = Command::new(env!("CARGO"))
-            .args(["build", "-p", "fleetscope", "--message-format=json"])
-            .current_dir(repo_root())
-            .output()
-            .expect("run cargo build");
-        assert!(
-            output.status.success(),
-            "cargo build -p fleetscope failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "fleetscope")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo reported no fleetscope executable")
-    })
-}
+pub use fleetscope_testkit::faults::fleetscope_binary;
