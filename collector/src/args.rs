@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use fleetscope_model::ClusterId;
+use fleetscope_store::thinning::CheckpointTiers;
 use fleetscope_store::writer::BatchWriterConfig;
 use fleetscope_store::Store;
 use tokio::sync::mpsc;
@@ -102,6 +103,16 @@ pub struct CollectorArgs {
         default_value_t = fleetscope_store::past::DEFAULT_CHECKPOINT_HOURS
     )]
     pub checkpoint_hours: u32,
+    /// Checkpoints thinned by age, as AGE=EVERY tiers: from the day after AGE, only the
+    /// checkpoints on an EVERY grid are kept (default: every 6 hours after 48 hours, one a day
+    /// after 7 days; `none` keeps every checkpoint until retention). Each spacing is a multiple
+    /// of `--checkpoint-hours` and of the tier before.
+    #[arg(
+        long,
+        env = "FLEETSCOPE_CHECKPOINT_THINNING",
+        default_value = fleetscope_store::thinning::DEFAULT_CHECKPOINT_THINNING
+    )]
+    pub checkpoint_thinning: CheckpointTiers,
 }
 
 async fn kube_client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
@@ -223,7 +234,21 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
     };
     spawn_arrivals_trim(store.clone());
     if args.checkpoint_hours > 0 {
-        spawn_checkpoints(store.clone(), i64::from(args.checkpoint_hours) * 3_600);
+        let every = i64::from(args.checkpoint_hours) * 3_600;
+        if let Some(tier) = args
+            .checkpoint_thinning
+            .tiers()
+            .iter()
+            .find(|tier| tier.every % every != 0)
+        {
+            anyhow::bail!(
+                "--checkpoint-thinning {}: a spacing of {} hours is not a multiple of --checkpoint-hours {}",
+                args.checkpoint_thinning,
+                tier.every / 3_600,
+                args.checkpoint_hours
+            );
+        }
+        spawn_checkpoints(store.clone(), every, args.checkpoint_thinning.clone());
     } else {
         tracing::info!("--checkpoint-hours 0: no checkpoints, so no past moment is answerable");
     }
@@ -297,22 +322,28 @@ fn spawn_retention(store: Store, keep_days: u32) {
 /// writer's arrival horizon being past it.
 const CHECKPOINT_SETTLE_SECONDS: i64 = 120;
 
-/// Every minute, takes the observed-state checkpoints that are due (several collectors doing
-/// the same is harmless: a checkpoint taken twice holds the same rows, which collapse).
-fn spawn_checkpoints(store: Store, every: i64) {
+/// Every minute, takes the observed-state checkpoints that are due, then thins the old ones by
+/// `tiers` (several collectors doing the same is harmless: a checkpoint taken twice holds the
+/// same rows, which collapse, and one thinned already is no longer listed).
+fn spawn_checkpoints(store: Store, every: i64, tiers: CheckpointTiers) {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_secs(60));
         loop {
             ticker.tick().await;
+            let now = fleetscope_runtime::clock::now();
             if let Err(err) = store
-                .take_due_checkpoints(
-                    fleetscope_runtime::clock::now(),
-                    every,
-                    CHECKPOINT_SETTLE_SECONDS,
-                )
+                .take_due_checkpoints(now, every, CHECKPOINT_SETTLE_SECONDS)
                 .await
             {
                 tracing::warn!(%err, "taking an observed-state checkpoint failed");
+            }
+            match store.thin_checkpoints(now, &tiers).await {
+                Ok(thinned) if !thinned.is_empty() => {
+                    let moments: Vec<i64> = thinned.iter().map(|t| t.seconds()).collect();
+                    tracing::info!(%tiers, ?moments, "thinned old checkpoints")
+                }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(%err, "thinning old checkpoints failed"),
             }
         }
     });

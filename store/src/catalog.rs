@@ -555,10 +555,23 @@ pub fn cluster_maintenance_statements(
         .bind(clickhouse::sql::Identifier("observed_transitions_local"))
         .bind(cluster.name.as_str())
         .bind("20270115");
-    vec![CatalogEntry {
-        name: "drop a day partition on every shard".into(),
-        sql: drop.sql_display().to_string(),
-    }]
+    let thin = store
+        .client()
+        .query(crate::thinning::DELETE_CHECKPOINTS_ON_CLUSTER)
+        .bind(clickhouse::sql::Identifier(database))
+        .bind(clickhouse::sql::Identifier("observed_checkpoints_local"))
+        .bind(cluster.name.as_str())
+        .bind(vec![1_800_000_000u32, 1_800_003_600]);
+    vec![
+        CatalogEntry {
+            name: "drop a day partition on every shard".into(),
+            sql: drop.sql_display().to_string(),
+        },
+        CatalogEntry {
+            name: "delete thinned checkpoints on every shard".into(),
+            sql: thin.sql_display().to_string(),
+        },
+    ]
 }
 
 /// Statements that change data, rendered with samples; run last, since they remove rows.
@@ -570,10 +583,30 @@ pub fn maintenance_statements(database: &str) -> Vec<CatalogEntry> {
         .query(crate::retention::DROP_PARTITION)
         .bind(clickhouse::sql::Identifier("observed_transitions"))
         .bind("20270115");
-    vec![CatalogEntry {
-        name: "drop a day partition".into(),
-        sql: drop.sql_display().to_string(),
-    }]
+    let thinned = vec![1_800_000_000u32, 1_800_003_600];
+    let mark = store
+        .client()
+        .query(crate::thinning::MARK_CHECKPOINTS_DROPPED)
+        .bind(&thinned);
+    let delete = store
+        .client()
+        .query(crate::thinning::DELETE_CHECKPOINTS)
+        .bind(clickhouse::sql::Identifier("observed_checkpoints"))
+        .bind(&thinned);
+    vec![
+        CatalogEntry {
+            name: "drop a day partition".into(),
+            sql: drop.sql_display().to_string(),
+        },
+        CatalogEntry {
+            name: "mark thinned checkpoints dropped".into(),
+            sql: mark.sql_display().to_string(),
+        },
+        CatalogEntry {
+            name: "delete thinned checkpoints".into(),
+            sql: delete.sql_display().to_string(),
+        },
+    ]
 }
 
 /// The collector's upkeep that adds rows, rendered with samples around `now`: two

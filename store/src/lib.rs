@@ -20,6 +20,7 @@ pub mod retention;
 pub mod rows;
 pub mod schema;
 pub mod sizes;
+pub mod thinning;
 pub mod writer;
 
 use std::time::Duration;

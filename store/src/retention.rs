@@ -19,6 +19,12 @@ struct PartitionRow {
     partition_id: String,
 }
 
+/// Days `observed_transitions` is kept beyond the others: it is partitioned by the agent's
+/// `observed_at`, and a cluster's rows at a past moment are read from it by `received_at`, so
+/// a row stamped before the oldest day kept and received after it stays readable (an agent's
+/// stamp up to a day before its arrival).
+pub const TRANSITIONS_EXTRA_DAYS: i64 = 1;
+
 /// A partition that was dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DroppedPartition {
@@ -131,6 +137,11 @@ impl Store {
                     .flatten()
                 else {
                     continue;
+                };
+                let oldest_kept = if *table == "observed_transitions" {
+                    yyyymmdd(first_kept_day - TRANSITIONS_EXTRA_DAYS)
+                } else {
+                    oldest_kept
                 };
                 if day >= oldest_kept {
                     continue;

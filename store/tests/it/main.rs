@@ -7,6 +7,7 @@ mod clickhouse_cluster;
 mod cluster_current_clickhouse;
 mod current_clickhouse;
 mod drift_definition;
+mod history_tiers;
 mod panel_sql;
 mod queries;
 mod rows;
