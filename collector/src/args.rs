@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::{self, AgentConfig, AgentStats};
 use crate::central::auth::AgentAuth;
+use crate::central::metrics::{StoreMetrics, StoreTableLabels};
 use crate::central::{Collector, CollectorOptions};
 use fleetscope_serve::reload;
 use fleetscope_serve::tls::{TlsAcceptor, TlsFiles};
@@ -257,7 +258,16 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
     } else {
         tracing::info!("--retention-days 0: history is kept forever");
     }
-    let collector = Collector::new(store, options);
+    let collector = Collector::new(store.clone(), options);
+    spawn_store_sizes(
+        store,
+        collector.store_metrics().clone(),
+        StoreUpkeep {
+            checkpoint_every: i64::from(args.checkpoint_hours.max(1)) * 3_600,
+            tiers: args.checkpoint_thinning.clone(),
+            retention_days: args.retention_days,
+        },
+    );
     if let Some((path, version)) = tokens_version {
         collector.watch_agent_tokens(path, version, reload::POLL_INTERVAL);
     }
@@ -316,6 +326,78 @@ fn spawn_retention(store: Store, keep_days: u32) {
             }
         }
     });
+}
+
+/// The settings the store's sizes are planned by.
+struct StoreUpkeep {
+    checkpoint_every: i64,
+    tiers: CheckpointTiers,
+    /// 0: kept for good (the planned figure is then what the store holds).
+    retention_days: u32,
+}
+
+/// Every five minutes, reads what the store holds into the `fleetscope_store_*` gauges: table
+/// sizes, the oldest moment kept, what the retention setting will need and the free disk.
+fn spawn_store_sizes(store: Store, metrics: StoreMetrics, upkeep: StoreUpkeep) {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(300));
+        loop {
+            ticker.tick().await;
+            if let Err(err) = read_store_sizes(&store, &metrics, &upkeep).await {
+                tracing::warn!(%err, "reading the store's sizes failed");
+            }
+        }
+    });
+}
+
+async fn read_store_sizes(
+    store: &Store,
+    metrics: &StoreMetrics,
+    upkeep: &StoreUpkeep,
+) -> anyhow::Result<()> {
+    let now = fleetscope_runtime::clock::now();
+    let sizes = store.table_sizes().await?;
+    let checkpoints = store.checkpoints().await?;
+    let held: u64 = sizes.iter().map(|s| s.bytes_on_disk).sum();
+    for size in &sizes {
+        let labels = StoreTableLabels {
+            table: size.table.clone(),
+        };
+        metrics
+            .table_bytes
+            .get_or_create(&labels)
+            .set(size.bytes_on_disk as i64);
+        metrics
+            .table_rows
+            .get_or_create(&labels)
+            .set(size.rows as i64);
+    }
+    metrics.checkpoints.set(checkpoints.taken.len() as i64);
+    if let Some(oldest) = checkpoints.kept_from() {
+        metrics
+            .oldest_moment_age_seconds
+            .set(now.seconds() - oldest.seconds());
+    }
+    let planned = if upkeep.retention_days == 0 {
+        held
+    } else {
+        fleetscope_store::sizes::bytes_at_retention(
+            &sizes,
+            &checkpoints,
+            now,
+            upkeep.checkpoint_every,
+            &upkeep.tiers,
+            upkeep.retention_days,
+        )
+    };
+    metrics.retention_bytes.set(planned as i64);
+    metrics
+        .retention_more_bytes
+        .set(planned.saturating_sub(held) as i64);
+    if let Some(free) = store.disk_free_bytes().await? {
+        metrics.disk_free_bytes.set(free as i64);
+    }
+    Ok(())
 }
 
 /// Seconds a checkpoint's moment must be in the past before it is taken, on top of every

@@ -760,26 +760,96 @@ FROM synthetic_base";
         Ok(())
     }
 
-    /// For each day from `from`, a heartbeat of every cluster every `every` seconds (offset by
-    /// a hash of the cluster), written straight to `heartbeat_history`, an hour per insert.
-    pub async fn heartbeats(store: &Store, from: Timestamp, days: u32, every: u32) -> Result<()> {
+    /// One day from `from` (midnight) as the load test's steady scenario makes it:
+    /// `changes_per_day` status changes per app object on average (the scenario's rate of 1 %
+    /// of app instances a minute is 14.4), each a new applied revision (numbered as the
+    /// scenario numbers them, `version@sha1:` and 12 hex digits of a counter) reported healthy, at
+    /// moments spread over the day by a hash of the object and the round. Returned as
+    /// statements (each an insert of one round into `observed_transitions`, and so into its
+    /// views, from a scratch copy of the objects stored) so that the same text runs on any
+    /// server; the first and last statements create and drop the scratch table.
+    pub fn steady_day_statements(
+        store: &Store,
+        from: Timestamp,
+        changes_per_day: f64,
+    ) -> Vec<clickhouse::query::Query> {
+        let rounds = changes_per_day.ceil().max(1.0) as u32;
+        // Each object takes part in a round with this chance, in thousandths.
+        let share = ((changes_per_day / f64::from(rounds)) * 1_000.0).round() as u32;
+        let client = store.client();
+        let mut statements = vec![
+            client.query("DROP TABLE IF EXISTS synthetic_base"),
+            client.query(&format!(
+                "CREATE TABLE synthetic_base ENGINE = MergeTree ORDER BY tuple() AS \
+SELECT * FROM observed_latest WHERE object_kind IN ({kinds}) \
+ORDER BY cluster_id, object_kind, object_namespace, object_name, seq DESC \
+LIMIT 1 BY cluster_id, object_kind, object_namespace, object_name",
+                kinds = app_kinds()
+            )),
+        ];
+        let sql = "INSERT INTO observed_transitions SELECT cluster_id, object_kind, \
+object_namespace, object_name, app, version, content_hash, \
+concat(version, '@sha1:', lower(substring(hex(toUInt64(? * 100000000 + rowNumberInAllBlocks())), 5, 12))) \
+AS applied_revision, 'healthy' AS health, 'synced' AS sync, 'ReconciliationSucceeded' AS reason, \
+'' AS message, \
+toDateTime(toUInt32(?) + cityHash64(cluster_id, object_name, ?) % ?) AS transitioned_at, \
+transitioned_at AS observed_at, transitioned_at AS received_at, \
+toUInt64(2000000 + ?) AS seq, toUInt8(0) AS deleted \
+FROM synthetic_base WHERE cityHash64(object_name, cluster_id, ?) % 1000 < ?";
+        let span = 86_400 / rounds;
+        for round in 0..rounds {
+            let start = from.plus_seconds(i64::from(round * span));
+            statements.push(
+                client
+                    .query(sql)
+                    .bind(round)
+                    .bind(to_datetime(start))
+                    .bind(round)
+                    .bind(span)
+                    .bind(round)
+                    .bind(round)
+                    .bind(share),
+            );
+        }
+        statements.push(client.query("DROP TABLE IF EXISTS synthetic_base"));
+        statements
+    }
+
+    /// [`heartbeats`] as statements: one day from `from`, every cluster every `every` seconds,
+    /// an hour per statement.
+    pub fn heartbeat_day_statements(
+        store: &Store,
+        from: Timestamp,
+        every: u32,
+    ) -> Vec<clickhouse::query::Query> {
+        (0..24)
+            .map(|hour| heartbeat_hour(store, from.plus_seconds(hour * 3_600), every))
+            .collect()
+    }
+
+    fn heartbeat_hour(store: &Store, start: Timestamp, every: u32) -> clickhouse::query::Query {
         let every = every.clamp(1, 3_600);
-        let sql = format!(
-            "INSERT INTO heartbeat_history ({HEARTBEAT_COLUMNS}) SELECT cluster_id, \
+        store
+            .client()
+            .query(&format!(
+                "INSERT INTO heartbeat_history ({HEARTBEAT_COLUMNS}) SELECT cluster_id, \
 toDateTime(toUInt32(?) + k * ? + cityHash64(cluster_id) % ?) AS seen_at, agent_version, \
 reconciler_names, reconciler_versions \
 FROM (SELECT * FROM heartbeats ORDER BY cluster_id, seen_at DESC LIMIT 1 BY cluster_id) \
 ARRAY JOIN range(intDiv(3600, ?)) AS k"
-        );
+            ))
+            .bind(to_datetime(start))
+            .bind(every)
+            .bind(every)
+            .bind(every)
+    }
+
+    /// For each day from `from`, a heartbeat of every cluster every `every` seconds (offset by
+    /// a hash of the cluster), written straight to `heartbeat_history`, an hour per insert.
+    pub async fn heartbeats(store: &Store, from: Timestamp, days: u32, every: u32) -> Result<()> {
         for hour in 0..i64::from(days) * 24 {
             let start = from.plus_seconds(hour * 3_600);
-            store
-                .client()
-                .query(&sql)
-                .bind(to_datetime(start))
-                .bind(every)
-                .bind(every)
-                .bind(every)
+            heartbeat_hour(store, start, every)
                 .with_setting("wait_end_of_query", "1")
                 .execute()
                 .await

@@ -362,6 +362,168 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
     ],
 }];
 
+/// Column codecs for the tables that grow with history, on servers that have them (CODEC,
+/// Delta, DoubleDelta, T64; ClickHouse 20.3 and newer; 18.16 has none): `(table, column, type,
+/// codec)`. Times that rise along the sort key take Delta or DoubleDelta, change numbers T64,
+/// and every column ZSTD after that.
+pub const COLUMN_CODECS: &[(&str, &str, &str, &str)] = &[
+    ("observed_transitions", "cluster_id", "String", "ZSTD(1)"),
+    ("observed_transitions", "object_kind", "String", "ZSTD(1)"),
+    (
+        "observed_transitions",
+        "object_namespace",
+        "String",
+        "ZSTD(1)",
+    ),
+    ("observed_transitions", "object_name", "String", "ZSTD(1)"),
+    ("observed_transitions", "app", "String", "ZSTD(1)"),
+    ("observed_transitions", "version", "String", "ZSTD(1)"),
+    ("observed_transitions", "content_hash", "String", "ZSTD(1)"),
+    (
+        "observed_transitions",
+        "applied_revision",
+        "String",
+        "ZSTD(1)",
+    ),
+    ("observed_transitions", "health", "String", "ZSTD(1)"),
+    ("observed_transitions", "sync", "String", "ZSTD(1)"),
+    ("observed_transitions", "reason", "String", "ZSTD(1)"),
+    ("observed_transitions", "message", "String", "ZSTD(1)"),
+    (
+        "observed_transitions",
+        "transitioned_at",
+        "DateTime",
+        "Delta, ZSTD(1)",
+    ),
+    (
+        "observed_transitions",
+        "observed_at",
+        "DateTime",
+        "Delta, ZSTD(1)",
+    ),
+    (
+        "observed_transitions",
+        "received_at",
+        "DateTime",
+        "Delta, ZSTD(1)",
+    ),
+    ("observed_transitions", "seq", "UInt64", "T64, ZSTD(1)"),
+    ("observed_transitions", "deleted", "UInt8", "ZSTD(1)"),
+    ("observed_arrivals", "cluster_id", "String", "ZSTD(1)"),
+    ("observed_arrivals", "object_kind", "String", "ZSTD(1)"),
+    ("observed_arrivals", "object_namespace", "String", "ZSTD(1)"),
+    ("observed_arrivals", "object_name", "String", "ZSTD(1)"),
+    ("observed_arrivals", "app", "String", "ZSTD(1)"),
+    ("observed_arrivals", "version", "String", "ZSTD(1)"),
+    ("observed_arrivals", "content_hash", "String", "ZSTD(1)"),
+    ("observed_arrivals", "applied_revision", "String", "ZSTD(1)"),
+    ("observed_arrivals", "health", "String", "ZSTD(1)"),
+    ("observed_arrivals", "sync", "String", "ZSTD(1)"),
+    ("observed_arrivals", "reason", "String", "ZSTD(1)"),
+    ("observed_arrivals", "message", "String", "ZSTD(1)"),
+    (
+        "observed_arrivals",
+        "transitioned_at",
+        "DateTime",
+        "Delta, ZSTD(1)",
+    ),
+    (
+        "observed_arrivals",
+        "observed_at",
+        "DateTime",
+        "Delta, ZSTD(1)",
+    ),
+    (
+        "observed_arrivals",
+        "received_at",
+        "DateTime",
+        "DoubleDelta, ZSTD(1)",
+    ),
+    ("observed_arrivals", "seq", "UInt64", "T64, ZSTD(1)"),
+    ("observed_arrivals", "deleted", "UInt8", "ZSTD(1)"),
+    (
+        "observed_checkpoints",
+        "taken_at",
+        "DateTime",
+        "DoubleDelta, ZSTD(1)",
+    ),
+    ("observed_checkpoints", "cluster_id", "String", "ZSTD(1)"),
+    ("observed_checkpoints", "object_kind", "String", "ZSTD(1)"),
+    (
+        "observed_checkpoints",
+        "object_namespace",
+        "String",
+        "ZSTD(1)",
+    ),
+    ("observed_checkpoints", "object_name", "String", "ZSTD(1)"),
+    ("observed_checkpoints", "app", "String", "ZSTD(1)"),
+    ("observed_checkpoints", "version", "String", "ZSTD(1)"),
+    ("observed_checkpoints", "content_hash", "String", "ZSTD(1)"),
+    (
+        "observed_checkpoints",
+        "applied_revision",
+        "String",
+        "ZSTD(1)",
+    ),
+    ("observed_checkpoints", "health", "String", "ZSTD(1)"),
+    ("observed_checkpoints", "sync", "String", "ZSTD(1)"),
+    ("observed_checkpoints", "reason", "String", "ZSTD(1)"),
+    ("observed_checkpoints", "message", "String", "ZSTD(1)"),
+    (
+        "observed_checkpoints",
+        "transitioned_at",
+        "DateTime",
+        "ZSTD(1)",
+    ),
+    ("observed_checkpoints", "observed_at", "DateTime", "ZSTD(1)"),
+    ("observed_checkpoints", "received_at", "DateTime", "ZSTD(1)"),
+    ("observed_checkpoints", "seq", "UInt64", "T64, ZSTD(1)"),
+    ("observed_checkpoints", "deleted", "UInt8", "ZSTD(1)"),
+    ("heartbeat_history", "cluster_id", "String", "ZSTD(1)"),
+    (
+        "heartbeat_history",
+        "seen_at",
+        "DateTime",
+        "DoubleDelta, ZSTD(1)",
+    ),
+    ("heartbeat_history", "agent_version", "String", "ZSTD(1)"),
+    (
+        "heartbeat_history",
+        "reconciler_names",
+        "Array(String)",
+        "ZSTD(1)",
+    ),
+    (
+        "heartbeat_history",
+        "reconciler_versions",
+        "Array(String)",
+        "ZSTD(1)",
+    ),
+];
+
+/// [`COLUMN_CODECS`] as `ALTER TABLE` statements on `table_name(table)` (the table itself on
+/// one server, its local table in cluster mode), with `suffix` after the table name
+/// (`ON CLUSTER …` in cluster mode).
+pub fn codec_statements(table_name: impl Fn(&str) -> String, suffix: &str) -> Vec<String> {
+    COLUMN_CODECS
+        .iter()
+        .map(|(table, column, kind, codec)| {
+            format!(
+                "ALTER TABLE {}{suffix} MODIFY COLUMN {column} {kind} CODEC({codec})",
+                table_name(table)
+            )
+        })
+        .collect()
+}
+
+/// Whether a server of this `version()` has the codecs of [`COLUMN_CODECS`] (20.3 or newer).
+pub fn has_codecs(version: &str) -> bool {
+    let mut numbers = version.split('.').map(|n| n.parse::<u32>().unwrap_or(0));
+    let major = numbers.next().unwrap_or(0);
+    let minor = numbers.next().unwrap_or(0);
+    (major, minor) >= (20, 3)
+}
+
 /// The newest migration this build knows.
 pub fn latest_version() -> u32 {
     MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0)
@@ -517,7 +679,62 @@ impl Store {
             );
             report.applied.push(migration.version);
         }
+        self.apply_codecs().await?;
         Ok(report)
+    }
+
+    /// Whether the server has column codecs (ClickHouse 20.3 or newer).
+    pub async fn server_has_codecs(&self) -> Result<bool> {
+        let version: String = self
+            .client
+            .query("SELECT version()")
+            .fetch_one()
+            .await
+            .context(|| "reading the server's version".to_owned())?;
+        Ok(has_codecs(&version))
+    }
+
+    /// Gives every column of [`COLUMN_CODECS`] that has no codec yet its codec, on a server
+    /// that has them (nothing on 18.16). Run by every `migrate`, so a server upgraded later
+    /// gets them too; existing parts take the codec when they are next merged. Returns how
+    /// many columns changed.
+    pub async fn apply_codecs(&self) -> Result<usize> {
+        if !self.server_has_codecs().await? {
+            return Ok(0);
+        }
+        let cluster = self.cluster.as_ref();
+        let without: Vec<(String, String)> = self
+            .client
+            .query(
+                "SELECT table, name FROM system.columns WHERE database = ? AND compression_codec = ''",
+            )
+            .bind(&self.database)
+            .fetch_all::<(String, String)>()
+            .await
+            .context(|| "reading the columns' codecs".to_owned())?;
+        let suffix = match cluster {
+            Some(cluster) => format!(" ON CLUSTER '{}'", cluster.name),
+            None => String::new(),
+        };
+        let mut changed = 0;
+        for (table, column, kind, codec) in COLUMN_CODECS {
+            let physical = clickhouse_cluster::local_table(table, cluster);
+            if !without.iter().any(|(t, c)| *t == physical && c == column) {
+                continue;
+            }
+            let statement = format!(
+                "ALTER TABLE {}.{physical}{suffix} MODIFY COLUMN {column} {kind} CODEC({codec})",
+                self.database
+            );
+            self.run_ddl(&statement, false)
+                .await
+                .context(|| format!("giving {table}.{column} its codec"))?;
+            changed += 1;
+        }
+        if changed > 0 {
+            tracing::info!(columns = changed, "applied column codecs");
+        }
+        Ok(changed)
     }
 
     /// The `schema_migrations` table's DDL in this store's mode.
@@ -583,6 +800,22 @@ mod arrivals_tests {
                 kind.is_app_object(),
                 "{quoted} in the arrivals view"
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod codec_tests {
+    #[test]
+    fn codecs_from_20_3_on() {
+        for (version, has) in [
+            ("18.16.1", false),
+            ("19.17.4.11", false),
+            ("20.3.1.1", true),
+            ("23.8.2.7", true),
+            ("26.9.2.1", true),
+        ] {
+            assert_eq!(super::has_codecs(version), has, "{version}");
         }
     }
 }

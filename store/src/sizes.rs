@@ -51,3 +51,121 @@ impl Store {
             .context(|| "reading table sizes".to_owned())
     }
 }
+
+/// Tables that grow by the day of history they hold (retention bounds them); the others hold
+/// current state or one row per cluster.
+pub const DAILY_TABLES: &[&str] = &[
+    "observed_transitions",
+    "observed_arrivals",
+    "heartbeat_history",
+    "rollup_snapshots",
+];
+
+/// The bytes the store will hold once `retention_days` of history are kept, from what it holds
+/// now: each table that grows by the day scaled from the days held (from the oldest checkpoint
+/// to `now`, at least one) to the days kept, the checkpoints' average size times the number
+/// `tiers` keep, every other table as it is.
+pub fn bytes_at_retention(
+    sizes: &[TableSize],
+    checkpoints: &crate::past::Checkpoints,
+    now: fleetscope_model::Timestamp,
+    every: i64,
+    tiers: &crate::thinning::CheckpointTiers,
+    retention_days: u32,
+) -> u64 {
+    let held_days = checkpoints
+        .kept_from()
+        .map(|from| (now.seconds() - from.seconds()) as f64 / 86_400.0)
+        .unwrap_or(1.0)
+        .max(1.0);
+    sizes
+        .iter()
+        .map(|size| {
+            let bytes = size.bytes_on_disk as f64;
+            if size.table == "observed_checkpoints" {
+                let taken = checkpoints.taken.len().max(1) as f64;
+                bytes / taken * tiers.kept_over(every, retention_days) as f64
+            } else if DAILY_TABLES.contains(&size.table.as_str()) {
+                let extra = if size.table == "observed_transitions" {
+                    crate::retention::TRANSITIONS_EXTRA_DAYS as f64
+                } else {
+                    0.0
+                };
+                bytes / held_days * (f64::from(retention_days) + extra)
+            } else {
+                bytes
+            }
+        })
+        .sum::<f64>() as u64
+}
+
+#[derive(Debug, Row, Deserialize)]
+struct FreeRow {
+    free: u64,
+}
+
+impl Store {
+    /// Free bytes on the disk of the server's data (`system.disks`, ClickHouse 19.15 and
+    /// newer); `None` on a server without it, such as 18.16.
+    pub async fn disk_free_bytes(&self) -> Result<Option<u64>> {
+        let version: String = self
+            .client()
+            .query("SELECT version()")
+            .fetch_one()
+            .await
+            .context(|| "reading the server's version".to_owned())?;
+        let mut numbers = version.split('.').map(|n| n.parse::<u32>().unwrap_or(0));
+        let at_least = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0)) >= (19, 15);
+        if !at_least {
+            return Ok(None);
+        }
+        let row: FreeRow = self
+            .client()
+            .query(DISK_FREE)
+            .fetch_one()
+            .await
+            .context(|| "reading free disk from system.disks".to_owned())?;
+        Ok(Some(row.free))
+    }
+}
+
+/// The free space of the disk that holds the data (the default disk).
+pub(crate) const DISK_FREE: &str =
+    "SELECT toUInt64(min(free_space)) AS free FROM system.disks WHERE name = 'default'";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::past::Checkpoints;
+    use crate::thinning::CheckpointTiers;
+    use fleetscope_model::Timestamp;
+
+    #[test]
+    fn bytes_at_retention_scales_days_and_checkpoints() {
+        let size = |table: &str, bytes: u64| TableSize {
+            table: table.to_owned(),
+            rows: 0,
+            bytes_on_disk: bytes,
+        };
+        let day = 86_400;
+        // Two days held, 48 hourly checkpoints of 10 bytes each.
+        let checkpoints = Checkpoints {
+            taken: (0..48)
+                .map(|h| Timestamp(1_000 * day + h * 3_600))
+                .collect(),
+        };
+        let now = Timestamp(1_002 * day);
+        let sizes = [
+            size("observed_arrivals", 2_000),
+            size("observed_transitions", 1_000),
+            size("observed_checkpoints", 480),
+            size("clusters", 7),
+        ];
+        let tiers = CheckpointTiers::default();
+        let want = 1_000 * 30 + 500 * 31 + 10 * tiers.kept_over(3_600, 30) + 7;
+        assert_eq!(
+            bytes_at_retention(&sizes, &checkpoints, now, 3_600, &tiers, 30),
+            want
+        );
+    }
+}

@@ -155,3 +155,65 @@ impl CollectorMetrics {
         self.rejects.get_or_create(&RejectLabels { reason }).inc();
     }
 }
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreTableLabels {
+    /// One of the store's tables (a fixed set).
+    pub table: String,
+}
+
+/// What the store holds, read every few minutes by the collector that runs retention:
+/// `fleetscope_store_*`.
+#[derive(Debug, Clone, Default)]
+pub struct StoreMetrics {
+    pub table_bytes: Family<StoreTableLabels, Gauge>,
+    pub table_rows: Family<StoreTableLabels, Gauge>,
+    pub oldest_moment_age_seconds: Gauge,
+    pub checkpoints: Gauge,
+    pub retention_bytes: Gauge,
+    pub retention_more_bytes: Gauge,
+    pub disk_free_bytes: Gauge,
+}
+
+impl StoreMetrics {
+    pub fn register(registry: &mut Registry) -> StoreMetrics {
+        let metrics = StoreMetrics::default();
+        let registry = registry.sub_registry_with_prefix("fleetscope_store");
+        registry.register(
+            "table_bytes",
+            "Bytes on disk of each table's active parts",
+            metrics.table_bytes.clone(),
+        );
+        registry.register(
+            "table_rows",
+            "Rows in each table's active parts (unmerged duplicates included)",
+            metrics.table_rows.clone(),
+        );
+        registry.register(
+            "oldest_moment_age_seconds",
+            "Age of the oldest moment answerable (the oldest checkpoint kept)",
+            metrics.oldest_moment_age_seconds.clone(),
+        );
+        registry.register(
+            "checkpoints",
+            "Complete checkpoints kept",
+            metrics.checkpoints.clone(),
+        );
+        registry.register(
+            "retention_bytes",
+            "Bytes the store will hold once the retention setting's days are kept, from what it holds now",
+            metrics.retention_bytes.clone(),
+        );
+        registry.register(
+            "retention_more_bytes",
+            "Bytes the store will still add before it holds the retention setting's days (retention_bytes less what it holds)",
+            metrics.retention_more_bytes.clone(),
+        );
+        registry.register(
+            "disk_free_bytes",
+            "Free bytes on ClickHouse's data disk (system.disks; absent on servers without it, such as 18.16)",
+            metrics.disk_free_bytes.clone(),
+        );
+        metrics
+    }
+}

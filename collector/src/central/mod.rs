@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, RwLock};
 use crate::protocol::{ObservedState, ReportKind, ValidReport};
 use auth::{AgentAuth, AuthError};
 use lookup::{LiveObjectLookup, LookupConfig};
-use metrics::{BatchLabels, CollectorMetrics, Stage, TableLabels};
+use metrics::{BatchLabels, CollectorMetrics, Stage, StoreMetrics, TableLabels};
 
 /// The group auto-registered clusters are placed in until the platform repo places them.
 pub const UNASSIGNED_GROUP: &str = "unassigned";
@@ -131,6 +131,7 @@ struct Inner {
     known_refresh: Arc<tokio::sync::Mutex<()>>,
     acked: Mutex<HashMap<String, Acked>>,
     metrics: CollectorMetrics,
+    store_metrics: StoreMetrics,
     registry: Registry,
 }
 
@@ -151,6 +152,7 @@ impl Collector {
     pub fn new(store: Store, options: CollectorOptions) -> Collector {
         let mut registry = Registry::default();
         let metrics = CollectorMetrics::register(&mut registry);
+        let store_metrics = StoreMetrics::register(&mut registry);
         let (token_reloads, tls_reloads) = {
             let registry = registry.sub_registry_with_prefix("fleetscope_collector");
             (
@@ -218,9 +220,15 @@ impl Collector {
                 known_refresh: Arc::new(tokio::sync::Mutex::new(())),
                 acked: Mutex::new(HashMap::new()),
                 metrics,
+                store_metrics,
                 registry,
             }),
         }
+    }
+
+    /// The `fleetscope_store_*` gauges, which the store's upkeep keeps current.
+    pub fn store_metrics(&self) -> &StoreMetrics {
+        &self.inner.store_metrics
     }
 
     pub fn metrics(&self) -> &CollectorMetrics {

@@ -205,3 +205,62 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
         );
     }
 }
+
+/// The column codecs the store gives a current server apply there on the schema as migrated,
+/// with rows already stored (they stay, and read back the same).
+#[test]
+fn column_codecs_apply_on_the_current_engine_and_keep_the_rows() {
+    use fleetscope_store::schema;
+
+    let mut statements: Vec<Statement> = catalog::schema_statements()
+        .into_iter()
+        .map(|entry| Statement::execute(entry.name, entry.sql))
+        .collect();
+    statements.push(Statement::execute(
+        "a heartbeat before the codecs",
+        "INSERT INTO heartbeat_history VALUES ('c1', toDateTime(1800000000), '1.0.0', ['flux'], ['2.3.0'])",
+    ));
+    for (i, sql) in schema::codec_statements(|t| t.to_owned(), "")
+        .into_iter()
+        .enumerate()
+    {
+        statements.push(Statement::execute(format!("codec {i}"), sql));
+    }
+    statements.push(Statement::execute(
+        "merge",
+        "OPTIMIZE TABLE heartbeat_history FINAL",
+    ));
+    statements.push(Statement::fetch(
+        "columns with a codec",
+        "SELECT count() FROM system.columns WHERE database = currentDatabase() AND compression_codec != ''",
+    ));
+    statements.push(Statement::fetch(
+        "the heartbeat",
+        "SELECT cluster_id, toUInt32(seen_at), reconciler_versions FROM heartbeat_history",
+    ));
+    let run = chdb::run("codecs", &statements);
+    let failures: Vec<String> = run
+        .results
+        .iter()
+        .filter(|r| !r.ok)
+        .map(|r| format!("{}: {}", r.name, r.error))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        schema::has_codecs(&run.version),
+        "chdb's {} has codecs",
+        run.version
+    );
+    let output = |name: &str| {
+        run.results
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| r.output.trim().to_owned())
+            .unwrap()
+    };
+    assert_eq!(
+        output("columns with a codec"),
+        schema::COLUMN_CODECS.len().to_string()
+    );
+    assert_eq!(output("the heartbeat"), "c1\t1800000000\t['2.3.0']");
+}
