@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::rows::Table;
@@ -256,8 +256,10 @@ async fn run_worker<T: Table>(
     let config = Arc::new(config);
     let mut next_batch_id: u64 = 1;
     // One insert runs while the next batch gathers: batches stay in order, and under load a
-    // batch grows for as long as the previous insert takes.
-    let mut in_flight: Option<JoinHandle<()>> = None;
+    // batch grows for as long as the previous insert takes. `in_flight` says when the insert
+    // has ended; its producers may still be waiting for their answer (see `write_batch`).
+    let mut in_flight: Option<watch::Receiver<bool>> = None;
+    let mut last_write: Option<JoinHandle<()>> = None;
     while let Some(first) = rx.recv().await {
         let opened = tokio::time::Instant::now();
         let deadline = opened + config.max_delay;
@@ -267,7 +269,9 @@ async fn run_worker<T: Table>(
         while row_count < config.max_rows {
             // Flush when the batch is old enough, or when submissions stopped arriving for
             // `linger` and no insert is running (nothing to gain by waiting longer).
-            let busy = in_flight.as_ref().is_some_and(|h| !h.is_finished());
+            let busy = in_flight
+                .as_ref()
+                .is_some_and(|inserted| !*inserted.borrow());
             let wake = if busy {
                 deadline
             } else {
@@ -283,59 +287,95 @@ async fn run_worker<T: Table>(
                     None => break,
                 },
                 _ = tokio::time::sleep_until(wake) => {
-                    if wake >= deadline || in_flight.as_ref().is_none_or(|h| h.is_finished()) {
+                    if wake >= deadline || in_flight.as_ref().is_none_or(|inserted| *inserted.borrow()) {
                         break;
                     }
                 }
             }
         }
-        if let Some(previous) = in_flight.take() {
-            let _ = previous.await;
+        if let Some(mut previous) = in_flight.take() {
+            let _ = previous.wait_for(|inserted| *inserted).await;
         }
         let batch_id = next_batch_id;
         next_batch_id += 1;
         let mut batch = batch;
-        if let Some(clock) = &clock {
+        let stamped = clock.as_ref().map(|clock| {
             let stamp = clock.stamp_batch();
             for submission in &mut batch {
                 for row in &mut submission.rows {
                     row.stamp_arrival(stamp);
                 }
             }
-        }
-        let written = clock.clone();
-        let write = write_batch(
+            (clock.clone(), stamp)
+        });
+        let (inserted, inserted_rx) = watch::channel(false);
+        in_flight = Some(inserted_rx);
+        let write = Write {
+            batch_id,
+            row_count,
+            stamped,
+            inserted,
+        };
+        last_write = Some(tokio::spawn(write_batch(
             store.clone(),
             config.clone(),
             batch,
-            row_count,
-            batch_id,
+            write,
             outcomes.clone(),
             stats.clone(),
-        );
-        in_flight = Some(tokio::spawn(async move {
-            write.await;
-            if let Some(clock) = written {
-                clock.batch_done();
-            }
-        }));
+        )));
     }
-    if let Some(previous) = in_flight.take() {
-        let _ = previous.await;
+    if let Some(last) = last_write.take() {
+        let _ = last.await;
     }
 }
 
+/// One batch being written, beside its rows.
+struct Write {
+    batch_id: u64,
+    row_count: usize,
+    /// The writer's arrival clock and the batch's stamp, when the writer stamps arrivals.
+    stamped: Option<(Arc<ArrivalClock>, u32)>,
+    /// Set once the insert has ended (accepted or finally failed).
+    inserted: watch::Sender<bool>,
+}
+
+/// How long a batch's producers wait, after its insert, for a horizon past its stamp to be
+/// published before they are told to send again.
+pub const ANNOUNCE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Inserts a batch, then answers its producers. A writer that stamps arrivals answers only once
+/// it has published a horizon past the batch's stamp: whatever it acknowledged, the hub knows
+/// to be visible, even when the writer dies right after (docs/data-model.md, "Silence").
 async fn write_batch<T: Table>(
     store: Arc<Store>,
     config: Arc<BatchWriterConfig>,
     batch: Vec<Submission<T>>,
-    row_count: usize,
-    batch_id: u64,
+    write: Write,
     outcomes: Option<mpsc::UnboundedSender<BatchOutcome>>,
     stats: Arc<WriterStats>,
 ) {
+    let Write {
+        batch_id,
+        row_count,
+        stamped,
+        inserted,
+    } = write;
     let started = Instant::now();
-    let (attempts, result) = insert_with_retries(&store, &config, &batch, row_count, &stats).await;
+    let (attempts, mut result) =
+        insert_with_retries(&store, &config, &batch, row_count, &stats).await;
+    if let Some((clock, _)) = &stamped {
+        clock.batch_done();
+    }
+    let _ = inserted.send(true);
+    if let (Ok(()), Some((clock, stamp))) = (&result, &stamped) {
+        if !clock.published_past(*stamp, ANNOUNCE_LIMIT).await {
+            result = Err(format!(
+                "inserted, but no arrival horizon past it could be published within {} s; send again",
+                ANNOUNCE_LIMIT.as_secs()
+            ));
+        }
+    }
     let accepted = result.is_ok();
     let outcome = BatchOutcome {
         table: T::TABLE,
@@ -491,6 +531,8 @@ pub(crate) const COUNT_ROWS: &str = "SELECT count() FROM ?";
 struct ArrivalClock {
     state: std::sync::Mutex<ClockState>,
     done: tokio::sync::Notify,
+    /// The greatest horizon published so far.
+    published: watch::Sender<u32>,
 }
 
 #[derive(Debug)]
@@ -508,8 +550,12 @@ fn wall_seconds() -> u32 {
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
 }
 
-/// How often a writer publishes its horizon when nothing else prompts it.
+/// How often a writer publishes its horizon, moved or not, when no finished batch prompts it
+/// sooner.
 pub const ARRIVAL_HORIZON_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The least time between two publications of a writer's horizon.
+pub const ARRIVAL_HORIZON_SPACING: Duration = Duration::from_millis(100);
 
 impl ArrivalClock {
     /// Publishes the first horizon (retrying until ClickHouse takes it: no row is inserted
@@ -522,6 +568,7 @@ impl ArrivalClock {
                 in_flight: None,
             }),
             done: tokio::sync::Notify::new(),
+            published: watch::Sender::new(0),
         });
         let name = writer.clone();
         let row = move |visible_before: u32| crate::ArrivalWriterRow {
@@ -531,8 +578,12 @@ impl ArrivalClock {
         };
         let mut backoff = Duration::from_millis(100);
         loop {
-            match store.insert_rows(&[row(clock.horizon())]).await {
-                Ok(()) => break,
+            let horizon = clock.horizon();
+            match store.insert_rows(&[row(horizon)]).await {
+                Ok(()) => {
+                    clock.announce(horizon);
+                    break;
+                }
                 Err(err) => {
                     tracing::warn!(%err, writer, "publishing the first arrival horizon failed; retrying");
                     tokio::time::sleep(backoff).await;
@@ -542,23 +593,29 @@ impl ArrivalClock {
         }
         let publisher = clock.clone();
         tokio::spawn(async move {
-            let mut published = 0;
+            // Every second whether or not the horizon moved: a publication is also the sign
+            // that the writer is alive, and the hub stops waiting for a writer that falls
+            // silent (docs/data-model.md, "Silence").
+            let mut every = tokio::time::interval(ARRIVAL_HORIZON_INTERVAL);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await;
+            let mut last = tokio::time::Instant::now();
             loop {
                 tokio::select! {
-                    _ = tokio::time::sleep(ARRIVAL_HORIZON_INTERVAL) => {}
+                    _ = every.tick() => {}
                     _ = publisher.done.notified() => {
-                        // Batches can finish many times a second: publish at most every 200 ms.
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        // Batches can finish many times a second: publish at most every
+                        // `ARRIVAL_HORIZON_SPACING` (their producers wait for it).
+                        tokio::time::sleep_until(last + ARRIVAL_HORIZON_SPACING).await;
                     }
                 }
+                last = tokio::time::Instant::now();
                 let horizon = publisher.horizon();
-                if horizon == published {
-                    continue;
-                }
                 match store.insert_rows(&[row(horizon)]).await {
-                    Ok(()) => published = horizon,
+                    Ok(()) => publisher.announce(horizon),
                     Err(err) => tracing::warn!(%err, "publishing the arrival horizon failed"),
                 }
+                every.reset();
                 // Stop with the writer: only this task and the worker hold the clock.
                 if Arc::strong_count(&publisher) == 1 {
                     break;
@@ -581,6 +638,24 @@ impl ArrivalClock {
         state.last = stamp;
         state.in_flight = Some(stamp);
         stamp
+    }
+
+    /// Records that `horizon` is published.
+    fn announce(&self, horizon: u32) {
+        self.published.send_if_modified(|published| {
+            let moved = horizon > *published;
+            *published = (*published).max(horizon);
+            moved
+        });
+    }
+
+    /// Waits until a horizon past `stamp` is published (every row stamped `stamp` is then known
+    /// to be visible), for at most `limit`; whether one was.
+    async fn published_past(&self, stamp: u32, limit: Duration) -> bool {
+        let mut published = self.published.subscribe();
+        tokio::time::timeout(limit, published.wait_for(|horizon| *horizon > stamp))
+            .await
+            .is_ok_and(|seen| seen.is_ok())
     }
 
     fn batch_done(&self) {

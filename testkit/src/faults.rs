@@ -369,6 +369,11 @@ impl ReportingAgent {
         }
     }
 
+    /// Reports to the collector at `addr` from now on (one that took a dead one's place).
+    pub fn set_collector(&mut self, addr: &str) {
+        addr.clone_into(&mut self.addr);
+    }
+
     /// The next delta: every object at `version`, each change under a new change number.
     pub fn next_report(&mut self, version: &str) -> PlannedReport {
         let now = unix_now();

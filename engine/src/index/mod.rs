@@ -30,6 +30,8 @@ use crate::index::arrivals::ArrivalCursor;
 use crate::index::arrivals::ArrivalRead;
 use crate::index::arrivals::ARRIVAL_READ_ROWS;
 
+#[cfg(test)]
+mod arrival_model;
 pub mod arrivals;
 mod refresh;
 #[cfg(test)]

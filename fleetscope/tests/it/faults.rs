@@ -25,7 +25,7 @@ use serde_json::json;
 /// test's servers on a 2-core machine.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -36,21 +36,23 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 const ANSWER_BOUND: Duration = Duration::from_secs(30 + 5);
 
 /// How long a client waits for an answer before it counts the request as hanging.
-const REQUEST_LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const REQUEST_LIMIT: Duration = Duration::from_secs(60);
 
-const DATABASE: &str = "fleetscope";
+pub(crate) const DATABASE: &str = "fleetscope";
 
-fn binary() -> PathBuf {
+pub(crate) fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fleetscope"))
 }
 
-fn token(cluster: &str) -> String {
+pub(crate) fn token(cluster: &str) -> String {
     format!("fault-test-token-for-{cluster}")
 }
 
 /// A ClickHouse with the schema applied and `clusters` in the inventory, and a runtime for
 /// reading it.
-fn clickhouse_with(clusters: &[String]) -> (LocalClickHouse, Store, tokio::runtime::Runtime) {
+pub(crate) fn clickhouse_with(
+    clusters: &[String],
+) -> (LocalClickHouse, Store, tokio::runtime::Runtime) {
     let server = LocalClickHouse::start()
         .unwrap_or_else(|err| panic!("this test needs a private ClickHouse server: {err}"));
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -65,7 +67,12 @@ fn clickhouse_with(clusters: &[String]) -> (LocalClickHouse, Store, tokio::runti
 }
 
 /// `fleetscope collector` on `port` with a token per cluster, its log in `dir`.
-fn start_collector(dir: &Path, clusters: &[String], clickhouse: &str, port: u16) -> Service {
+pub(crate) fn start_collector(
+    dir: &Path,
+    clusters: &[String],
+    clickhouse: &str,
+    port: u16,
+) -> Service {
     let tokens = dir.join("agent-tokens.yaml");
     let mut yaml = String::from("agents:\n");
     for cluster in clusters {

@@ -86,14 +86,15 @@ GROUP BY second ORDER BY second",
         .bind(to_datetime(until))
 }
 
-/// One writer's latest arrival horizon, and for how many seconds (by the server's clock) it has
-/// published none.
+/// One writer's latest arrival horizon, for how many seconds (by the server's clock) it has
+/// published none, and the second (by the server's clock) of its latest publication.
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct ArrivalHorizon {
     pub writer: String,
     pub first_stamp: u32,
     pub visible_before: u32,
     pub silent_seconds: i64,
+    pub published_at: u32,
 }
 
 /// The start of the name of every writer whose rows are heartbeats (`heartbeats`); the other
@@ -114,7 +115,8 @@ pub fn arrival_horizons_query(store: &Store) -> Query {
     store.client().query(
         "SELECT writer, min(first_stamp) AS first_stamp, \
 max(visible_before) AS visible_before, \
-toInt64(now()) - toInt64(max(updated_at)) AS silent_seconds \
+toInt64(now()) - toInt64(max(updated_at)) AS silent_seconds, \
+toUInt32(max(updated_at)) AS published_at \
 FROM arrival_writers GROUP BY writer ORDER BY writer",
     )
 }
