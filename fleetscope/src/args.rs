@@ -211,16 +211,26 @@ async fn run(command: Command) -> anyhow::Result<()> {
 
 /// Runs `work` until it ends or the process is asked to stop (Ctrl-C or SIGTERM). On a signal
 /// the work is dropped, and with it the child processes it started (each stops its child when
-/// dropped), so an interrupted run leaves no ClickHouse, collector or hub behind.
+/// dropped), so an interrupted run leaves no ClickHouse, collector or hub behind; then the
+/// process exits at once. Returning instead would let the runtime wait, as it shuts down, for
+/// blocking work the run left behind: a render, or a resync's bodies being encoded, which take
+/// a minute at 100,000 clusters.
 #[cfg(feature = "dev-tools")]
 async fn until_interrupted<T>(
     what: &str,
     work: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
+    let mut work = Box::pin(work);
+    let signal = fleetscope_runtime::shutdown_signal();
     tokio::select! {
-        result = work => result,
-        () = fleetscope_runtime::shutdown_signal() => {
-            anyhow::bail!("{what} interrupted; the services it started were stopped")
-        }
+        result = &mut work => return result,
+        () = signal => {}
     }
+    let stopping = std::time::Instant::now();
+    drop(work);
+    eprintln!(
+        "error: {what} interrupted; the services it started were stopped in {:.1} s",
+        stopping.elapsed().as_secs_f64()
+    );
+    std::process::exit(130)
 }

@@ -1,8 +1,11 @@
 //! Many simulated agents multiplexed over a few workers. Each cluster delivers its reports in
 //! order, one at a time, with its own token, through the agent's own [`Sender`] (same request,
 //! same answer handling); it sends a heartbeat when nothing went out for the heartbeat interval;
-//! a dark cluster sends nothing and keeps its reports until it comes back.
+//! a dark cluster sends nothing and keeps its reports until it comes back. A report that was not
+//! acknowledged is sent again after the agent's own backoff. The workers take whatever has waited
+//! longest, a due heartbeat or a queued report, so neither can starve the other.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fleetscope_collector::agent::sender::{SendOutcome, Sender, REQUEST_OVERHEAD_BYTES};
-use fleetscope_collector::protocol::ReportKind;
+use fleetscope_collector::agent::AgentConfig;
+use fleetscope_collector::protocol::{Report, ReportEncoder, ReportKind};
 use fleetscope_runtime::clock;
 use tokio::sync::Notify;
 
@@ -33,6 +37,17 @@ pub struct Ack {
     pub wait_us: u32,
 }
 
+thread_local! {
+    /// One compressor per thread of the simulator, kept between reports: thousands of
+    /// heartbeats a second would otherwise each pay for a fresh one.
+    static ENCODER: RefCell<ReportEncoder> = RefCell::new(ReportEncoder::new());
+}
+
+/// The request body of `report`, as [`Report::encode`] gives it, with this thread's compressor.
+pub fn encode(report: &Report) -> Vec<u8> {
+    ENCODER.with_borrow_mut(|encoder| encoder.encode(report))
+}
+
 #[derive(Debug, Default)]
 pub struct Tally {
     pub acks: Vec<Ack>,
@@ -53,6 +68,71 @@ struct Schedule {
     /// (due, cluster): heartbeats; an entry is valid when `due` equals the cluster's.
     heartbeats: BinaryHeap<Reverse<(Instant, usize)>>,
     heartbeat_due: Vec<Option<Instant>>,
+    /// (due, cluster): reports to send again after an answer that was not an acknowledgement;
+    /// an entry is valid when `due` equals the cluster's.
+    retries: BinaryHeap<Reverse<(Instant, usize)>>,
+    retry_due: Vec<Option<Instant>>,
+    /// Each cluster's next backoff after its collector was unreachable, as the agent's.
+    backoff: Vec<Duration>,
+    /// Why each cluster's last request was not acknowledged, and how many in a row were not;
+    /// cleared by an acknowledgement.
+    failures: Vec<Option<(u32, String)>>,
+}
+
+impl Schedule {
+    fn new(clusters: usize, min_backoff: Duration) -> Schedule {
+        Schedule {
+            ready: VecDeque::new(),
+            queued_at: vec![None; clusters],
+            in_flight: vec![false; clusters],
+            heartbeats: BinaryHeap::new(),
+            heartbeat_due: vec![None; clusters],
+            retries: BinaryHeap::new(),
+            retry_due: vec![None; clusters],
+            backoff: vec![min_backoff; clusters],
+            failures: vec![None; clusters],
+        }
+    }
+
+    /// Queues a cluster for a worker, counting its wait from `since`.
+    fn queue(&mut self, c: usize, since: Instant) {
+        self.queued_at[c] = Some(since);
+        self.ready.push_back(c);
+    }
+
+    fn schedule_heartbeat(&mut self, c: usize, due: Instant) {
+        self.heartbeat_due[c] = Some(due);
+        self.heartbeats.push(Reverse((due, c)));
+    }
+
+    /// The earliest heartbeat still valid and due at `now`; stale entries are dropped.
+    fn due_heartbeat(&mut self, now: Instant) -> Option<(Instant, usize)> {
+        while let Some(Reverse((due, c))) = self.heartbeats.peek().copied() {
+            if self.heartbeat_due[c] == Some(due) {
+                return (due <= now).then_some((due, c));
+            }
+            self.heartbeats.pop();
+        }
+        None
+    }
+
+    /// Moves the retries due at `now` to the queue, their wait counted from when they fell due.
+    fn release_retries(&mut self, now: Instant, fleet: &SimFleet) {
+        while let Some(Reverse((due, c))) = self.retries.peek().copied() {
+            if due > now {
+                break;
+            }
+            self.retries.pop();
+            if self.retry_due[c] != Some(due) {
+                continue;
+            }
+            self.retry_due[c] = None;
+            let sim = &fleet.clusters[c];
+            if !sim.dark && !sim.outbox.is_empty() && !self.in_flight[c] {
+                self.queue(c, due);
+            }
+        }
+    }
 }
 
 /// The simulated agents of a fleet.
@@ -65,15 +145,18 @@ pub struct Agents {
     wake: Notify,
     started: Instant,
     heartbeat_every: Duration,
+    /// The agent's backoff after an unreachable collector, doubling from the first to the last.
+    min_backoff: Duration,
+    max_backoff: Duration,
     stopping: AtomicBool,
 }
 
 #[derive(Debug)]
 enum Job {
-    Report(usize, Box<fleetscope_collector::protocol::Report>),
+    Report(usize, Box<Report>),
     /// A report whose body was encoded ahead: cluster, report number, kind, rows, body.
     Encoded(usize, u64, ReportKind, u32, Vec<u8>),
-    Heartbeat(usize, Vec<u8>),
+    Heartbeat(usize, Box<Report>),
 }
 
 /// A job and how long it waited for a worker.
@@ -100,21 +183,23 @@ impl Agents {
             .map(|c| Sender::with_client(client.clone(), collector_url, Some(c.token.clone())))
             .collect::<Result<Vec<_>, _>>()
             .map_err(anyhow::Error::msg)?;
+        // The real agent's backoff, from its defaults.
+        let agent = AgentConfig::new(
+            fleetscope_model::ClusterId::parse("loadtest").map_err(anyhow::Error::msg)?,
+            collector_url,
+            "",
+        );
         let n = fleet.clusters.len();
         Ok(Arc::new(Agents {
             fleet: Mutex::new(fleet),
-            schedule: Mutex::new(Schedule {
-                ready: VecDeque::new(),
-                queued_at: vec![None; n],
-                in_flight: vec![false; n],
-                heartbeats: BinaryHeap::new(),
-                heartbeat_due: vec![None; n],
-            }),
+            schedule: Mutex::new(Schedule::new(n, agent.min_backoff)),
             senders,
             tally: Mutex::new(Tally::default()),
             wake: Notify::new(),
             started,
             heartbeat_every,
+            min_backoff: agent.min_backoff,
+            max_backoff: agent.max_backoff,
             stopping: AtomicBool::new(false),
         }))
     }
@@ -129,14 +214,15 @@ impl Agents {
         let mut schedule = self.schedule.lock().expect("schedule lock");
         for c in clusters {
             let sim = &fleet.clusters[c];
+            // A cluster waiting to retry keeps its backoff: new reports do not cut it short.
             if !sim.dark
                 && !sim.never_seen
                 && !sim.outbox.is_empty()
                 && schedule.queued_at[c].is_none()
+                && schedule.retry_due[c].is_none()
                 && !schedule.in_flight[c]
             {
-                schedule.queued_at[c] = Some(Instant::now());
-                schedule.ready.push_back(c);
+                schedule.queue(c, Instant::now());
             }
         }
         drop(schedule);
@@ -154,6 +240,55 @@ impl Agents {
             .count()
     }
 
+    /// The clusters with reports not yet acknowledged (dark ones left out), at most `limit` of
+    /// them named, each with where its next report is: sent and not answered yet, waiting to
+    /// be sent again after an answer that was not an acknowledgement (which), or queued for a
+    /// worker.
+    pub fn undelivered_detail(&self, limit: usize) -> String {
+        let fleet = self.fleet.lock().expect("fleet lock");
+        let schedule = self.schedule.lock().expect("schedule lock");
+        let now = Instant::now();
+        let (mut in_flight, mut retrying, mut queued, mut lost) = (0, 0, 0, 0);
+        let mut named = Vec::new();
+        for (c, sim) in fleet.clusters.iter().enumerate() {
+            if sim.dark || sim.never_seen || sim.outbox.is_empty() {
+                continue;
+            }
+            let report = sim.outbox.front().map_or(0, |r| r.report_seq);
+            let failed = schedule.failures[c]
+                .as_ref()
+                .map(|(n, why)| format!("; {n} attempt(s) not acknowledged, the last {why}"))
+                .unwrap_or_default();
+            let state = if schedule.in_flight[c] {
+                in_flight += 1;
+                "sent, no answer yet".to_owned()
+            } else if let Some(due) = schedule.retry_due[c] {
+                retrying += 1;
+                format!(
+                    "to be sent again in {:.1} s",
+                    due.saturating_duration_since(now).as_secs_f64()
+                )
+            } else if let Some(at) = schedule.queued_at[c] {
+                queued += 1;
+                format!(
+                    "queued for a worker for {:.1} s",
+                    now.saturating_duration_since(at).as_secs_f64()
+                )
+            } else {
+                lost += 1;
+                "neither queued nor scheduled (a simulator bug)".to_owned()
+            };
+            if named.len() < limit {
+                named.push(format!("{} report {report}: {state}{failed}", sim.id));
+            }
+        }
+        format!(
+            "{} in flight, {retrying} waiting to retry, {queued} queued for a worker, {lost} neither; {}",
+            in_flight,
+            named.join("; ")
+        )
+    }
+
     /// Waits until every delivering cluster's outbox is empty.
     pub async fn drained(&self, timeout: Duration) -> anyhow::Result<()> {
         let until = Instant::now() + timeout;
@@ -165,7 +300,8 @@ impl Agents {
             }
             anyhow::ensure!(
                 Instant::now() < until,
-                "{left} clusters still had reports undelivered after {timeout:?}"
+                "{left} clusters still had reports undelivered after {timeout:?}: {}",
+                self.undelivered_detail(10)
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -183,79 +319,93 @@ impl Agents {
         Ok(())
     }
 
+    /// The next request to send: of a due heartbeat and the first queued report, the one that
+    /// has waited longer (a real agent's heartbeat does not wait for other clusters' reports,
+    /// nor its reports for other clusters' heartbeats).
     fn next_job(&self) -> Option<Taken> {
         let mut fleet = self.fleet.lock().expect("fleet lock");
         let mut schedule = self.schedule.lock().expect("schedule lock");
-        // Due heartbeats first: each is one small request, and a real agent's heartbeat does
-        // not wait for other clusters' snapshots.
         let now = Instant::now();
-        while let Some(Reverse((due, c))) = schedule.heartbeats.peek().copied() {
-            if due > now {
-                break;
-            }
-            schedule.heartbeats.pop();
-            if schedule.heartbeat_due[c] != Some(due) {
-                continue;
-            }
-            let sim = &fleet.clusters[c];
-            if sim.dark || schedule.in_flight[c] || !sim.outbox.is_empty() {
-                // Reports go first (a report is a sign of life too); looked at again later.
-                let next = now + self.heartbeat_every;
-                schedule.heartbeat_due[c] = Some(next);
-                schedule.heartbeats.push(Reverse((next, c)));
-                continue;
-            }
-            schedule.in_flight[c] = true;
-            schedule.heartbeat_due[c] = None;
-            let body = fleet.heartbeat(c, clock::now()).encode();
-            return Some(Taken {
-                job: Job::Heartbeat(c, body),
-                waited: now.saturating_duration_since(due),
-            });
-        }
-        while let Some(c) = schedule.ready.pop_front() {
-            let queued_at = schedule.queued_at[c].take();
-            let sim = &mut fleet.clusters[c];
-            if sim.dark || schedule.in_flight[c] {
-                continue;
-            }
-            let Some(report) = sim.outbox.front() else {
-                continue;
-            };
-            let job = match sim.encoded.take() {
-                Some((seq, body)) if seq == report.report_seq => {
-                    Job::Encoded(c, seq, report.kind, report.changes.len() as u32, body)
+        schedule.release_retries(now, &fleet);
+        loop {
+            let heartbeat = schedule.due_heartbeat(now);
+            let report = schedule
+                .ready
+                .front()
+                .map(|&c| schedule.queued_at[c].unwrap_or(now));
+            match (heartbeat, report) {
+                (None, None) => return None,
+                (Some((due, c)), report) if report.is_none_or(|queued| due <= queued) => {
+                    schedule.heartbeats.pop();
+                    let sim = &fleet.clusters[c];
+                    if sim.dark || schedule.in_flight[c] || !sim.outbox.is_empty() {
+                        // Reports go first (a report is a sign of life too); looked at again
+                        // later.
+                        schedule.schedule_heartbeat(c, now + self.heartbeat_every);
+                        continue;
+                    }
+                    schedule.in_flight[c] = true;
+                    schedule.heartbeat_due[c] = None;
+                    let report = fleet.heartbeat(c, clock::now());
+                    return Some(Taken {
+                        job: Job::Heartbeat(c, Box::new(report)),
+                        waited: now.saturating_duration_since(due),
+                    });
                 }
-                _ => Job::Report(c, Box::new(report.clone())),
-            };
-            schedule.in_flight[c] = true;
-            return Some(Taken {
-                job,
-                waited: queued_at.map_or(Duration::ZERO, |at| now.saturating_duration_since(at)),
-            });
+                (_, _) => {
+                    let c = schedule.ready.pop_front().expect("a queued report");
+                    let queued_at = schedule.queued_at[c].take();
+                    let sim = &mut fleet.clusters[c];
+                    if sim.dark || schedule.in_flight[c] {
+                        continue;
+                    }
+                    let Some(report) = sim.outbox.front() else {
+                        continue;
+                    };
+                    let job = match sim.encoded.take() {
+                        Some((seq, body)) if seq == report.report_seq => {
+                            Job::Encoded(c, seq, report.kind, report.changes.len() as u32, body)
+                        }
+                        _ => Job::Report(c, Box::new(report.clone())),
+                    };
+                    schedule.in_flight[c] = true;
+                    return Some(Taken {
+                        job,
+                        waited: queued_at
+                            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at)),
+                    });
+                }
+            }
         }
-        None
     }
 
     fn next_wait(&self) -> Duration {
         let schedule = self.schedule.lock().expect("schedule lock");
-        schedule
-            .heartbeats
-            .peek()
-            .map(|Reverse((due, _))| due.saturating_duration_since(Instant::now()))
-            .unwrap_or(Duration::from_millis(200))
-            .min(Duration::from_millis(200))
+        let now = Instant::now();
+        [schedule.heartbeats.peek(), schedule.retries.peek()]
+            .into_iter()
+            .flatten()
+            .map(|Reverse((due, _))| due.saturating_duration_since(now))
+            .fold(Duration::from_millis(200), Duration::min)
     }
 
     /// After a request ended: the outbox moves on, the next heartbeat is scheduled, and the
-    /// cluster is queued again if it has more.
-    fn finish(self: &Arc<Self>, c: usize, acked_report: Option<u64>, retry_in: Option<Duration>) {
+    /// cluster is queued again if it has more, at once after an acknowledgement, after
+    /// `retry_in` otherwise (`failure` says why it was not acknowledged).
+    fn finish(
+        &self,
+        c: usize,
+        acked_report: Option<u64>,
+        retry_in: Option<Duration>,
+        failure: Option<String>,
+    ) {
         let mut fleet = self.fleet.lock().expect("fleet lock");
         let mut schedule = self.schedule.lock().expect("schedule lock");
         schedule.in_flight[c] = false;
         let sim = &mut fleet.clusters[c];
         if retry_in.is_none() {
             sim.last_ack = Some(clock::now().seconds());
+            schedule.failures[c] = None;
             if let Some(seq) = acked_report {
                 if sim.outbox.front().is_some_and(|r| r.report_seq == seq) {
                     sim.outbox.pop_front();
@@ -264,28 +414,43 @@ impl Agents {
                     sim.frozen = None;
                 }
             }
+        } else if let Some(why) = failure {
+            let in_a_row = schedule.failures[c].as_ref().map_or(0, |(n, _)| *n) + 1;
+            schedule.failures[c] = Some((in_a_row, why));
         }
-        let due = Instant::now() + self.heartbeat_every;
-        schedule.heartbeat_due[c] = Some(due);
-        schedule.heartbeats.push(Reverse((due, c)));
+        let now = Instant::now();
+        schedule.schedule_heartbeat(c, now + self.heartbeat_every);
         let more = !sim.outbox.is_empty() && !sim.dark;
         drop(fleet);
         match retry_in {
-            None if more => {
-                schedule.queued_at[c] = Some(Instant::now());
-                schedule.ready.push_back(c);
-            }
-            None => {}
+            None if more => schedule.queue(c, now),
             Some(delay) if more => {
-                drop(schedule);
-                let agents = self.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    agents.poke([c]);
-                });
+                let due = now + delay;
+                schedule.retry_due[c] = Some(due);
+                schedule.retries.push(Reverse((due, c)));
             }
-            Some(_) => {}
+            _ => {}
         }
+    }
+
+    /// When to send again after `outcome`, as the agent does: the collector's Retry-After (at
+    /// least the first backoff), the longest backoff after a refusal, and a backoff doubling
+    /// from the first to the last while the collector is unreachable; `None` after an
+    /// acknowledgement, which resets the backoff.
+    fn retry_in(&self, c: usize, outcome: &SendOutcome) -> Option<Duration> {
+        let mut schedule = self.schedule.lock().expect("schedule lock");
+        let backoff = schedule.backoff[c];
+        let (retry_in, next_backoff) = match outcome {
+            SendOutcome::Acknowledged => (None, self.min_backoff),
+            SendOutcome::RetryAfter(delay) => (
+                Some((*delay).max(self.min_backoff)),
+                (backoff * 2).min(self.max_backoff),
+            ),
+            SendOutcome::Refused { .. } => (Some(self.max_backoff), self.max_backoff),
+            SendOutcome::Unreachable(_) => (Some(backoff), (backoff * 2).min(self.max_backoff)),
+        };
+        schedule.backoff[c] = next_backoff;
+        retry_in
     }
 
     /// Runs `workers` delivery loops until [`Agents::stop`].
@@ -319,15 +484,15 @@ impl Agents {
                     Some(report.report_seq),
                     report.kind,
                     report.changes.len() as u32,
-                    report.encode(),
+                    encode(&report),
                 ),
                 Job::Encoded(c, seq, kind, rows, body) => (c, Some(seq), kind, rows, body),
-                Job::Heartbeat(c, body) => (c, None, ReportKind::Heartbeat, 0, body),
+                Job::Heartbeat(c, report) => (c, None, ReportKind::Heartbeat, 0, encode(&report)),
             };
             let bytes = body.len() as u64 + REQUEST_OVERHEAD_BYTES;
             let first = Instant::now();
             let outcome = self.senders[c].send(body).await;
-            let retry_in = match outcome {
+            let failure = match &outcome {
                 SendOutcome::Acknowledged => {
                     self.tally.lock().expect("tally lock").acks.push(Ack {
                         at_ms: self.elapsed_ms(),
@@ -341,22 +506,149 @@ impl Agents {
                 }
                 SendOutcome::RetryAfter(delay) => {
                     self.tally.lock().expect("tally lock").retried += 1;
-                    Some(delay.min(Duration::from_secs(2)))
+                    Some(format!("busy, retry after {delay:?}"))
                 }
                 SendOutcome::Refused { status, message } => {
                     let mut tally = self.tally.lock().expect("tally lock");
                     let text = format!("{status}: {message}");
                     if tally.refused.len() < 20 && !tally.refused.contains(&text) {
-                        tally.refused.push(text);
+                        tally.refused.push(text.clone());
                     }
-                    Some(Duration::from_secs(5))
+                    Some(format!("refused {text}"))
                 }
-                SendOutcome::Unreachable(_) => {
+                SendOutcome::Unreachable(error) => {
                     self.tally.lock().expect("tally lock").unreachable += 1;
-                    Some(Duration::from_secs(1))
+                    Some(format!("unreachable: {error}"))
                 }
             };
-            self.finish(c, seq, retry_in);
+            let retry_in = self.retry_in(c, &outcome);
+            self.finish(c, seq, retry_in, failure);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEARTBEAT_EVERY: Duration = Duration::from_secs(30);
+
+    /// The agents of a test fleet, pointed at a port nothing answers on (no test sends).
+    fn agents(clusters: usize) -> Arc<Agents> {
+        let fleet = SimFleet::for_tests(clusters);
+        Agents::new(fleet, "http://127.0.0.1:9", HEARTBEAT_EVERY, Instant::now()).unwrap()
+    }
+
+    /// Queues cluster `c`'s snapshot and returns its report number.
+    fn queue_snapshot(agents: &Agents, c: usize) -> u64 {
+        let seq = {
+            let mut fleet = agents.fleet.lock().unwrap();
+            let report = fleet.snapshot(c, clock::now());
+            let seq = report.report_seq;
+            fleet.clusters[c].outbox.push_back(report);
+            seq
+        };
+        agents.poke([c]);
+        seq
+    }
+
+    /// The cluster and report number of a job (0 for a heartbeat).
+    fn what(job: &Job) -> (usize, u64) {
+        match job {
+            Job::Report(c, report) => (*c, report.report_seq),
+            Job::Encoded(c, seq, ..) => (*c, *seq),
+            Job::Heartbeat(c, _) => (*c, 0),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_not_acknowledged_is_sent_again_after_the_backoff_until_it_is() {
+        let agents = agents(2);
+        let seq = queue_snapshot(&agents, 0);
+        let taken = agents.next_job().expect("the snapshot");
+        assert_eq!(what(&taken.job), (0, seq));
+        assert!(
+            agents.next_job().is_none(),
+            "one request in flight per cluster"
+        );
+
+        // The collector was busy: the report stays in the outbox and comes back after the
+        // delay it asked for, not before (the first backoff is the agent's 0.5 s).
+        let busy = SendOutcome::RetryAfter(Duration::from_millis(10));
+        let retry_in = agents.retry_in(0, &busy);
+        assert_eq!(retry_in, Some(agents.min_backoff));
+        agents.finish(0, Some(seq), retry_in, Some("busy".to_owned()));
+        assert_eq!(agents.undelivered(), 1);
+        assert!(agents.next_job().is_none(), "not before its backoff");
+        agents.poke([0]);
+        assert!(
+            agents.next_job().is_none(),
+            "a poke does not cut the backoff short"
+        );
+        assert!(
+            agents
+                .undelivered_detail(5)
+                .contains("store-0 report 1: to be sent again in"),
+            "{}",
+            agents.undelivered_detail(5)
+        );
+        std::thread::sleep(agents.min_backoff);
+        let again = agents.next_job().expect("the snapshot again");
+        assert_eq!(what(&again.job), (0, seq), "the same report");
+        assert!(
+            again.waited < Duration::from_millis(200),
+            "its wait counts from when the retry fell due: {:?}",
+            again.waited
+        );
+
+        // Unreachable twice: the backoff doubles, as the agent's does; an acknowledgement ends it.
+        let down = SendOutcome::Unreachable("connection refused".to_owned());
+        assert_eq!(agents.retry_in(0, &down), Some(agents.min_backoff * 2));
+        assert_eq!(agents.retry_in(0, &down), Some(agents.min_backoff * 4));
+        agents.finish(0, Some(seq), None, None);
+        assert_eq!(agents.undelivered(), 0);
+        assert_eq!(agents.retry_in(0, &SendOutcome::Acknowledged), None);
+        assert_eq!(
+            agents.retry_in(0, &down),
+            Some(agents.min_backoff),
+            "the backoff starts again after an acknowledgement"
+        );
+    }
+
+    #[test]
+    fn reports_and_heartbeats_are_taken_in_the_order_they_fell_due() {
+        let agents = agents(40);
+        let start = Instant::now();
+        {
+            let mut schedule = agents.schedule.lock().unwrap();
+            // Ten heartbeats due before the snapshot is queued.
+            for c in 1..11 {
+                schedule.schedule_heartbeat(c, start - Duration::from_secs(1));
+            }
+        }
+        let seq = queue_snapshot(&agents, 0);
+        std::thread::sleep(Duration::from_millis(5));
+        {
+            let mut schedule = agents.schedule.lock().unwrap();
+            // Heartbeats keep falling due after it, as they do at thousands a second.
+            for c in 11..40 {
+                schedule.schedule_heartbeat(c, Instant::now());
+            }
+        }
+        let order: Vec<(usize, u64)> = std::iter::from_fn(|| agents.next_job())
+            .map(|taken| what(&taken.job))
+            .collect();
+        assert_eq!(order.len(), 40);
+        assert!(
+            order[..10]
+                .iter()
+                .all(|&(c, seq)| (1..11).contains(&c) && seq == 0),
+            "the heartbeats due earlier go first: {order:?}"
+        );
+        assert_eq!(
+            order[10],
+            (0, seq),
+            "then the snapshot, before the heartbeats that fell due after it"
+        );
     }
 }

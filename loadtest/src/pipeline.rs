@@ -57,7 +57,8 @@ pub struct PipelineConfig {
 }
 
 /// The running pipeline. [`Pipeline::stop`] stops the agents and the prober; dropping the
-/// services stops the collector and the hub.
+/// pipeline stops them too (at once, without waiting: an interrupted run), and its services
+/// stop the collector and the hub.
 pub struct Pipeline {
     pub collector: Service,
     pub hub: Service,
@@ -173,6 +174,17 @@ impl Pipeline {
             let _ = worker.await;
         }
         let _ = (&mut self.probing).await;
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.ctx.agents.stop();
+        for worker in &self.workers {
+            worker.abort();
+        }
+        self.probing.abort();
     }
 }
 

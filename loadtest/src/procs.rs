@@ -151,7 +151,29 @@ pub fn read_proc(pid: u32) -> Option<(u64, u64)> {
     Some((utime + stime, rss_kb * 1024))
 }
 
-/// Samples the named processes every second until dropped.
+/// The name under which the sampler records the whole machine's CPU: every process on it, the
+/// load test's and any other.
+pub const MACHINE: &str = "machine";
+
+/// Busy CPU ticks of the whole machine, every CPU together (all but idle and I/O wait), from
+/// `/proc/stat`.
+pub fn read_machine_busy() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is counted in user already).
+    let busy: u64 = ticks.iter().take(8).sum::<u64>()
+        - ticks.get(3).copied().unwrap_or(0)
+        - ticks.get(4).copied().unwrap_or(0);
+    Some(busy)
+}
+
+/// Samples the named processes, and the whole machine as [`MACHINE`], every second until
+/// dropped.
 #[derive(Debug)]
 pub struct Sampler {
     pub samples: Arc<Mutex<Vec<ProcSample>>>,
@@ -170,6 +192,7 @@ impl Sampler {
         let out = samples.clone();
         let task = tokio::spawn(async move {
             let mut last: Vec<Option<(u64, Instant)>> = vec![None; processes.len()];
+            let mut machine_last: Option<(u64, Instant)> = None;
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
@@ -192,6 +215,22 @@ impl Sampler {
                         });
                     }
                     last[i] = Some((ticks, now));
+                }
+                let now = Instant::now();
+                if let Some(ticks) = read_machine_busy() {
+                    if let Some((before, at)) = machine_last {
+                        out.lock().expect("samples lock").push(ProcSample {
+                            process: MACHINE.to_owned(),
+                            at_s: now.duration_since(started).as_secs_f64(),
+                            cpu_cores: cpu_cores(
+                                ticks.saturating_sub(before),
+                                now.duration_since(at),
+                                cores,
+                            ),
+                            rss_mb: 0.0,
+                        });
+                    }
+                    machine_last = Some((ticks, now));
                 }
             }
         });
@@ -237,6 +276,22 @@ mod tests {
         let (after, _) = read_proc(std::process::id()).unwrap();
         assert!(after > ticks, "300 ms of work shows up as CPU ticks");
         assert!(rss > 1_000_000, "a running test uses more than 1 MB: {rss}");
+    }
+
+    #[test]
+    fn the_machine_counts_this_process_busy_time() {
+        let before = read_machine_busy().unwrap();
+        let busy = Instant::now();
+        let mut x = 0u64;
+        while busy.elapsed() < Duration::from_millis(300) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        std::hint::black_box(x);
+        let after = read_machine_busy().unwrap();
+        assert!(
+            after >= before + 20,
+            "300 ms of work shows up as busy ticks: {before} then {after}"
+        );
     }
 
     #[test]

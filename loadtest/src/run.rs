@@ -211,6 +211,7 @@ async fn drive(
     let mut rng = SplitMix64::for_item(shape.seed, 0x5ce7_a210);
     let mut phases = Phases {
         reports: Vec::new(),
+        windows: Vec::new(),
         refreshes_before: refresh_buckets(&pipeline.ctx.hub).await,
     };
     let connect = connect(args, &pipeline, &mut phases, started).await?;
@@ -253,6 +254,8 @@ async fn drive(
         connect,
         storm: storm_numbers,
         phases: phases.reports,
+        phase_windows: phases.windows,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
         tally,
         freshness,
         not_seen: prober.not_seen.load(Ordering::Relaxed),
@@ -374,20 +377,38 @@ fn start_sampler(pipeline: &Pipeline, server: &LocalClickHouse, started: Instant
     Sampler::start(watched, started)
 }
 
-/// The phases run so far, and the hub's refresh histogram as it stood when the last one ended.
+/// The phases run so far, each with its measured window, and the hub's refresh histogram as it
+/// stood when the last one ended.
 struct Phases {
     reports: Vec<PhaseReport>,
+    /// Seconds since the run started: the whole phase, or a full resync's delivery.
+    windows: Vec<(f64, f64)>,
     refreshes_before: Option<crate::hubcheck::Buckets>,
 }
 
 impl Phases {
-    /// Keeps `phase` with the hub's refreshes that ended since the previous phase did.
-    async fn end(&mut self, hub: &crate::hubcheck::HubClient, mut phase: PhaseReport) {
+    /// Keeps `phase` with the hub's refreshes that ended since the previous phase did, and the
+    /// window its load is measured over (the whole phase when `None`).
+    async fn end(
+        &mut self,
+        hub: &crate::hubcheck::HubClient,
+        mut phase: PhaseReport,
+        window: Option<(f64, f64)>,
+    ) {
         let refreshes_now = refresh_buckets(hub).await;
         phase.refreshes = phase_refreshes(&self.refreshes_before, &refreshes_now);
         self.refreshes_before = refreshes_now;
+        self.windows
+            .push(window.unwrap_or((phase.started_s, phase.started_s + phase.seconds)));
         self.reports.push(phase);
     }
+}
+
+/// The delivery window of a full resync that just ended after `seconds` of delivery, in
+/// seconds since the run started.
+fn delivery_window(started: Instant, seconds: f64) -> (f64, f64) {
+    let now = started.elapsed().as_secs_f64();
+    ((now - seconds).max(0.0), now)
 }
 
 /// The connection: every delivering cluster sends its first snapshot, all at once. Returns
@@ -402,10 +423,11 @@ async fn connect(
     let phase_start = Instant::now();
     let mut notes = Vec::new();
     let (reports, rows, connect_seconds) = ctx.storm(&mut notes).await?;
+    let window = delivery_window(started, connect_seconds);
     println!("  connect: {}", notes.last().cloned().unwrap_or_default());
     let check = ctx.check().await;
     let phase = phase_report("connect", started, phase_start, reports, notes, &check);
-    phases.end(&ctx.hub, phase).await;
+    phases.end(&ctx.hub, phase, Some(window)).await;
     save_collector_metrics(
         &pipeline.collector.url,
         &args.out.join("collector-metrics-connect.txt"),
@@ -429,6 +451,7 @@ async fn run_phase(
     let phase_start = Instant::now();
     let mut notes = Vec::new();
     let mut storm_numbers = None;
+    let mut window = None;
     let (changes, mut check) = match scenario {
         Scenario::Steady => (ctx.steady(rng, &mut notes).await?, None),
         Scenario::Rollout => (ctx.rollout(rng, &mut notes).await?, None),
@@ -439,6 +462,7 @@ async fn run_phase(
         }
         Scenario::Storm => {
             let numbers = ctx.storm(&mut notes).await?;
+            window = Some(delivery_window(started, numbers.2));
             storm_numbers = Some(numbers);
             (numbers.1, None)
         }
@@ -459,7 +483,7 @@ async fn run_phase(
         notes,
         &outcome,
     );
-    phases.end(&ctx.hub, phase).await;
+    phases.end(&ctx.hub, phase, window).await;
     save_collector_metrics(
         &pipeline.collector.url,
         &args
@@ -542,5 +566,6 @@ fn phase_report(
         check_seconds: check.seconds,
         check_mismatch: check.mismatch.clone(),
         refreshes: None,
+        load: None,
     }
 }

@@ -588,3 +588,49 @@ impl SimFleet {
         self.clusters[cluster].dark = false;
     }
 }
+
+#[cfg(test)]
+impl SimFleet {
+    /// A fleet of `clusters` Flux clusters with one healthy app each, none dark or unseen, for
+    /// the simulator's own unit tests.
+    pub(crate) fn for_tests(clusters: usize) -> SimFleet {
+        let version: Arc<str> = Arc::from("1.0.0");
+        let hash: Arc<str> = Arc::from(format!("sha256:{}", "0".repeat(64)).as_str());
+        let clusters = (0..clusters)
+            .map(|n| SimCluster {
+                id: format!("store-{n}"),
+                group: "emea/de".to_owned(),
+                reconciler: Reconciler::Flux,
+                token: format!("token-{n}"),
+                wants: Vec::new(),
+                objects: vec![Object {
+                    app: 0,
+                    kind: ObjectKind::HelmRelease,
+                    version: version.clone(),
+                    content_hash: hash.clone(),
+                    revision: Arc::from("1.0.0@sha1:000000000000"),
+                    health: Health::Healthy,
+                    sync: SyncStatus::Unknown,
+                    reason: "InstallSucceeded",
+                    message: "",
+                    transitioned_at: 1_800_000_000,
+                    change_seq: 1,
+                }],
+                never_seen: false,
+                dark: false,
+                last_ack: None,
+                report_seq: 0,
+                change_seq: 1,
+                outbox: VecDeque::new(),
+                encoded: None,
+                frozen: None,
+            })
+            .collect();
+        SimFleet {
+            apps: vec!["api".to_owned()],
+            clusters,
+            policy: DriftPolicy::default(),
+            seed: 1,
+        }
+    }
+}

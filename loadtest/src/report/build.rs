@@ -7,11 +7,11 @@ use fleetscope_collector::protocol::ReportKind;
 use super::plots::{plot_data, PlotData};
 use super::targets::targets;
 use super::{
-    kind_name, sorted, AckLatency, Freshness, IngestNumbers, Inputs, LoadtestReport,
+    kind_name, phase_load, sorted, AckLatency, Freshness, IngestNumbers, Inputs, LoadtestReport,
     PhaseFreshness, ProcessNumbers, SteadyNumbers, TableNumbers,
 };
 use crate::agents::Ack;
-use crate::procs::ProcSample;
+use crate::procs::{ProcSample, MACHINE};
 use crate::readers::quantile;
 use crate::scenario::{acks_between, PhaseReport, SteadyWindow};
 
@@ -24,7 +24,9 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
         render,
         connect,
         storm,
-        phases,
+        mut phases,
+        phase_windows,
+        cores,
         tally,
         freshness,
         not_seen,
@@ -36,6 +38,9 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
         rollout,
         seconds,
     } = inputs;
+    for (phase, &(from_s, to_s)) in phases.iter_mut().zip(&phase_windows) {
+        phase.load = Some(phase_load(from_s, to_s, cores, &samples, &tally.acks));
+    }
     let ack_latency = ack_latency(&tally.acks);
     let steady = steady.map(|w| steady_numbers(&w, &tally.acks, &samples));
     let freshness_numbers =
@@ -169,7 +174,7 @@ fn freshness_numbers(
 /// CPU and memory per sampled process.
 fn process_numbers(samples: &[ProcSample]) -> Vec<ProcessNumbers> {
     let mut processes: BTreeMap<&str, Vec<&ProcSample>> = BTreeMap::new();
-    for s in samples {
+    for s in samples.iter().filter(|s| s.process != MACHINE) {
         processes.entry(s.process.as_str()).or_default().push(s);
     }
     processes

@@ -10,6 +10,7 @@ pub fn markdown(r: &LoadtestReport) -> String {
     heading(&mut md, r);
     design_targets(&mut md, r);
     phases(&mut md, r);
+    simulator(&mut md, r);
     ingest(&mut md, r);
     steady_state(&mut md, r);
     rollout(&mut md, r);
@@ -37,6 +38,26 @@ fn heading(md: &mut String, r: &LoadtestReport) {
             "FAILED"
         }
     );
+    let bound: Vec<&str> = r
+        .phases
+        .iter()
+        .filter(|p| p.load.as_ref().is_some_and(|l| l.simulator_bound.is_some()))
+        .map(|p| p.name.as_str())
+        .collect();
+    if r.phases.iter().any(|p| p.load.is_some()) {
+        if bound.is_empty() {
+            let _ = writeln!(
+                md,
+                "Simulator: set the pace of no phase; the figures measure the services.\n"
+            );
+        } else {
+            let _ = writeln!(
+                md,
+                "Simulator: **was the bottleneck** in {}; those phases' figures measure the simulator as much as the services (see [Simulator and services](#simulator-and-services)).\n",
+                bound.join(", ")
+            );
+        }
+    }
 }
 
 /// Each design target with its measured value and whether it was met.
@@ -88,6 +109,46 @@ fn phases(md: &mut String, r: &LoadtestReport) {
             p.seconds,
             p.changes,
             p.notes.join("; ")
+        );
+    }
+}
+
+/// Per phase: the simulator's CPU beside the services' and the rest of the machine's, its
+/// sends' wait for a worker, and whether it set the pace.
+fn simulator(md: &mut String, r: &LoadtestReport) {
+    if r.phases.iter().all(|p| p.load.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\n## Simulator and services\n\nMean CPU in cores over each phase (a full resync: its delivery, without the encoding before it), the simulator's own CPU seconds, and how long its heartbeats and deltas waited for one of its workers. The simulator sets the pace when its CPU reaches {:.0}% of the machine's cores, or exceeds the services' on a machine at least {:.0}% busy, or its sends wait {:.0} ms or more at p99.\n\n| phase | window s | simulator cores (CPU s) | collector | hub | clickhouse | other processes | sends | wait p50 / p99 ms | bottleneck |\n|---|---|---|---|---|---|---|---|---|---|",
+        super::load::SIMULATOR_CORE_SHARE * 100.0,
+        super::load::SATURATED_SHARE * 100.0,
+        super::load::WAIT_P99_LIMIT_MS
+    );
+    for p in &r.phases {
+        let Some(l) = &p.load else {
+            continue;
+        };
+        let bottleneck = match &l.simulator_bound {
+            Some(why) => format!("**the simulator**: {why}"),
+            None => "the services".to_owned(),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {:.0}–{:.0} | {:.2} ({:.0}) | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} / {} | {bottleneck} |",
+            p.name,
+            l.from_s,
+            l.to_s,
+            l.simulator_cores,
+            l.simulator_cpu_seconds,
+            l.collector_cores,
+            l.hub_cores,
+            l.clickhouse_cores,
+            l.other_cores(),
+            l.sends,
+            ms(l.wait_p50_ms),
+            ms(l.wait_p99_ms)
         );
     }
 }

@@ -5,6 +5,7 @@
 //! writes `report.md` and `plots` gathers the plots' series.
 
 mod build;
+mod load;
 mod markdown;
 mod plots;
 mod targets;
@@ -16,6 +17,7 @@ use fleetscope_store::TableSize;
 use serde::{Deserialize, Serialize};
 
 pub use build::build;
+pub use load::{phase_load, simulator_bound, PhaseLoad};
 pub use markdown::markdown;
 pub use plots::PlotData;
 pub use targets::targets;
@@ -182,6 +184,10 @@ pub struct Inputs<'a> {
     pub connect: (u64, u64, f64),
     pub storm: Option<(u64, u64, f64)>,
     pub phases: Vec<PhaseReport>,
+    /// Each phase's measured window (seconds since the run started), in the order of `phases`.
+    pub phase_windows: Vec<(f64, f64)>,
+    /// The machine's cores.
+    pub cores: u64,
     pub tally: Tally,
     pub freshness: Vec<(f64, f64)>,
     pub not_seen: u64,

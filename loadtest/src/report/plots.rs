@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::{kind_name, sorted};
 use crate::agents::Ack;
 use crate::plot::Series;
-use crate::procs::ProcSample;
+use crate::procs::{ProcSample, MACHINE};
 use crate::readers::Timings;
 
 /// The raw series behind the plots.
@@ -65,9 +65,14 @@ pub(super) fn plot_data(
             .or_default()
             .push(f64::from(a.latency_us) / 1_000.0);
     }
-    let per_process = |f: fn(&ProcSample) -> f64| {
+    // The whole machine's CPU is drawn beside the processes' (what else ran shows as the gap);
+    // it has no memory of its own.
+    let per_process = |f: fn(&ProcSample) -> f64, with_machine: bool| {
         let mut by: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-        for s in samples {
+        for s in samples
+            .iter()
+            .filter(|s| with_machine || s.process != MACHINE)
+        {
             by.entry(s.process.as_str())
                 .or_default()
                 .push((s.at_s, f(s)));
@@ -103,7 +108,7 @@ pub(super) fn plot_data(
             .values()
             .flat_map(|(v, _)| v.iter().copied())
             .collect(),
-        cpu: per_process(|s| s.cpu_cores),
-        memory: per_process(|s| s.rss_mb),
+        cpu: per_process(|s| s.cpu_cores, true),
+        memory: per_process(|s| s.rss_mb, false),
     }
 }

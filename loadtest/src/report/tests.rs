@@ -57,6 +57,7 @@ fn phase(name: &str, started_s: f64, passed: bool) -> PhaseReport {
             within_512ms: 19,
             p99_at_most_s: (name == "steady").then_some(1.024),
         }),
+        load: None,
     }
 }
 
@@ -83,17 +84,37 @@ fn inputs(args: &LoadtestArgs) -> Inputs<'_> {
             .insert(route, (answers, u64::from(route == "summary")));
     }
     timings.first_errors.push("summary: 503".to_owned());
-    let samples = ["collector", "hub", "loadtest"]
+    // The simulator busy for a core's worth in the rollout (from 20 s on), with nothing else
+    // on the machine.
+    let mut samples: Vec<ProcSample> = ["collector", "hub", "loadtest", "clickhouse"]
         .iter()
         .flat_map(|p| {
-            (0..20).map(move |i| ProcSample {
+            (0..30).map(move |i| ProcSample {
                 process: (*p).to_owned(),
                 at_s: f64::from(i),
-                cpu_cores: 0.05 * f64::from(i % 5),
+                cpu_cores: if *p == "loadtest" && i > 20 {
+                    1.25
+                } else {
+                    0.05 * f64::from(i % 5)
+                },
                 rss_mb: 100.0 + f64::from(i),
             })
         })
         .collect();
+    let machine: Vec<ProcSample> = (0..30)
+        .map(|i| ProcSample {
+            process: crate::procs::MACHINE.to_owned(),
+            at_s: f64::from(i),
+            cpu_cores: samples
+                .iter()
+                .filter(|s| s.at_s == f64::from(i))
+                .map(|s| s.cpu_cores)
+                .sum::<f64>()
+                + 0.1,
+            rss_mb: 0.0,
+        })
+        .collect();
+    samples.extend(machine);
     let waves = vec![
         WaveReport {
             wave: 1,
@@ -129,6 +150,8 @@ fn inputs(args: &LoadtestArgs) -> Inputs<'_> {
             phase("steady", 10.0, true),
             phase("rollout", 20.0, false),
         ],
+        phase_windows: vec![(0.0, 2.5), (10.0, 20.0), (20.0, 30.0)],
+        cores: 2,
         tally: Tally {
             acks,
             retried: 3,
@@ -196,6 +219,7 @@ fn the_report_of_a_large_run_without_steady_or_storm_reads_as_before() {
     inputs.storm = None;
     inputs.steady = None;
     inputs.phases.truncate(1);
+    inputs.phase_windows.truncate(1);
     let (report, _) = build(inputs);
     expect_test::expect_file!["report_sample_large.md"].assert_eq(&markdown(&report));
 }

@@ -11,6 +11,8 @@ pub struct Knobs {
     pub check_timeout: Duration,
     /// How long a check waits for the agents to deliver what they queued.
     pub drain_timeout: Duration,
+    /// How long a full resync may go without a snapshot acknowledged before it fails.
+    pub stall_timeout: Duration,
     /// At most this many freshness samples per phase.
     pub freshness_samples: usize,
     /// Print a line per rollout wave instead of a progress bar (the demo's running commentary).
@@ -22,13 +24,15 @@ pub struct Knobs {
 }
 
 impl Knobs {
-    /// The shared knobs with a minute for checks, ten for delivery and 20 freshness samples per
-    /// phase; the scenarios' own knobs at their defaults.
+    /// The shared knobs with a minute for checks, ten for delivery, five without a snapshot
+    /// acknowledged in a resync and 20 freshness samples per phase; the scenarios' own knobs at
+    /// their defaults.
     pub fn new(stale_after: i64) -> Knobs {
         Knobs {
             stale_after,
             check_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(600),
+            stall_timeout: Duration::from_secs(300),
             freshness_samples: 20,
             live: false,
             steady: SteadyKnobs::default(),

@@ -27,6 +27,10 @@ pub struct PhaseReport {
     /// hub's `/metrics` could not be read (and in reports from before it was measured).
     #[serde(default)]
     pub refreshes: Option<PhaseRefreshes>,
+    /// Where the CPU went in the phase and whether the simulator set its pace (`None` in
+    /// reports from before it was measured).
+    #[serde(default)]
+    pub load: Option<crate::report::PhaseLoad>,
 }
 
 /// How long the hub's refreshes took in one phase, in its histogram's buckets.

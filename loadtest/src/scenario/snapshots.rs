@@ -55,6 +55,9 @@ impl Ctx {
         let (reports, rows, encode_seconds) = self.queue_snapshots().await?;
         let started = Instant::now();
         let bar = progress_bar(reports, "snapshots", "reports");
+        // The last time a snapshot was acknowledged: a stall fails the phase long before the
+        // drain timeout, naming the clusters left and why.
+        let (mut fewest_left, mut progressed) = (u64::MAX, Instant::now());
         loop {
             self.agents.no_refusals()?;
             let left = self.agents.undelivered() as u64;
@@ -62,10 +65,20 @@ impl Ctx {
             if left == 0 {
                 break;
             }
+            if left < fewest_left {
+                (fewest_left, progressed) = (left, Instant::now());
+            }
+            anyhow::ensure!(
+                progressed.elapsed() < self.knobs.stall_timeout,
+                "{left} of {reports} snapshots undelivered, and none acknowledged for {:?}: {}",
+                self.knobs.stall_timeout,
+                self.agents.undelivered_detail(10)
+            );
             anyhow::ensure!(
                 started.elapsed() < self.knobs.drain_timeout,
-                "{left} snapshots undelivered after {:?}",
-                self.knobs.drain_timeout
+                "{left} of {reports} snapshots undelivered after {:?}: {}",
+                self.knobs.drain_timeout,
+                self.agents.undelivered_detail(10)
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -90,7 +103,7 @@ fn encode_all(reports: &[(usize, Report)]) -> Vec<Vec<u8>> {
             .map(|part| {
                 scope.spawn(move || {
                     part.iter()
-                        .map(|(_, report)| report.encode())
+                        .map(|(_, report)| crate::agents::encode(report))
                         .collect::<Vec<_>>()
                 })
             })
