@@ -11,6 +11,7 @@ pub mod chdb;
 pub mod clickhouse_cluster;
 pub mod faults;
 pub mod grid;
+pub mod haproxy;
 pub mod otlp;
 pub mod pki;
 pub mod prometheus;
@@ -98,8 +99,19 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// The lines of tab-separated `text` without their last column (a column that depends on the
 /// moment a query ran, such as a writer's silence).
 pub fn without_last_column(text: &str) -> Vec<String> {
+    without_last_columns(text, 1)
+}
+
+/// Each line of `text` without its last `n` tab-separated columns (values that depend on when a
+/// query ran or a row was inserted).
+pub fn without_last_columns(text: &str, n: usize) -> Vec<String> {
     text.lines()
-        .map(|line| line.rsplit_once('\t').map_or(line, |(rest, _)| rest))
-        .map(str::to_owned)
+        .map(|line| {
+            let mut kept = line;
+            for _ in 0..n {
+                kept = kept.rsplit_once('\t').map_or(kept, |(rest, _)| rest);
+            }
+            kept.to_owned()
+        })
         .collect()
 }

@@ -93,8 +93,8 @@ pub struct ArrivalHorizon {
     pub writer: String,
     pub first_stamp: u32,
     pub visible_before: u32,
-    pub silent_seconds: i64,
     pub published_at: u32,
+    pub silent_seconds: i64,
 }
 
 /// The start of the name of every writer whose rows are heartbeats (`heartbeats`); the other
@@ -115,8 +115,8 @@ pub fn arrival_horizons_query(store: &Store) -> Query {
     store.client().query(
         "SELECT writer, min(first_stamp) AS first_stamp, \
 max(visible_before) AS visible_before, \
-toInt64(now()) - toInt64(max(updated_at)) AS silent_seconds, \
-toUInt32(max(updated_at)) AS published_at \
+toUInt32(max(updated_at)) AS published_at, \
+toInt64(now()) - toInt64(max(updated_at)) AS silent_seconds \
 FROM arrival_writers GROUP BY writer ORDER BY writer",
     )
 }

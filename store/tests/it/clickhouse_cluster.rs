@@ -371,10 +371,17 @@ async fn a_cluster_answers_like_a_single_server() {
                 "{}",
                 single_entry.name
             ),
-            // How long each writer has been silent depends on when the query ran; a
-            // checkpoint's object count is taken right after its insert, on whichever replica
-            // answers (one that has not received the rows yet counts fewer).
-            "arrival horizons" | "complete checkpoints" => {
+            // When each writer last published and how long it has been silent depend on when
+            // the rows were inserted and the query ran.
+            "arrival horizons" => assert_eq!(
+                fleetscope_testkit::without_last_columns(&on_cluster, 2),
+                fleetscope_testkit::without_last_columns(&on_single, 2),
+                "{}",
+                single_entry.name
+            ),
+            // A checkpoint's object count is taken right after its insert, on whichever
+            // replica answers (one that has not received the rows yet counts fewer).
+            "complete checkpoints" => {
                 assert_eq!(
                     fleetscope_testkit::without_last_column(&on_cluster),
                     fleetscope_testkit::without_last_column(&on_single),
