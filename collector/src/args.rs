@@ -233,7 +233,7 @@ pub async fn run_collector(args: CollectorArgs, store: Store) -> anyhow::Result<
         },
         ..CollectorOptions::default()
     };
-    spawn_arrivals_trim(store.clone());
+    spawn_arrivals_trim(store.clone(), args.checkpoint_thinning.clone());
     if args.checkpoint_hours > 0 {
         let every = i64::from(args.checkpoint_hours) * 3_600;
         if let Some(tier) = args
@@ -431,14 +431,17 @@ fn spawn_checkpoints(store: Store, every: i64, tiers: CheckpointTiers) {
     });
 }
 
-/// Every ten minutes, drops the hours of `observed_arrivals` past what the hub reads from it
-/// (several collectors doing the same is harmless).
-fn spawn_arrivals_trim(store: Store) {
+/// Every ten minutes, drops the hours of `observed_arrivals` past what the hub and the hourly
+/// tier of checkpoints (`tiers`) read from it (several collectors doing the same is harmless).
+fn spawn_arrivals_trim(store: Store, tiers: CheckpointTiers) {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_secs(600));
         loop {
             ticker.tick().await;
-            match store.trim_arrivals(fleetscope_runtime::clock::now()).await {
+            match store
+                .trim_arrivals(fleetscope_runtime::clock::now(), &tiers)
+                .await
+            {
                 Ok(hours) if !hours.is_empty() => {
                     tracing::info!(?hours, "dropped old hours of observed_arrivals")
                 }

@@ -5,7 +5,9 @@
 //! disk, the column codecs of `schema::COLUMN_CODECS` applied) and the same statements run
 //! there. Every partition is merged (`OPTIMIZE … FINAL`, as background merges leave a day once
 //! it is written), then the bytes on disk of the day's partitions are read from `system.parts`
-//! per table, with the largest columns from `system.columns`.
+//! per table, with the largest columns from `system.columns`, and what a day costs kept for
+//! 30 and 90 days: each table for as long as retention keeps it, `observed_arrivals` only while
+//! the hourly tier of checkpoints needs it, and the checkpoints the tiers keep.
 //!
 //! `cargo bench -p fleetscope-store --bench history_disk`; `FLEETSCOPE_BENCH_CLUSTERS` sets the
 //! fleet's size, `FLEETSCOPE_BENCH_CODECS=0` leaves the current engine without codecs.
@@ -17,7 +19,9 @@ use std::time::Instant;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_model::Timestamp;
 use fleetscope_store::past::{self, synthetic};
-use fleetscope_store::retention::yyyymmdd;
+use fleetscope_store::retention::{yyyymmdd, TRANSITIONS_EXTRA_DAYS};
+use fleetscope_store::sizes::arrival_days;
+use fleetscope_store::thinning::CheckpointTiers;
 use fleetscope_store::{catalog, schema};
 use fleetscope_testkit::chdb::{self, Statement};
 use fleetscope_testkit::TestStore;
@@ -120,6 +124,33 @@ fn print_sizes(server: &str, sizes: &BTreeMap<String, Sizes>, clusters: usize) {
         "  day total {day_total} bytes, {:.1} KB per cluster (1 KB = 1,000 bytes)",
         day_total as f64 / clusters as f64 / 1_000.0
     );
+    for (name, tiers) in [
+        ("default tiers", CheckpointTiers::default()),
+        ("every hourly checkpoint kept", "none".parse().unwrap()),
+    ] {
+        for days in [30, 90] {
+            println!(
+                "  per cluster per day at {days} days of retention, {name}: {:.1} KB",
+                kept_per_day(sizes, &tiers, days) / clusters as f64 / 1_000.0
+            );
+        }
+    }
+}
+
+/// Bytes per day kept at `days` of retention: each day table for as long as retention keeps
+/// it (`observed_transitions` a day longer, `observed_arrivals` only while the hourly tier of
+/// checkpoints needs it) and the checkpoints `tiers` keep, of the day's 24.
+fn kept_per_day(sizes: &BTreeMap<String, Sizes>, tiers: &CheckpointTiers, days: u32) -> f64 {
+    let bytes = |table: &str| sizes.get(table).map_or(0.0, |size| size.bytes as f64);
+    let retention = f64::from(days);
+    let transitions_days = retention + TRANSITIONS_EXTRA_DAYS as f64;
+    let checkpoint = bytes("observed_checkpoints") / 24.0;
+    (bytes("observed_transitions") * transitions_days
+        + bytes("heartbeat_history") * retention
+        + bytes("rollup_snapshots") * retention
+        + bytes("observed_arrivals") * arrival_days(tiers, retention)
+        + checkpoint * tiers.kept_over(3_600, days) as f64)
+        / retention
 }
 
 /// `OPTIMIZE … FINAL` of every partition that has more than one part.

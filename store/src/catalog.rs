@@ -483,6 +483,7 @@ fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
                 now,
                 past::ObservedScope::All,
                 past::ObservedPart::Both,
+                past::WindowSource::Arrivals,
             ),
         ),
         // The arrivals' part on its own; the checkpoint's part alone is the first half of the
@@ -495,6 +496,7 @@ fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
                 now,
                 past::ObservedScope::All,
                 past::ObservedPart::Arrivals,
+                past::WindowSource::Arrivals,
             ),
         ),
         render::<ObservedRow>(
@@ -505,6 +507,7 @@ fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
                 now,
                 past::ObservedScope::Cluster(cluster_id),
                 past::ObservedPart::Both,
+                past::WindowSource::Transitions,
             ),
         ),
         render::<ObservedRow>(
@@ -515,6 +518,31 @@ fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
                 now,
                 past::ObservedScope::App(SAMPLE_APP),
                 past::ObservedPart::Both,
+                past::WindowSource::Arrivals,
+            ),
+        ),
+        // The same, the window read from `observed_transitions` (a checkpoint older than the
+        // arrivals kept).
+        render::<ObservedRow>(
+            "observed state at a moment, from the transitions",
+            past::observed_at_query(
+                store,
+                week_ago,
+                now,
+                past::ObservedScope::All,
+                past::ObservedPart::Both,
+                past::WindowSource::Transitions,
+            ),
+        ),
+        render::<ObservedRow>(
+            "one app's observed state at a moment, from the transitions",
+            past::observed_at_query(
+                store,
+                week_ago,
+                now,
+                past::ObservedScope::App(SAMPLE_APP),
+                past::ObservedPart::Both,
+                past::WindowSource::Transitions,
             ),
         ),
     ]

@@ -274,41 +274,63 @@ pub enum ObservedPart {
     Arrivals,
 }
 
+/// Where [`observed_at_query`] reads the rows that arrived between the checkpoint and the
+/// moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSource {
+    /// `observed_arrivals`: sorted by arrival, so the window is a range of its sort key; kept
+    /// only while the hourly tier of checkpoints needs it (see `Store::trim_arrivals`).
+    Arrivals,
+    /// `observed_transitions`: kept for the whole retention, sorted by cluster and object and
+    /// partitioned by the agent's day (`observed_at`), so the window is a filter on
+    /// `received_at` over the days up to [`STAMPED_AHEAD_SECONDS`] after the moment. One
+    /// cluster's window is a range of its sort key.
+    Transitions,
+}
+
+/// How far after its arrival an agent's stamp (`observed_at`) can lie, with room to spare:
+/// the collector refuses stamps more than a day ahead of its clock, and stamps the arrival
+/// after that check. A window read from `observed_transitions` skips the day partitions
+/// stamped later than this after the moment.
+pub const STAMPED_AHEAD_SECONDS: i64 = 2 * 86_400;
+
 /// The app-object rows that decide each object's state at `at`: the checkpoint taken at
-/// `checkpoint` and the arrivals after it up to `at` (or one `part` of them), in no particular
-/// order (the reader keeps each object's newest by `OBSERVED_ORDER`).
+/// `checkpoint` and the rows received after it up to `at`, read from `source` (or one `part`
+/// of them), in no particular order (the reader keeps each object's newest by
+/// `OBSERVED_ORDER`).
 pub fn observed_at_query(
     store: &Store,
     checkpoint: Timestamp,
     at: Timestamp,
     scope: ObservedScope<'_>,
     part: ObservedPart,
+    source: WindowSource,
 ) -> Query {
+    let (window_table, stamped) = match source {
+        WindowSource::Arrivals => ("observed_arrivals", ""),
+        WindowSource::Transitions => ("observed_transitions", " AND observed_at <= toDateTime(?)"),
+    };
+    let in_window = format!(
+        "received_at > toDateTime(?) AND received_at <= toDateTime(?){stamped} \
+AND object_kind IN ({kinds})",
+        kinds = app_kinds()
+    );
     let filter = match scope {
-        ObservedScope::All => "",
-        ObservedScope::Cluster(_) => " AND cluster_id = ?",
-        ObservedScope::App(_) => {
+        ObservedScope::All => String::new(),
+        ObservedScope::Cluster(_) => " AND cluster_id = ?".to_owned(),
+        ObservedScope::App(_) => format!(
             " AND (cluster_id, object_kind, object_namespace, object_name) GLOBAL IN (\
 SELECT cluster_id, object_kind, object_namespace, object_name FROM observed_checkpoints \
 WHERE taken_at = toDateTime(?) AND app = ? \
-UNION ALL SELECT cluster_id, object_kind, object_namespace, object_name FROM observed_arrivals \
-WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND app = ?)"
-        }
-    };
-    // The arrivals of one cluster: `observed_transitions` is sorted by cluster, so the read
-    // is that cluster's rows; `observed_arrivals` is sorted by arrival only.
-    let window_table = match scope {
-        ObservedScope::Cluster(_) => "observed_transitions",
-        _ => "observed_arrivals",
+UNION ALL SELECT cluster_id, object_kind, object_namespace, object_name FROM {window_table} \
+WHERE {in_window} AND app = ?)"
+        ),
     };
     let from_checkpoint = format!(
         "SELECT {OBSERVED_COLUMNS} FROM observed_checkpoints WHERE taken_at = toDateTime(?){filter}"
     );
-    let from_window = format!(
-        "SELECT {OBSERVED_COLUMNS} FROM {window_table} \
-WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND object_kind IN ({kinds}){filter}",
-        kinds = app_kinds()
-    );
+    let from_window =
+        format!("SELECT {OBSERVED_COLUMNS} FROM {window_table} WHERE {in_window}{filter}");
     let sql = match part {
         ObservedPart::Both => {
             format!("SELECT ?fields FROM ({from_checkpoint} UNION ALL {from_window})")
@@ -316,15 +338,21 @@ WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND object_ki
         ObservedPart::Checkpoint => format!("SELECT ?fields FROM ({from_checkpoint})"),
         ObservedPart::Arrivals => format!("SELECT ?fields FROM ({from_window})"),
     };
+    let bind_window = |query: Query| -> Query {
+        let query = query.bind(to_datetime(checkpoint)).bind(to_datetime(at));
+        match source {
+            WindowSource::Arrivals => query,
+            WindowSource::Transitions => {
+                query.bind(to_datetime(at.plus_seconds(STAMPED_AHEAD_SECONDS)))
+            }
+        }
+    };
     let bind_scope = |query: Query| -> Query {
         match scope {
             ObservedScope::Cluster(cluster) => query.bind(cluster),
-            ObservedScope::App(app) => query
-                .bind(to_datetime(checkpoint))
-                .bind(app)
-                .bind(to_datetime(checkpoint))
-                .bind(to_datetime(at))
-                .bind(app),
+            ObservedScope::App(app) => {
+                bind_window(query.bind(to_datetime(checkpoint)).bind(app)).bind(app)
+            }
             ObservedScope::All => query,
         }
     };
@@ -333,7 +361,7 @@ WHERE received_at > toDateTime(?) AND received_at <= toDateTime(?) AND object_ki
         query = bind_scope(query.bind(to_datetime(checkpoint)));
     }
     if part != ObservedPart::Checkpoint {
-        query = bind_scope(query.bind(to_datetime(checkpoint)).bind(to_datetime(at)));
+        query = bind_scope(bind_window(query));
     }
     query
 }
@@ -570,18 +598,56 @@ impl Store {
         })
     }
 
+    /// Where the rows received after `checkpoint` are read for `scope`: one cluster's from
+    /// `observed_transitions` (sorted by cluster), others from `observed_arrivals` while it
+    /// still holds the hours from the checkpoint on ([`Store::arrivals_kept_from`]), from
+    /// `observed_transitions` once those hours are trimmed.
+    pub async fn window_source(
+        &self,
+        checkpoint: Timestamp,
+        scope: ObservedScope<'_>,
+    ) -> Result<WindowSource> {
+        if let ObservedScope::Cluster(_) = scope {
+            return Ok(WindowSource::Transitions);
+        }
+        Ok(match self.arrivals_kept_from().await? {
+            Some(kept_from) if checkpoint >= kept_from => WindowSource::Arrivals,
+            _ => WindowSource::Transitions,
+        })
+    }
+
     /// Streams the rows that decide each app object's state at `at` (see
-    /// [`observed_at_query`]); returns how many.
+    /// [`observed_at_query`], the window read from [`Store::window_source`]); returns how
+    /// many.
     pub async fn observed_at(
         &self,
         checkpoint: Timestamp,
         at: Timestamp,
         scope: ObservedScope<'_>,
         part: ObservedPart,
+        each: impl FnMut(ObservedRef<'_>),
+    ) -> Result<u64> {
+        let source = match part {
+            // Whichever: the window is not read.
+            ObservedPart::Checkpoint => WindowSource::Transitions,
+            _ => self.window_source(checkpoint, scope).await?,
+        };
+        self.observed_at_from(checkpoint, at, scope, part, source, each)
+            .await
+    }
+
+    /// [`Store::observed_at`] with the window read from `source`.
+    pub async fn observed_at_from(
+        &self,
+        checkpoint: Timestamp,
+        at: Timestamp,
+        scope: ObservedScope<'_>,
+        part: ObservedPart,
+        source: WindowSource,
         mut each: impl FnMut(ObservedRef<'_>),
     ) -> Result<u64> {
         let context = || "reading observed state at a moment".to_owned();
-        let mut cursor = observed_at_query(self, checkpoint, at, scope, part)
+        let mut cursor = observed_at_query(self, checkpoint, at, scope, part, source)
             .fetch::<ObservedRef<'_>>()
             .context(context)?;
         let mut rows = 0;

@@ -5,6 +5,8 @@ use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 
 use crate::clickhouse_cluster::{local_table, placement, Placement};
+use crate::past::Checkpoints;
+use crate::thinning::CheckpointTiers;
 use crate::{Context, Result, Store};
 
 /// Tables partitioned by `toYYYYMMDD(…)` whose old days retention drops.
@@ -160,19 +162,65 @@ impl Store {
 /// than `ARRIVALS_KEEP_HOURS - 1` hours ago.
 pub const ARRIVALS_KEEP_HOURS: i64 = 6;
 
+/// The oldest hour (since the epoch) of `observed_arrivals` that `trim_arrivals` keeps at `now`:
+/// the hours the hub's refresh reads ([`ARRIVALS_KEEP_HOURS`]), those from the newest
+/// checkpoint on (the next one is taken from it and the arrivals since), and those from an
+/// hour before the oldest checkpoint of the hourly tier on (`tiers` keep every checkpoint from
+/// [`CheckpointTiers::hourly_from`]; an answer at a moment there reads at most one interval of
+/// arrivals, the hour before is a margin for a read under way while the hours go). Without
+/// tiers every checkpoint is kept, and so are the arrivals from the oldest on. An answer whose
+/// checkpoint is older reads `observed_transitions` instead ([`crate::past::WindowSource`]).
+pub fn arrivals_kept_from_hour(
+    now: fleetscope_model::Timestamp,
+    tiers: &CheckpointTiers,
+    checkpoints: &Checkpoints,
+) -> i64 {
+    let hour = |t: fleetscope_model::Timestamp| t.seconds().div_euclid(3_600);
+    let mut oldest_kept = hour(now) - ARRIVALS_KEEP_HOURS + 1;
+    if let Some(newest) = checkpoints.taken.last() {
+        oldest_kept = oldest_kept.min(hour(*newest));
+    }
+    let hourly_from = match tiers.hourly_from(now) {
+        Some(from) => Some(hour(from) - 1),
+        None => checkpoints.kept_from().map(hour),
+    };
+    if let Some(hourly_from) = hourly_from {
+        oldest_kept = oldest_kept.min(hourly_from);
+    }
+    oldest_kept
+}
+
 impl Store {
-    /// Drops the hours of `observed_arrivals` and `heartbeat_history` that neither the readers
-    /// of arrivals (`ARRIVALS_KEEP_HOURS` before `now`) nor the answers at a past moment (from
-    /// the oldest complete checkpoint on) need. Before heartbeat hours go, each cluster's newest
-    /// heartbeat among them is kept in `heartbeat_floor`. Partitions are hours since the epoch;
-    /// an id that is not a number is left alone. Returns the hours dropped from
-    /// `observed_arrivals`.
-    pub async fn trim_arrivals(&self, now: fleetscope_model::Timestamp) -> Result<Vec<i64>> {
-        let mut oldest_kept = now.seconds().div_euclid(3_600) - ARRIVALS_KEEP_HOURS + 1;
-        if let Some(kept_from) = self.checkpoints().await?.kept_from() {
-            oldest_kept = oldest_kept.min(kept_from.seconds().div_euclid(3_600));
+    /// The moment from which `observed_arrivals` holds every row: an hour after the start of
+    /// its oldest hour kept (a margin for a trim under way), `None` when it holds none.
+    pub async fn arrivals_kept_from(&self) -> Result<Option<fleetscope_model::Timestamp>> {
+        let oldest = self
+            .partitions("observed_arrivals")
+            .await?
+            .iter()
+            .filter_map(|id| id.parse::<i64>().ok())
+            .min();
+        Ok(oldest.map(|hour| fleetscope_model::Timestamp((hour + 1) * 3_600)))
+    }
+
+    /// Drops the hours of `observed_arrivals` before [`arrivals_kept_from_hour`], and those of
+    /// `heartbeat_history` that neither the readers of heartbeats (`ARRIVALS_KEEP_HOURS` before
+    /// `now`) nor the answers at a past moment (from the oldest complete checkpoint on) need.
+    /// Before heartbeat hours go, each cluster's newest heartbeat among them is kept in
+    /// `heartbeat_floor`. Partitions are hours since the epoch; an id that is not a number is
+    /// left alone. Returns the hours dropped from `observed_arrivals`.
+    pub async fn trim_arrivals(
+        &self,
+        now: fleetscope_model::Timestamp,
+        tiers: &CheckpointTiers,
+    ) -> Result<Vec<i64>> {
+        let checkpoints = self.checkpoints().await?;
+        let mut heartbeats_kept = now.seconds().div_euclid(3_600) - ARRIVALS_KEEP_HOURS + 1;
+        if let Some(kept_from) = checkpoints.kept_from() {
+            heartbeats_kept = heartbeats_kept.min(kept_from.seconds().div_euclid(3_600));
         }
-        let hours_before = |table: &'static str, partitions: Vec<String>| {
+        let arrivals_kept = arrivals_kept_from_hour(now, tiers, &checkpoints);
+        let hours_before = |table: &'static str, partitions: Vec<String>, oldest_kept: i64| {
             partitions
                 .into_iter()
                 .filter_map(move |id| {
@@ -184,12 +232,13 @@ impl Store {
         let heartbeat_hours = hours_before(
             "heartbeat_history",
             self.partitions("heartbeat_history").await?,
+            heartbeats_kept,
         );
         if !heartbeat_hours.is_empty() {
             self.client()
                 .query(crate::past::HEARTBEAT_FLOOR_BEFORE)
                 .bind(crate::to_datetime(fleetscope_model::Timestamp(
-                    oldest_kept * 3_600,
+                    heartbeats_kept * 3_600,
                 )))
                 .execute()
                 .await
@@ -199,6 +248,7 @@ impl Store {
         for (table, partition_id, hour) in hours_before(
             "observed_arrivals",
             self.partitions("observed_arrivals").await?,
+            arrivals_kept,
         )
         .into_iter()
         .chain(heartbeat_hours)

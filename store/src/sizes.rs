@@ -61,10 +61,20 @@ pub const DAILY_TABLES: &[&str] = &[
     "rollup_snapshots",
 ];
 
+/// Days of `observed_arrivals` kept at most with `tiers` (see
+/// [`crate::retention::arrivals_kept_from_hour`]): from an hour before the start of the day
+/// that ended the first tier's age ago; all of `days` without tiers.
+pub fn arrival_days(tiers: &crate::thinning::CheckpointTiers, days: f64) -> f64 {
+    match tiers.tiers().first() {
+        Some(first) => days.min((first.after + 86_400 + 3_600) as f64 / 86_400.0),
+        None => days,
+    }
+}
+
 /// The bytes the store will hold once `retention_days` of history are kept, from what it holds
 /// now: each table that grows by the day scaled from the days held (from the oldest checkpoint
-/// to `now`, at least one) to the days kept, the checkpoints' average size times the number
-/// `tiers` keep, every other table as it is.
+/// to `now`, at least one) to the days kept (`observed_arrivals` only as long as [`arrival_days`]),
+/// the checkpoints' average size times the number `tiers` keep, every other table as it is.
 pub fn bytes_at_retention(
     sizes: &[TableSize],
     checkpoints: &crate::past::Checkpoints,
@@ -82,7 +92,10 @@ pub fn bytes_at_retention(
         .iter()
         .map(|size| {
             let bytes = size.bytes_on_disk as f64;
-            if size.table == "observed_checkpoints" {
+            if size.table == "observed_arrivals" {
+                bytes / arrival_days(tiers, held_days)
+                    * arrival_days(tiers, f64::from(retention_days))
+            } else if size.table == "observed_checkpoints" {
                 let taken = checkpoints.taken.len().max(1) as f64;
                 bytes / taken * tiers.kept_over(every, retention_days) as f64
             } else if DAILY_TABLES.contains(&size.table.as_str()) {
@@ -162,10 +175,15 @@ mod tests {
             size("clusters", 7),
         ];
         let tiers = CheckpointTiers::default();
-        let want = 1_000 * 30 + 500 * 31 + 10 * tiers.kept_over(3_600, 30) + 7;
+        // Arrivals: two days held, at most 73 hours kept.
+        let want = (1_000.0 * 73.0 / 24.0) as u64 + 500 * 31 + 10 * tiers.kept_over(3_600, 30) + 7;
+        let got = bytes_at_retention(&sizes, &checkpoints, now, 3_600, &tiers, 30);
+        assert!(got.abs_diff(want) <= 1, "{got} {want}");
+        // Without tiers, arrivals are kept as long as the checkpoints.
+        let none: CheckpointTiers = "none".parse().unwrap();
         assert_eq!(
-            bytes_at_retention(&sizes, &checkpoints, now, 3_600, &tiers, 30),
-            want
+            bytes_at_retention(&sizes, &checkpoints, now, 3_600, &none, 30),
+            1_000 * 30 + 500 * 31 + 10 * 720 + 7
         );
     }
 }

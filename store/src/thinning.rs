@@ -124,6 +124,16 @@ impl CheckpointTiers {
         }
     }
 
+    /// The oldest moment from which every checkpoint is kept at `now`: the start of the day
+    /// that ended less than the first tier's age ago (`None` without tiers: every checkpoint is
+    /// kept).
+    pub fn hourly_from(&self, now: Timestamp) -> Option<Timestamp> {
+        let first = self.tiers.first()?;
+        Some(Timestamp(
+            (now.seconds() - first.after).div_euclid(DAY) * DAY,
+        ))
+    }
+
     /// How many checkpoints are kept at most over `retention_days`, with one taken every
     /// `every` seconds: what disk planning multiplies a checkpoint's size by.
     pub fn kept_over(&self, every: i64, retention_days: u32) -> u64 {
@@ -267,6 +277,21 @@ mod tests {
         assert!(tiers.keeps(at(2, 0), now));
         let none: CheckpointTiers = "none".parse().unwrap();
         assert!(none.keeps(at(0, 5), now));
+    }
+
+    #[test]
+    fn every_checkpoint_from_the_hourly_start_on_is_kept() {
+        let tiers = CheckpointTiers::default();
+        for now in [at(10, 0), at(10, 1), at(10, 23), at(11, 0).plus_seconds(-1)] {
+            let from = tiers.hourly_from(now).unwrap();
+            assert!((0..24).all(|h| tiers.keeps(from.plus_seconds(h * HOUR), now)));
+            assert!(!tiers.keeps(from.plus_seconds(-HOUR), now), "{now:?}");
+            assert!(now.seconds() - from.seconds() >= 48 * HOUR);
+            assert!(now.seconds() - from.seconds() < 72 * HOUR);
+        }
+        assert_eq!(tiers.hourly_from(at(10, 5)), Some(at(8, 0)));
+        let none: CheckpointTiers = "none".parse().unwrap();
+        assert_eq!(none.hourly_from(at(10, 5)), None);
     }
 
     #[test]

@@ -502,7 +502,10 @@ async fn answers_at_past_moments_equal_the_live_answers_recorded_then() {
     // the hours of heartbeats before the oldest checkpoint kept (each cluster's last one among
     // them stays, as the floor: c6 has been silent since then).
     store.apply_retention(Timestamp(now), 3).await.unwrap();
-    let dropped = store.trim_arrivals(Timestamp(now)).await.unwrap();
+    let dropped = store
+        .trim_arrivals(Timestamp(now), &Default::default())
+        .await
+        .unwrap();
     assert!(!dropped.is_empty(), "the first day's arrivals are dropped");
     let kept = store.checkpoints().await.unwrap();
     assert_eq!(kept.kept_from(), Some(Timestamp(T0 + DAY)));

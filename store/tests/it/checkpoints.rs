@@ -166,7 +166,10 @@ VALUES ('collector-gone', toDateTime(?), toDateTime(?), now() - 601)",
     assert_eq!(taken(&kept), vec![24 * HOUR, 30 * HOUR]);
     assert_eq!(kept.kept_from(), Some(Timestamp(DAY0 + 86_400)));
     // The heartbeat hours before it go; the cluster's last heartbeat stays as the floor.
-    store.trim_arrivals(next_day).await.unwrap();
+    store
+        .trim_arrivals(next_day, &Default::default())
+        .await
+        .unwrap();
     let floor = store
         .heartbeats_at(next_day, Some(&["a"]), &[])
         .await

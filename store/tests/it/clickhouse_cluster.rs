@@ -365,7 +365,9 @@ async fn a_cluster_answers_like_a_single_server() {
             | "observed state at a moment"
             | "observed state that arrived after a checkpoint"
             | "one cluster's observed state at a moment"
-            | "one app's observed state at a moment" => assert_eq!(
+            | "one app's observed state at a moment"
+            | "observed state at a moment, from the transitions"
+            | "one app's observed state at a moment, from the transitions" => assert_eq!(
                 newest_per_key(&on_cluster, 4, 15),
                 newest_per_key(&on_single, 4, 15),
                 "{}",
@@ -629,8 +631,18 @@ async fn a_cluster_answers_like_a_single_server() {
         single.store.apply_retention(NOW, 30).await.unwrap()
     );
     assert_eq!(dropped.len(), 1, "{dropped:?}");
-    let trimmed = store.trim_arrivals(NOW).await.unwrap();
-    assert_eq!(trimmed, single.store.trim_arrivals(NOW).await.unwrap());
+    let trimmed = store
+        .trim_arrivals(NOW, &crate::queries::keep_all_checkpoints())
+        .await
+        .unwrap();
+    assert_eq!(
+        trimmed,
+        single
+            .store
+            .trim_arrivals(NOW, &crate::queries::keep_all_checkpoints())
+            .await
+            .unwrap()
+    );
     assert_eq!(trimmed, vec![NOW.seconds().div_euclid(3_600) - 10]);
     fleetscope_testkit::clickhouse_cluster::sync_replicas(&cluster, &database).await;
     for server in cluster.servers() {

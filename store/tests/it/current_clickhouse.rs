@@ -156,7 +156,9 @@ async fn every_statement_runs_on_both_versions_with_equal_results() {
             | "observed state at a moment"
             | "observed state that arrived after a checkpoint"
             | "one cluster's observed state at a moment"
-            | "one app's observed state at a moment" => Some((4, 15)),
+            | "one app's observed state at a moment"
+            | "observed state at a moment, from the transitions"
+            | "one app's observed state at a moment, from the transitions" => Some((4, 15)),
             "heartbeats since" | "heartbeats between two horizons" => Some((1, 1)),
             _ => None,
         };
@@ -238,6 +240,11 @@ fn column_codecs_apply_on_the_current_engine_and_keep_the_rows() {
         "the heartbeat",
         "SELECT cluster_id, toUInt32(seen_at), reconciler_versions FROM heartbeat_history",
     ));
+    statements.push(Statement::fetch(
+        "codecs shown",
+        "SELECT table, name, compression_codec FROM system.columns \
+WHERE database = currentDatabase() AND compression_codec != ''",
+    ));
     let run = chdb::run("codecs", &statements);
     let failures: Vec<String> = run
         .results
@@ -263,4 +270,19 @@ fn column_codecs_apply_on_the_current_engine_and_keep_the_rows() {
         schema::COLUMN_CODECS.len().to_string()
     );
     assert_eq!(output("the heartbeat"), "c1\t1800000000\t['2.3.0']");
+    // As the server shows them, each is the codec listed (so `migrate` leaves it alone next
+    // time, and changes it when the list changes).
+    let shown = output("codecs shown");
+    for (table, column, _, codec) in schema::COLUMN_CODECS {
+        let line = shown
+            .lines()
+            .find(|line| line.starts_with(&format!("{table}\t{column}\t")))
+            .unwrap_or_else(|| panic!("{table}.{column} has a codec"));
+        let shown = line.rsplit('\t').next().unwrap();
+        assert!(
+            schema::codec_is(shown, codec),
+            "{table}.{column}: {shown} is {codec}"
+        );
+        assert!(!schema::codec_is(shown, "LZ4HC(9)"));
+    }
 }

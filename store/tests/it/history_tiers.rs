@@ -2,13 +2,14 @@
 //! runs them: every moment from the oldest checkpoint kept on is still answered exactly. Nine
 //! days of random changes (late and out-of-order ones, deletions) on a few clusters, hourly
 //! checkpoints, then the default tiers, retention and trimming; answers at moments in every tier
-//! (whole fleet and one cluster) equal each object's newest row received by then, computed
+//! (whole fleet, one cluster, one app), from the arrivals kept for the hourly tier and from
+//! `observed_transitions` before it, equal each object's newest row received by then, computed
 //! from every row written.
 
 use std::collections::BTreeMap;
 
 use fleetscope_model::Timestamp;
-use fleetscope_store::past::{ObservedPart, ObservedScope};
+use fleetscope_store::past::{ObservedPart, ObservedScope, WindowSource};
 use fleetscope_store::thinning::CheckpointTiers;
 use fleetscope_store::{ObservedRef, ObservedRow};
 use fleetscope_testkit::TestStore;
@@ -126,6 +127,28 @@ fn history(rng: &mut Rng) -> Vec<ObservedRow> {
     late.received_at = (DAY0 + DAY + 120) as u32;
     late.message = "stamped the day before".into();
     rows.push(late);
+    // Answered from `observed_transitions` (partitioned by the agent's day): one spooled by its
+    // agent for two days, one stamped by a clock 20 hours ahead.
+    let of = |cluster: &str, kind: &str| {
+        rows.iter()
+            .find(|row| row.cluster_id == cluster && row.object_kind == kind)
+            .cloned()
+            .unwrap()
+    };
+    let mut spooled = of("c1", "Kustomization");
+    spooled.change_seq = 1_000;
+    spooled.deleted = 0;
+    spooled.received_at = (DAY0 + 4 * DAY + 5 * HOUR) as u32;
+    spooled.observed_at = spooled.received_at - 2 * DAY as u32;
+    spooled.message = "spooled for two days".into();
+    let mut ahead = of("c2", "Application");
+    ahead.change_seq = 1_000;
+    ahead.deleted = 0;
+    ahead.received_at = (DAY0 + 4 * DAY + 5 * HOUR + 60) as u32;
+    ahead.observed_at = ahead.received_at + 20 * HOUR as u32;
+    ahead.message = "stamped ahead".into();
+    rows.push(spooled);
+    rows.push(ahead);
     rows
 }
 
@@ -149,10 +172,20 @@ fn expected(rows: &[ObservedRow], at: i64, cluster: Option<&str>) -> BTreeMap<Ob
     newest
 }
 
+/// [`expected`] of the objects of one app (each object here keeps its app).
+fn expected_of_app(rows: &[ObservedRow], at: i64, app: &str) -> BTreeMap<ObjectKey, OrderKey> {
+    let mut newest = expected(rows, at, None);
+    newest.retain(|_, key| key.3[5] == app);
+    newest
+}
+
+/// The answer at `at` for `scope`, with the window read where the store reads it (`None`) or
+/// from `source`; and the checkpoint it started from.
 async fn answered(
     store: &fleetscope_store::Store,
     at: i64,
-    cluster: Option<&str>,
+    scope: ObservedScope<'_>,
+    source: Option<WindowSource>,
 ) -> (Timestamp, BTreeMap<ObjectKey, OrderKey>) {
     let at = Timestamp(at);
     let base = store
@@ -161,13 +194,13 @@ async fn answered(
         .unwrap()
         .base_for(at)
         .expect("a checkpoint at or before every moment from the oldest on");
-    let scope = match cluster {
-        Some(cluster) => ObservedScope::Cluster(cluster),
-        None => ObservedScope::All,
+    let source = match source {
+        Some(source) => source,
+        None => store.window_source(base, scope).await.unwrap(),
     };
     let mut newest: BTreeMap<ObjectKey, OrderKey> = BTreeMap::new();
     store
-        .observed_at(base, at, scope, ObservedPart::Both, |row| {
+        .observed_at_from(base, at, scope, ObservedPart::Both, source, |row| {
             let key = order_key(&row);
             let entry = newest
                 .entry(object_key(&row))
@@ -204,7 +237,7 @@ async fn answers_at_moments_in_every_tier_equal_a_full_recomputation() {
     let tiers = CheckpointTiers::default();
     let thinned = store.thin_checkpoints(now, &tiers).await.unwrap();
     store.apply_retention(now, 9).await.unwrap();
-    store.trim_arrivals(now).await.unwrap();
+    store.trim_arrivals(now, &tiers).await.unwrap();
     let kept: Vec<i64> = store
         .checkpoints()
         .await
@@ -276,27 +309,85 @@ async fn answers_at_moments_in_every_tier_equal_a_full_recomputation() {
         now.seconds(),
     ];
     moments.extend((0..30).map(|_| oldest + rng.below((now.seconds() - oldest) as u64) as i64));
+    // Arrivals are kept from an hour before the hourly tier (day 7) on; moments whose
+    // checkpoint is older are answered from `observed_transitions`.
+    let hourly_from = DAY0 + 7 * DAY;
+    assert_eq!(
+        tiers.hourly_from(now).map(|t| t.seconds()),
+        Some(hourly_from)
+    );
+    let oldest_arrival: u32 = client
+        .query("SELECT min(received_at) FROM observed_arrivals")
+        .fetch_one()
+        .await
+        .unwrap();
+    assert!(
+        i64::from(oldest_arrival) >= hourly_from - HOUR,
+        "arrivals from {} on are dropped",
+        i64::from(oldest_arrival) - DAY0
+    );
+    moments.extend([
+        DAY0 + 4 * DAY + 5 * HOUR + 30,
+        DAY0 + 4 * DAY + 5 * HOUR + 90,
+        hourly_from - 1,
+        hourly_from,
+        hourly_from + 59 * 60,
+    ]);
     let mut bases = std::collections::BTreeSet::new();
+    let mut sources = std::collections::BTreeSet::new();
     for at in moments {
-        let (base, fleet) = answered(store, at, None).await;
+        let (base, fleet) = answered(store, at, ObservedScope::All, None).await;
+        let source = store.window_source(base, ObservedScope::All).await.unwrap();
+        assert_eq!(
+            source == WindowSource::Arrivals,
+            base.seconds() >= hourly_from,
+            "at {}",
+            at - DAY0
+        );
+        sources.insert(format!("{source:?}"));
         bases.insert(at - base.seconds() > 6 * HOUR);
         assert_eq!(
             fleet,
             expected(&rows, at, None),
-            "the fleet at {} (from the checkpoint at {})",
+            "the fleet at {} (from the checkpoint at, and {source:?} after, {})",
             at - DAY0,
             base.seconds() - DAY0
         );
         let cluster = format!("c{}", rng.below(6));
-        let (_, one) = answered(store, at, Some(&cluster)).await;
+        let (_, one) = answered(store, at, ObservedScope::Cluster(&cluster), None).await;
         assert_eq!(
             one,
             expected(&rows, at, Some(&cluster)),
             "{cluster} at {}",
             at - DAY0
         );
+        let app = ["checkout", "cart", "search"][rng.below(3) as usize];
+        let (_, of_app) = answered(store, at, ObservedScope::App(app), None).await;
+        assert_eq!(
+            of_app,
+            expected_of_app(&rows, at, app),
+            "{app} at {}",
+            at - DAY0
+        );
+        if source == WindowSource::Arrivals {
+            // Where both are kept, the transitions answer the same.
+            let (_, from_transitions) = answered(
+                store,
+                at,
+                ObservedScope::All,
+                Some(WindowSource::Transitions),
+            )
+            .await;
+            assert_eq!(from_transitions, fleet, "at {}", at - DAY0);
+        }
     }
-    let (_, first_minutes) = answered(store, oldest + 300, Some("c0")).await;
+    assert_eq!(
+        sources.len(),
+        2,
+        "some moments answered from arrivals, some from transitions"
+    );
+    let (_, first_minutes) =
+        answered(store, oldest + 300, ObservedScope::Cluster("c0"), None).await;
     assert_eq!(first_minutes, expected(&rows, oldest + 300, Some("c0")));
     assert!(
         first_minutes
@@ -304,6 +395,13 @@ async fn answers_at_moments_in_every_tier_equal_a_full_recomputation() {
             .any(|key| key.3[7] == "stamped the day before"),
         "a row stamped before the oldest day kept and received after it is read"
     );
+    let (_, spooled) = answered(store, DAY0 + 4 * DAY + 6 * HOUR, ObservedScope::All, None).await;
+    for message in ["spooled for two days", "stamped ahead"] {
+        assert!(
+            spooled.values().any(|key| key.3[7] == message),
+            "a row {message} is read from the transitions"
+        );
+    }
     assert_eq!(
         bases.len(),
         2,

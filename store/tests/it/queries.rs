@@ -184,6 +184,12 @@ async fn heartbeats_and_stale_clusters() {
     );
 }
 
+/// Tiers that thin no checkpoint: where there is no checkpoint either, `trim_arrivals` keeps
+/// the hours the hub reads alone.
+pub(crate) fn keep_all_checkpoints() -> fleetscope_store::thinning::CheckpointTiers {
+    "none".parse().unwrap()
+}
+
 fn observed_at(cluster: &str, seq: u64, at: Timestamp) -> ObservedRow {
     ObservedRow {
         cluster_id: cluster.into(),
@@ -394,7 +400,10 @@ async fn arrivals_in_arrival_order_and_trimmed_by_hour() {
         "the same answer from the whole table"
     );
 
-    let dropped = store.trim_arrivals(NOW).await.unwrap();
+    let dropped = store
+        .trim_arrivals(NOW, &keep_all_checkpoints())
+        .await
+        .unwrap();
     assert_eq!(
         dropped.len(),
         10 - ARRIVALS_KEEP_HOURS as usize,
@@ -410,7 +419,11 @@ async fn arrivals_in_arrival_order_and_trimmed_by_hour() {
         10,
         "trimming arrivals leaves the current state alone"
     );
-    assert!(store.trim_arrivals(NOW).await.unwrap().is_empty());
+    assert!(store
+        .trim_arrivals(NOW, &keep_all_checkpoints())
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 /// Heartbeats between two horizons: a range of `seen_at`, from inclusive, until exclusive, of
