@@ -148,6 +148,12 @@ impl LocalClickHouseCluster {
         &self.servers[shard * self.spec.replicas + replica]
     }
 
+    /// The server of one shard and replica, to stop, kill or restart it.
+    pub fn server_mut(&mut self, shard: usize, replica: usize) -> &mut LocalClickHouse {
+        assert!(shard < self.spec.shards && replica < self.spec.replicas);
+        &mut self.servers[shard * self.spec.replicas + replica]
+    }
+
     /// The HTTP interface of the first server (any server can be asked anything).
     pub fn url(&self) -> String {
         self.servers[0].url()

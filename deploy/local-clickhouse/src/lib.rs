@@ -336,7 +336,9 @@ impl LocalClickHouse {
         self.shut_down();
     }
 
-    fn kill_now(&mut self) {
+    /// Kills the server at once (SIGKILL), keeping its data, so [`LocalClickHouse::restart`]
+    /// can bring the same server back.
+    pub fn kill_now(&mut self) {
         // Dropping the process kills it.
         self.process = None;
     }

@@ -73,6 +73,17 @@ pub(crate) fn start_collector(
     clickhouse: &str,
     port: u16,
 ) -> Service {
+    start_collector_with(dir, clusters, clickhouse, port, &[])
+}
+
+/// [`start_collector`] with more arguments.
+pub(crate) fn start_collector_with(
+    dir: &Path,
+    clusters: &[String],
+    clickhouse: &str,
+    port: u16,
+    extra: &[&str],
+) -> Service {
     let tokens = dir.join("agent-tokens.yaml");
     let mut yaml = String::from("agents:\n");
     for cluster in clusters {
@@ -97,6 +108,10 @@ pub(crate) fn start_collector(
     ]
     .map(String::from)
     .to_vec();
+    let args: Vec<String> = args
+        .into_iter()
+        .chain(extra.iter().map(|arg| (*arg).to_owned()))
+        .collect();
     let log = dir.join(format!("collector-{port}.log"));
     Service::start(&binary(), &args, &log, port)
 }
@@ -422,7 +437,7 @@ fn set_version(api: &LocalApiServer, name: &str, version: &str) {
     api.put_json(&path, &object).unwrap();
 }
 
-fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     let until = Instant::now() + limit;
     while !check() {
         assert!(
