@@ -284,8 +284,20 @@ fn unread_acknowledged(plans: Vec<Plan>, reads: &Reads) -> Vec<u32> {
         .collect()
 }
 
+/// 300 cases by default (about 2 s); `PROPTEST_CASES` sets another number for a longer run.
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     #[test]
     fn every_acknowledged_row_is_read_whatever_the_writers_do(
