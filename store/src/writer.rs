@@ -340,13 +340,14 @@ struct Write {
     inserted: watch::Sender<bool>,
 }
 
-/// How long a batch's producers wait, after its insert, for a horizon past its stamp to be
-/// published before they are told to send again.
+/// How long a batch's producers wait, after its insert, for the writer's next publication before
+/// they are told to send again.
 pub const ANNOUNCE_LIMIT: Duration = Duration::from_secs(30);
 
 /// Inserts a batch, then answers its producers. A writer that stamps arrivals answers only once
-/// it has published a horizon past the batch's stamp: whatever it acknowledged, the hub knows
-/// to be visible, even when the writer dies right after (docs/data-model.md, "Silence").
+/// a publication of its horizon begun after the insert ended has been written: whatever it
+/// acknowledged was visible before its latest publication, even when the writer dies right
+/// after (docs/data-model.md, "Reading arrivals without an overlap").
 async fn write_batch<T: Table>(
     store: Arc<Store>,
     config: Arc<BatchWriterConfig>,
@@ -364,14 +365,16 @@ async fn write_batch<T: Table>(
     let started = Instant::now();
     let (attempts, mut result) =
         insert_with_retries(&store, &config, &batch, row_count, &stats).await;
-    if let Some((clock, _)) = &stamped {
+    let begun = stamped.as_ref().map(|(clock, _)| {
+        let begun = clock.publications_begun();
         clock.batch_done();
-    }
+        begun
+    });
     let _ = inserted.send(true);
-    if let (Ok(()), Some((clock, stamp))) = (&result, &stamped) {
-        if !clock.published_past(*stamp, ANNOUNCE_LIMIT).await {
+    if let (Ok(()), Some((clock, _)), Some(begun)) = (&result, &stamped, begun) {
+        if !clock.published_after(begun, ANNOUNCE_LIMIT).await {
             result = Err(format!(
-                "inserted, but no arrival horizon past it could be published within {} s; send again",
+                "inserted, but no arrival horizon could be published after it within {} s; send again",
                 ANNOUNCE_LIMIT.as_secs()
             ));
         }
@@ -531,8 +534,10 @@ pub(crate) const COUNT_ROWS: &str = "SELECT count() FROM ?";
 struct ArrivalClock {
     state: std::sync::Mutex<ClockState>,
     done: tokio::sync::Notify,
-    /// The greatest horizon published so far.
-    published: watch::Sender<u32>,
+    /// Publications begun so far (each is numbered by this count when it begins).
+    begun: AtomicU64,
+    /// The greatest number of a publication written.
+    published: watch::Sender<u64>,
 }
 
 #[derive(Debug)]
@@ -568,6 +573,7 @@ impl ArrivalClock {
                 in_flight: None,
             }),
             done: tokio::sync::Notify::new(),
+            begun: AtomicU64::new(0),
             published: watch::Sender::new(0),
         });
         let name = writer.clone();
@@ -578,10 +584,10 @@ impl ArrivalClock {
         };
         let mut backoff = Duration::from_millis(100);
         loop {
-            let horizon = clock.horizon();
-            match store.insert_rows(&[row(horizon)]).await {
+            let number = clock.begin_publication();
+            match store.insert_rows(&[row(clock.horizon())]).await {
                 Ok(()) => {
-                    clock.announce(horizon);
+                    clock.written(number);
                     break;
                 }
                 Err(err) => {
@@ -610,9 +616,9 @@ impl ArrivalClock {
                     }
                 }
                 last = tokio::time::Instant::now();
-                let horizon = publisher.horizon();
-                match store.insert_rows(&[row(horizon)]).await {
-                    Ok(()) => publisher.announce(horizon),
+                let number = publisher.begin_publication();
+                match store.insert_rows(&[row(publisher.horizon())]).await {
+                    Ok(()) => publisher.written(number),
                     Err(err) => tracing::warn!(%err, "publishing the arrival horizon failed"),
                 }
                 every.reset();
@@ -640,20 +646,30 @@ impl ArrivalClock {
         stamp
     }
 
-    /// Records that `horizon` is published.
-    fn announce(&self, horizon: u32) {
+    /// Numbers a publication about to begin.
+    fn begin_publication(&self) -> u64 {
+        self.begun.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// How many publications have begun.
+    fn publications_begun(&self) -> u64 {
+        self.begun.load(Ordering::SeqCst)
+    }
+
+    /// Records that publication `number` is written.
+    fn written(&self, number: u64) {
         self.published.send_if_modified(|published| {
-            let moved = horizon > *published;
-            *published = (*published).max(horizon);
-            moved
+            let newer = number > *published;
+            *published = (*published).max(number);
+            newer
         });
     }
 
-    /// Waits until a horizon past `stamp` is published (every row stamped `stamp` is then known
-    /// to be visible), for at most `limit`; whether one was.
-    async fn published_past(&self, stamp: u32, limit: Duration) -> bool {
+    /// Waits until a publication numbered above `begun` (one that began after the count was
+    /// read) is written, for at most `limit`; whether one was.
+    async fn published_after(&self, begun: u64, limit: Duration) -> bool {
         let mut published = self.published.subscribe();
-        tokio::time::timeout(limit, published.wait_for(|horizon| *horizon > stamp))
+        tokio::time::timeout(limit, published.wait_for(|number| *number > begun))
             .await
             .is_ok_and(|seen| seen.is_ok())
     }
