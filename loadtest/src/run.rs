@@ -78,7 +78,11 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     let exe = procs::fleetscope_exe(args.fleetscope_binary.clone())?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let work = tempfile::tempdir().context("creating a work directory")?;
+    let work = WorkDir(Some(
+        tempfile::tempdir()
+            .context("creating a work directory")?
+            .keep(),
+    ));
     println!(
         "loadtest: {} clusters × {} apps; scenarios: connect, {}",
         args.clusters,
@@ -108,7 +112,9 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     );
 
     let t = Instant::now();
-    let server = tokio::task::spawn_blocking(LocalClickHouse::start)
+    // Its data in the work directory, removed with it.
+    let data = work.path().join("clickhouse");
+    let server = tokio::task::spawn_blocking(move || LocalClickHouse::start_in_dir(data))
         .await?
         .context("could not start a private ClickHouse server")?;
     let store = Store::connect(&StoreConfig::new(server.url(), "fleetscope"))?;
@@ -158,7 +164,11 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     )
     .await;
     drop(store);
-    tokio::task::spawn_blocking(move || server.stop()).await?;
+    tokio::task::spawn_blocking(move || {
+        server.stop();
+        work.remove();
+    })
+    .await?;
     let (report, plots) = result?;
     report::write(&args.out, &report, &plots)?;
     println!(
@@ -179,6 +189,50 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
         report.refused.join("; ")
     );
     Ok(report)
+}
+
+/// The run's work directory (the platform and GitOps repositories, ClickHouse's data).
+/// [`WorkDir::remove`] removes it; a run dropped before that (interrupted) hands the removal to
+/// an `rm -rf` of its own, so that the run stops at once: removing the hundreds of thousands of
+/// files of a 100,000-cluster run takes minutes on a disk that discards freed blocks as it goes.
+struct WorkDir(Option<std::path::PathBuf>);
+
+impl WorkDir {
+    fn path(&self) -> &std::path::Path {
+        self.0
+            .as_deref()
+            .expect("the work directory until it is removed")
+    }
+
+    /// Removes the directory and everything in it, now.
+    fn remove(mut self) {
+        if let Some(path) = self.0.take() {
+            if let Err(err) = std::fs::remove_dir_all(&path) {
+                println!("  the work directory {} stays: {err}", path.display());
+            }
+        }
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        use std::os::unix::process::CommandExt as _;
+        let Some(path) = self.0.take() else {
+            return;
+        };
+        // In a process group of its own: the Ctrl-C that stopped the run does not stop it.
+        let removal = std::process::Command::new("rm")
+            .arg("-rf")
+            .arg(&path)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn();
+        if let Err(err) = removal {
+            eprintln!("the work directory {} stays: {err}", path.display());
+        }
+    }
 }
 
 /// Starts the pipeline on the published fleet, runs the connection and every scenario as
@@ -381,8 +435,8 @@ fn start_sampler(pipeline: &Pipeline, server: &LocalClickHouse, started: Instant
 /// stood when the last one ended.
 struct Phases {
     reports: Vec<PhaseReport>,
-    /// Seconds since the run started: the whole phase, or a full resync's delivery.
-    windows: Vec<(f64, f64)>,
+    /// Seconds since the run started: the whole phase, or a full resync's delivery (then true).
+    windows: Vec<((f64, f64), bool)>,
     refreshes_before: Option<crate::hubcheck::Buckets>,
 }
 
@@ -398,8 +452,10 @@ impl Phases {
         let refreshes_now = refresh_buckets(hub).await;
         phase.refreshes = phase_refreshes(&self.refreshes_before, &refreshes_now);
         self.refreshes_before = refreshes_now;
-        self.windows
-            .push(window.unwrap_or((phase.started_s, phase.started_s + phase.seconds)));
+        self.windows.push(match window {
+            Some(delivery) => (delivery, true),
+            None => ((phase.started_s, phase.started_s + phase.seconds), false),
+        });
         self.reports.push(phase);
     }
 }

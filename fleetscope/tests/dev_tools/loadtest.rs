@@ -118,6 +118,21 @@ fn small_fleet_through_every_scenario_matches_the_ground_truth() {
         .iter()
         .any(|t| t.table == "observed_transitions" && t.rows > 0 && t.bytes_on_disk > 0));
     assert!(!report.targets.is_empty());
+    // Every phase says where the CPU went: the simulator's own beside the services' and the
+    // machine's, in a window inside the phase.
+    for phase in &report.phases {
+        let load = phase.load.as_ref().unwrap();
+        assert!(
+            load.from_s >= phase.started_s - 1.0
+                && load.to_s <= phase.started_s + phase.seconds + 1.0,
+            "{phase:?}"
+        );
+        assert!(load.cores > 0 && load.machine_cores > 0.0, "{load:?}");
+        assert!(
+            load.machine_cores + 0.2 >= load.simulator_cores,
+            "the machine counts the simulator: {load:?}"
+        );
+    }
 
     for file in [
         "report.md",
@@ -134,6 +149,8 @@ fn small_fleet_through_every_scenario_matches_the_ground_truth() {
     }
     let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(md.contains("## Against the design targets"));
+    assert!(md.contains("## Simulator and services"));
+    assert!(md.contains("\nSimulator: "), "the verdict at the top");
 }
 
 #[test]

@@ -38,8 +38,8 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
         rollout,
         seconds,
     } = inputs;
-    for (phase, &(from_s, to_s)) in phases.iter_mut().zip(&phase_windows) {
-        phase.load = Some(phase_load(from_s, to_s, cores, &samples, &tally.acks));
+    for (phase, &(window, resync)) in phases.iter_mut().zip(&phase_windows) {
+        phase.load = Some(phase_load(window, resync, cores, &samples, &tally.acks));
     }
     let ack_latency = ack_latency(&tally.acks);
     let steady = steady.map(|w| steady_numbers(&w, &tally.acks, &samples));

@@ -121,7 +121,7 @@ fn simulator(md: &mut String, r: &LoadtestReport) {
     }
     let _ = writeln!(
         md,
-        "\n## Simulator and services\n\nMean CPU in cores over each phase (a full resync: its delivery, without the encoding before it), the simulator's own CPU seconds, and how long its heartbeats and deltas waited for one of its workers. The simulator sets the pace when its CPU reaches {:.0}% of the machine's cores, or exceeds the services' on a machine at least {:.0}% busy, or its sends wait {:.0} ms or more at p99.\n\n| phase | window s | simulator cores (CPU s) | collector | hub | clickhouse | other processes | sends | wait p50 / p99 ms | bottleneck |\n|---|---|---|---|---|---|---|---|---|---|",
+        "\n## Simulator and services\n\nMean CPU in cores over each phase (a full resync: its delivery, without the encoding before it), the simulator's own CPU seconds, and how long its heartbeats and deltas waited for one of its workers. The simulator sets the pace when its CPU reaches {:.0}% of the machine's cores, or exceeds the services' on a machine at least {:.0}% busy, or, outside a full resync (whose snapshots keep every worker busy), its sends wait {:.0} ms or more at p99.\n\n| phase | window s | simulator cores (CPU s) | collector | hub | clickhouse | other processes | sends | wait p50 / p99 ms | bottleneck |\n|---|---|---|---|---|---|---|---|---|---|",
         super::load::SIMULATOR_CORE_SHARE * 100.0,
         super::load::SATURATED_SHARE * 100.0,
         super::load::WAIT_P99_LIMIT_MS

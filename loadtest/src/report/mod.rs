@@ -184,8 +184,9 @@ pub struct Inputs<'a> {
     pub connect: (u64, u64, f64),
     pub storm: Option<(u64, u64, f64)>,
     pub phases: Vec<PhaseReport>,
-    /// Each phase's measured window (seconds since the run started), in the order of `phases`.
-    pub phase_windows: Vec<(f64, f64)>,
+    /// Each phase's measured window (seconds since the run started) and whether it is a full
+    /// resync's delivery, in the order of `phases`.
+    pub phase_windows: Vec<((f64, f64), bool)>,
     /// The machine's cores.
     pub cores: u64,
     pub tally: Tally,

@@ -150,7 +150,11 @@ fn inputs(args: &LoadtestArgs) -> Inputs<'_> {
             phase("steady", 10.0, true),
             phase("rollout", 20.0, false),
         ],
-        phase_windows: vec![(0.0, 2.5), (10.0, 20.0), (20.0, 30.0)],
+        phase_windows: vec![
+            ((0.0, 2.5), true),
+            ((10.0, 20.0), false),
+            ((20.0, 30.0), false),
+        ],
         cores: 2,
         tally: Tally {
             acks,

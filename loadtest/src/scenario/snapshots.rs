@@ -1,6 +1,8 @@
 //! Full snapshots: every delivering cluster sending all its objects at once, and the storm
 //! scenario built on it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fleetscope_collector::protocol::Report;
@@ -31,12 +33,16 @@ impl Ctx {
         // Nothing else of these clusters is made meanwhile: scenarios run one at a time.
         let encoding = Instant::now();
         // On blocking threads: this takes tens of seconds at 100,000 clusters, and the
-        // runtime's workers keep delivering heartbeats meanwhile.
+        // runtime's workers keep delivering heartbeats meanwhile. A run interrupted meanwhile
+        // drops this future, and the guard stops the threads.
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        let cancelled = cancel.0.clone();
         let (reports, bodies) = tokio::task::spawn_blocking(move || {
-            let bodies = encode_all(&reports);
+            let bodies = encode_all(&reports, &cancelled);
             (reports, bodies)
         })
         .await?;
+        drop(cancel);
         {
             let mut fleet = self.agents.fleet.lock().expect("fleet lock");
             for ((c, report), body) in reports.into_iter().zip(bodies) {
@@ -93,8 +99,18 @@ impl Ctx {
     }
 }
 
-/// Encodes reports into request bodies on every core, in the order given.
-fn encode_all(reports: &[(usize, Report)]) -> Vec<Vec<u8>> {
+/// Sets its flag when dropped.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Encodes reports into request bodies on every core, in the order given; stops early (with
+/// fewer bodies) once `cancelled` is set.
+fn encode_all(reports: &[(usize, Report)], cancelled: &AtomicBool) -> Vec<Vec<u8>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = reports.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
@@ -103,6 +119,7 @@ fn encode_all(reports: &[(usize, Report)]) -> Vec<Vec<u8>> {
             .map(|part| {
                 scope.spawn(move || {
                     part.iter()
+                        .take_while(|_| !cancelled.load(Ordering::Relaxed))
                         .map(|(_, report)| crate::agents::encode(report))
                         .collect::<Vec<_>>()
                 })
