@@ -2,8 +2,8 @@
 //! order, one at a time, with its own token, through the agent's own [`Sender`] (same request,
 //! same answer handling); it sends a heartbeat when nothing went out for the heartbeat interval;
 //! a dark cluster sends nothing and keeps its reports until it comes back. A report that was not
-//! acknowledged is sent again after the agent's own backoff. The workers take whatever has waited
-//! longest, a due heartbeat or a queued report, so neither can starve the other.
+//! acknowledged is sent again after the agent's own backoff. While both heartbeats and reports
+//! wait, the workers take them in turns, so neither can starve the other.
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -72,6 +72,8 @@ struct Schedule {
     /// an entry is valid when `due` equals the cluster's.
     retries: BinaryHeap<Reverse<(Instant, usize)>>,
     retry_due: Vec<Option<Instant>>,
+    /// Whose turn it is when a heartbeat and a report both wait: a heartbeat's when true.
+    heartbeat_turn: bool,
     /// Each cluster's next backoff after its collector was unreachable, as the agent's.
     backoff: Vec<Duration>,
     /// Why each cluster's last request was not acknowledged, and how many in a row were not;
@@ -89,6 +91,7 @@ impl Schedule {
             heartbeat_due: vec![None; clusters],
             retries: BinaryHeap::new(),
             retry_due: vec![None; clusters],
+            heartbeat_turn: true,
             backoff: vec![min_backoff; clusters],
             failures: vec![None; clusters],
         }
@@ -319,9 +322,12 @@ impl Agents {
         Ok(())
     }
 
-    /// The next request to send: of a due heartbeat and the first queued report, the one that
-    /// has waited longer (a real agent's heartbeat does not wait for other clusters' reports,
-    /// nor its reports for other clusters' heartbeats).
+    /// The next request to send: the earliest due heartbeat or the first queued report, in
+    /// turns while both wait. A real agent's heartbeat does not wait for other clusters'
+    /// reports, nor its reports for other clusters' heartbeats: neither queue may hold the
+    /// other back, whether the heartbeats of 100,000 clusters keep every worker busy or a
+    /// resync queues every cluster's snapshot at once (heartbeats behind it would leave the
+    /// clusters stale).
     fn next_job(&self) -> Option<Taken> {
         let mut fleet = self.fleet.lock().expect("fleet lock");
         let mut schedule = self.schedule.lock().expect("schedule lock");
@@ -329,13 +335,11 @@ impl Agents {
         schedule.release_retries(now, &fleet);
         loop {
             let heartbeat = schedule.due_heartbeat(now);
-            let report = schedule
-                .ready
-                .front()
-                .map(|&c| schedule.queued_at[c].unwrap_or(now));
-            match (heartbeat, report) {
-                (None, None) => return None,
-                (Some((due, c)), report) if report.is_none_or(|queued| due <= queued) => {
+            let report_waits = !schedule.ready.is_empty();
+            match heartbeat {
+                None if !report_waits => return None,
+                Some((due, c)) if !report_waits || schedule.heartbeat_turn => {
+                    schedule.heartbeat_turn = false;
                     schedule.heartbeats.pop();
                     let sim = &fleet.clusters[c];
                     if sim.dark || schedule.in_flight[c] || !sim.outbox.is_empty() {
@@ -352,7 +356,8 @@ impl Agents {
                         waited: now.saturating_duration_since(due),
                     });
                 }
-                (_, _) => {
+                _ => {
+                    schedule.heartbeat_turn = true;
                     let c = schedule.ready.pop_front().expect("a queued report");
                     let queued_at = schedule.queued_at[c].take();
                     let sim = &mut fleet.clusters[c];
@@ -616,39 +621,49 @@ mod tests {
     }
 
     #[test]
-    fn reports_and_heartbeats_are_taken_in_the_order_they_fell_due() {
-        let agents = agents(40);
+    fn heartbeats_and_reports_take_turns_while_both_wait() {
+        let agents = agents(60);
         let start = Instant::now();
+        // Every cluster's snapshot queued at once, as in a resync, and heartbeats falling due
+        // before and after it, as they do at thousands a second.
         {
             let mut schedule = agents.schedule.lock().unwrap();
-            // Ten heartbeats due before the snapshot is queued.
-            for c in 1..11 {
+            for c in 40..60 {
                 schedule.schedule_heartbeat(c, start - Duration::from_secs(1));
             }
         }
-        let seq = queue_snapshot(&agents, 0);
+        let seqs: Vec<u64> = (0..20).map(|c| queue_snapshot(&agents, c)).collect();
         std::thread::sleep(Duration::from_millis(5));
         {
             let mut schedule = agents.schedule.lock().unwrap();
-            // Heartbeats keep falling due after it, as they do at thousands a second.
-            for c in 11..40 {
+            for c in 20..40 {
                 schedule.schedule_heartbeat(c, Instant::now());
             }
         }
         let order: Vec<(usize, u64)> = std::iter::from_fn(|| agents.next_job())
             .map(|taken| what(&taken.job))
             .collect();
-        assert_eq!(order.len(), 40);
-        assert!(
-            order[..10]
-                .iter()
-                .all(|&(c, seq)| (1..11).contains(&c) && seq == 0),
-            "the heartbeats due earlier go first: {order:?}"
-        );
+        assert_eq!(order.len(), 60, "every request once: {order:?}");
+        // Turns while both wait: neither the heartbeats due earlier hold the snapshots back,
+        // nor the snapshots the heartbeats.
+        for pair in order[..40].chunks(2) {
+            let heartbeats = pair.iter().filter(|&&(_, seq)| seq == 0).count();
+            assert_eq!(heartbeats, 1, "one heartbeat and one snapshot: {order:?}");
+        }
+        let snapshots: Vec<(usize, u64)> = order.iter().copied().filter(|&(_, s)| s > 0).collect();
         assert_eq!(
-            order[10],
-            (0, seq),
-            "then the snapshot, before the heartbeats that fell due after it"
+            snapshots,
+            (0..20).zip(seqs).collect::<Vec<_>>(),
+            "snapshots in the order queued"
+        );
+        let heartbeats: Vec<usize> = order
+            .iter()
+            .filter(|&&(_, seq)| seq == 0)
+            .map(|&(c, _)| c)
+            .collect();
+        assert!(
+            heartbeats[..20].iter().all(|c| (40..60).contains(c)),
+            "the heartbeats due earlier first: {heartbeats:?}"
         );
     }
 }

@@ -22,8 +22,8 @@ pub const SATURATED_SHARE: f64 = 0.9;
 
 /// The simulator limits a phase when its heartbeats and deltas waited this long for a worker
 /// at the 99th percentile (a real agent sends at once). Not in a full resync: queueing every
-/// cluster's snapshot at once is what it measures, and every worker is busy with them, so the
-/// heartbeats falling due meanwhile wait for as long as the collector takes.
+/// cluster's snapshot at once is what it measures, and the heartbeats falling due meanwhile
+/// share the workers with them.
 pub const WAIT_P99_LIMIT_MS: f64 = 1_000.0;
 
 /// One phase's measured window: its CPU by process and its sends' waits.
