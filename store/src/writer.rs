@@ -560,7 +560,7 @@ fn wall_seconds() -> u32 {
 pub const ARRIVAL_HORIZON_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The least time between two publications of a writer's horizon.
-pub const ARRIVAL_HORIZON_SPACING: Duration = Duration::from_millis(100);
+pub const ARRIVAL_HORIZON_SPACING: Duration = Duration::from_millis(10);
 
 impl ArrivalClock {
     /// Publishes the first horizon (retrying until ClickHouse takes it: no row is inserted
