@@ -185,7 +185,12 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
             let base = (now.seconds() - (3 + i % 2) * 86_400).div_euclid(6 * 3_600) * 6 * 3_600;
             base + 6 * 3_600 - 60 - i * 7
         })
+        // Only moments the history reaches (with its first checkpoint before them).
+        .filter(|moment| moment - 1_000 > from.seconds() + 3_600)
         .collect();
+    if six_hourly.is_empty() {
+        println!("no moment in the 6-hourly tier: FLEETSCOPE_BENCH_DAYS below 5");
+    }
     let daily_base = (now.seconds() - 8 * 86_400).div_euclid(86_400) * 86_400;
     let daily: Vec<i64> = if daily_base >= from.seconds() {
         (0..samples as i64)
@@ -209,9 +214,10 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
         let at = Timestamp(first - 1_000);
         let phase = Instant::now();
         let checkpoints = store.checkpoints().await.unwrap();
-        let checkpoint = checkpoints
-            .base_for(at)
-            .expect("a checkpoint before the moment");
+        let Some(checkpoint) = checkpoints.base_for(at) else {
+            println!("no checkpoint before the {tier}'s moments: FLEETSCOPE_BENCH_DAYS too small");
+            continue;
+        };
         let render = store.render_at(at).await.unwrap();
         let tables_started = Instant::now();
         let inventory = store.inventory_at(at, render, None).await.unwrap();
