@@ -15,8 +15,8 @@
 //! `--bench` (as under `cargo test`) it runs a small fleet once on the debug binary.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,33 +34,6 @@ fn env_number(name: &str, default: usize) -> usize {
                 .unwrap_or_else(|_| panic!("{name} must be a number"))
         })
         .unwrap_or(default)
-}
-
-/// The release binary, built by cargo now (a no-op when it is current).
-fn release_binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let output = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "fleetscope",
-            "--message-format=json",
-        ])
-        .current_dir(root)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run cargo build");
-    assert!(
-        output.status.success(),
-        "cargo build --release -p fleetscope failed"
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "fleetscope")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reported no fleetscope executable")
 }
 
 /// A line of `/proc/<pid>/status` in kB, as MB.
@@ -286,7 +259,7 @@ fn main() {
         (200, 10, 1)
     };
     let binary = if bench {
-        release_binary()
+        fleetscope_testkit::faults::fleetscope_release_binary().to_owned()
     } else {
         fleetscope_binary().to_owned()
     };

@@ -149,25 +149,110 @@ fn thread_states(pid: u32) -> Vec<char> {
 /// builds it), built once per test process.
 pub fn fleetscope_binary() -> &'static Path {
     static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BINARY.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let output = Command::new(env!("CARGO"))
-            .args(["build", "-p", "fleetscope", "--message-format=json"])
-            .current_dir(root)
-            .output()
-            .expect("run cargo build");
-        assert!(
-            output.status.success(),
-            "cargo build -p fleetscope failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "fleetscope")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo reported no fleetscope executable")
-    })
+    BINARY.get_or_init(|| cargo_build_fleetscope(&[]))
+}
+
+/// The release `fleetscope` binary built from this checkout (benchmarks), built once per
+/// process (a no-op for cargo when it is current).
+pub fn fleetscope_release_binary() -> &'static Path {
+    static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| cargo_build_fleetscope(&["--release"]))
+}
+
+/// Builds `fleetscope` with `cargo build -p fleetscope` and `extra` arguments, and returns the
+/// executable cargo reports.
+fn cargo_build_fleetscope(extra: &[&str]) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let output = Command::new(env!("CARGO"))
+        .args(["build", "-p", "fleetscope", "--message-format=json"])
+        .args(extra)
+        .current_dir(root)
+        .output()
+        .expect("run cargo build");
+    assert!(
+        output.status.success(),
+        "cargo build -p fleetscope {extra:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "fleetscope")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .expect("cargo reported no fleetscope executable")
+}
+
+/// `binary collector` on `port` over `clickhouse` (database `database`), with an agent token
+/// `token(cluster)` per cluster in a tokens file in `dir`, its log in `dir`, and `extra`
+/// arguments; waits until it is healthy.
+pub fn start_collector(
+    binary: &Path,
+    dir: &Path,
+    clusters: &[String],
+    token: impl Fn(&str) -> String,
+    (clickhouse, database): (&str, &str),
+    port: u16,
+    extra: &[&str],
+) -> Service {
+    let tokens = dir.join("agent-tokens.yaml");
+    let mut yaml = String::from("agents:\n");
+    for cluster in clusters {
+        yaml.push_str(&format!(
+            "  - cluster: {cluster}\n    token: {}\n",
+            token(cluster)
+        ));
+    }
+    std::fs::write(&tokens, yaml).expect("write the agent tokens file");
+    let listen = format!("127.0.0.1:{port}");
+    let mut args: Vec<String> = [
+        "collector",
+        "--agent-tokens",
+        tokens.to_str().expect("a UTF-8 path"),
+        "--listen",
+        &listen,
+        "--clickhouse-url",
+        clickhouse,
+        "--clickhouse-database",
+        database,
+        "--log",
+        "info",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    let log = dir.join(format!("collector-{port}.log"));
+    Service::start(binary, &args, &log, port)
+}
+
+/// The observed version of each app a hub (`host:port`, no authentication) shows on
+/// `cluster`'s page, by app; empty when the hub does not answer 200.
+pub fn observed_versions(hub: &str, cluster: &str) -> BTreeMap<String, String> {
+    let Ok(answer) = http_request(
+        hub,
+        "GET",
+        &format!("/api/v1/clusters/{cluster}?history_hours=0"),
+        &[],
+        b"",
+        Duration::from_secs(10),
+    ) else {
+        return BTreeMap::new();
+    };
+    if answer.status != 200 {
+        return BTreeMap::new();
+    }
+    let page: serde_json::Value =
+        serde_json::from_str(&answer.body).expect("the cluster page is JSON");
+    page["apps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|app| {
+            Some((
+                app["app"].as_str()?.to_owned(),
+                app["observed_version"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
 }
 
 /// A free loopback port.

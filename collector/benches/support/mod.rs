@@ -2,7 +2,6 @@
 //! its inventory, a collector on it, and medians.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_store::{Store, StoreConfig};
@@ -21,35 +20,14 @@ pub fn env_number(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The `fleetscope` binary: under `--bench` the release build (`cargo build --release -p
-/// fleetscope`, a no-op when current), otherwise the debug one the fault tests use.
+/// The `fleetscope` binary: under `--bench` the release build, otherwise the debug one the
+/// fault tests use.
 pub fn binary(bench: bool) -> PathBuf {
-    if !bench {
-        return fleetscope_testkit::faults::fleetscope_binary().to_owned();
+    if bench {
+        fleetscope_testkit::faults::fleetscope_release_binary().to_owned()
+    } else {
+        fleetscope_testkit::faults::fleetscope_binary().to_owned()
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let output = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "fleetscope",
-            "--message-format=json",
-        ])
-        .current_dir(root)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run cargo build");
-    assert!(
-        output.status.success(),
-        "cargo build --release -p fleetscope failed"
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "fleetscope")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reported no fleetscope executable")
 }
 
 pub fn token(cluster: &str) -> String {
@@ -83,32 +61,15 @@ pub fn start_collector(
     clickhouse: &str,
     port: u16,
 ) -> Service {
-    let tokens = dir.join("agent-tokens.yaml");
-    let mut yaml = String::from("agents:\n");
-    for cluster in clusters {
-        yaml.push_str(&format!(
-            "  - cluster: {cluster}\n    token: {}\n",
-            token(cluster)
-        ));
-    }
-    std::fs::write(&tokens, yaml).unwrap();
-    let args: Vec<String> = [
-        "collector",
-        "--agent-tokens",
-        tokens.to_str().unwrap(),
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--clickhouse-url",
-        clickhouse,
-        "--clickhouse-database",
-        DATABASE,
-        "--log",
-        "info",
-    ]
-    .map(String::from)
-    .to_vec();
-    let log = dir.join(format!("collector-{port}.log"));
-    Service::start(binary, &args, &log, port)
+    fleetscope_testkit::faults::start_collector(
+        binary,
+        dir,
+        clusters,
+        token,
+        (clickhouse, DATABASE),
+        port,
+        &[],
+    )
 }
 
 pub fn median(mut values: Vec<f64>) -> f64 {

@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 use fleetscope_local_clickhouse::LocalClickHouseCluster;
 use fleetscope_store::{ClusterConfig, Store, StoreConfig};
 use fleetscope_testkit::faults::{
-    free_port, http_request, stored_changes, Change, ReportingAgent, Service, Suspended,
+    free_port, http_request, observed_versions, stored_changes, Change, ReportingAgent, Service,
+    Suspended,
 };
 use fleetscope_testkit::haproxy::{Balanced, LocalHaproxy};
 
-use super::faults::{binary, one_at_a_time, start_collector_with, token, DATABASE, REQUEST_LIMIT};
+use super::faults::{binary, one_at_a_time, start_collector, token, DATABASE, REQUEST_LIMIT};
 
 const CLUSTER: &str = "fleet";
 const CLIENTS: usize = 6;
@@ -70,7 +71,7 @@ impl Set {
         let extra = ["--clickhouse-cluster", CLUSTER];
         let dir = self.dir.path().join(format!("collector-{}", self.starts));
         std::fs::create_dir_all(&dir).unwrap();
-        self.collectors[i] = Some(start_collector_with(
+        self.collectors[i] = Some(start_collector(
             &dir,
             &self.clusters,
             &self.clickhouse_url(),
@@ -273,35 +274,6 @@ fn under_ingest(set: &mut Set, name: &'static str, fault: impl FnOnce(&mut Set))
     }
 }
 
-/// The versions `hub` shows on `cluster`'s page, by object.
-fn shown(hub: &str, cluster: &str) -> BTreeMap<String, String> {
-    let Ok(answer) = http_request(
-        hub,
-        "GET",
-        &format!("/api/v1/clusters/{cluster}?history_hours=0"),
-        &[],
-        b"",
-        Duration::from_secs(10),
-    ) else {
-        return BTreeMap::new();
-    };
-    if answer.status != 200 {
-        return BTreeMap::new();
-    }
-    let page: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
-    page["apps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|app| {
-            Some((
-                app["app"].as_str()?.to_owned(),
-                app["observed_version"].as_str()?.to_owned(),
-            ))
-        })
-        .collect()
-}
-
 /// Waits until both hubs (asked directly) show every cluster's last acknowledged version;
 /// returns how long after `since` that was.
 fn both_hubs_show(
@@ -324,7 +296,7 @@ fn both_hubs_show(
         for port in set.hub_ports {
             let hub = format!("127.0.0.1:{port}");
             for (cluster, versions) in &truth {
-                let seen = shown(&hub, cluster);
+                let seen = observed_versions(&hub, cluster);
                 if &seen != versions {
                     differ.push(format!(
                         "hub {port}, {cluster}: shows {seen:?}, acknowledged {versions:?}"

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use fleetscope_testkit::faults::{free_port, http_request, ReportingAgent, Service};
+use fleetscope_testkit::faults::{free_port, observed_versions, ReportingAgent, Service};
 
 use super::faults::{
     binary, clickhouse_with, one_at_a_time, start_collector, token, DATABASE, REQUEST_LIMIT,
@@ -20,40 +20,13 @@ const NEWCOMER: &str = "crash-02";
 /// even while another collector has just died.
 const FRESH_WITHIN: Duration = Duration::from_secs(5);
 
-/// The versions the hub shows on `cluster`'s page for its objects (`svc-0`, `svc-1`), sorted.
-fn shown_versions(hub: &str, cluster: &str) -> Vec<String> {
-    let Ok(answer) = http_request(
-        hub,
-        "GET",
-        &format!("/api/v1/clusters/{cluster}?history_hours=0"),
-        &[],
-        b"",
-        Duration::from_secs(10),
-    ) else {
-        return Vec::new();
-    };
-    if answer.status != 200 {
-        return Vec::new();
-    }
-    let page: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
-    let mut versions: Vec<String> = page["apps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|app| app["observed_version"].as_str().map(str::to_owned))
-        .collect();
-    versions.sort();
-    versions
-}
-
 /// How long after now the hub shows every object of `cluster` at `version` (panics after a
 /// minute).
 fn time_until_shown(hub: &str, cluster: &str, version: &str) -> Duration {
     let start = Instant::now();
-    let wanted = vec![version.to_owned(); 2];
     loop {
-        let shown = shown_versions(hub, cluster);
-        if shown == wanted {
+        let shown = observed_versions(hub, cluster);
+        if shown.len() == 2 && shown.values().all(|shown| shown == version) {
             return start.elapsed();
         }
         assert!(
@@ -98,7 +71,7 @@ fn a_change_through_a_new_collector_shows_within_5_s_after_another_was_killed() 
     let hub = format!("127.0.0.1:{hub_port}");
 
     let port = free_port();
-    let mut collector = start_collector(work.path(), &clusters, &server.url(), port);
+    let mut collector = start_collector(work.path(), &clusters, &server.url(), port, &[]);
     let addr = format!("127.0.0.1:{port}");
     let mut last_words = ReportingAgent::new(LAST_WORDS, &addr, Some(&token(LAST_WORDS)), 2);
     let mut newcomer = ReportingAgent::new(NEWCOMER, &addr, Some(&token(NEWCOMER)), 2);
@@ -115,7 +88,7 @@ fn a_change_through_a_new_collector_shows_within_5_s_after_another_was_killed() 
         collector.kill();
         // …and one through the collector started in its place.
         let port = free_port();
-        collector = start_collector(work.path(), &clusters, &server.url(), port);
+        collector = start_collector(work.path(), &clusters, &server.url(), port, &[]);
         let addr = format!("127.0.0.1:{port}");
         last_words.set_collector(&addr);
         newcomer.set_collector(&addr);

@@ -66,54 +66,24 @@ pub(crate) fn clickhouse_with(
     (server, store, runtime)
 }
 
-/// `fleetscope collector` on `port` with a token per cluster, its log in `dir`.
+/// `fleetscope collector` on `port` with a token per cluster, its log in `dir`, and `extra`
+/// arguments.
 pub(crate) fn start_collector(
-    dir: &Path,
-    clusters: &[String],
-    clickhouse: &str,
-    port: u16,
-) -> Service {
-    start_collector_with(dir, clusters, clickhouse, port, &[])
-}
-
-/// [`start_collector`] with more arguments.
-pub(crate) fn start_collector_with(
     dir: &Path,
     clusters: &[String],
     clickhouse: &str,
     port: u16,
     extra: &[&str],
 ) -> Service {
-    let tokens = dir.join("agent-tokens.yaml");
-    let mut yaml = String::from("agents:\n");
-    for cluster in clusters {
-        yaml.push_str(&format!(
-            "  - cluster: {cluster}\n    token: {}\n",
-            token(cluster)
-        ));
-    }
-    std::fs::write(&tokens, yaml).unwrap();
-    let args: Vec<String> = [
-        "collector",
-        "--agent-tokens",
-        tokens.to_str().unwrap(),
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--clickhouse-url",
-        clickhouse,
-        "--clickhouse-database",
-        DATABASE,
-        "--log",
-        "info",
-    ]
-    .map(String::from)
-    .to_vec();
-    let args: Vec<String> = args
-        .into_iter()
-        .chain(extra.iter().map(|arg| (*arg).to_owned()))
-        .collect();
-    let log = dir.join(format!("collector-{port}.log"));
-    Service::start(&binary(), &args, &log, port)
+    fleetscope_testkit::faults::start_collector(
+        &binary(),
+        dir,
+        clusters,
+        token,
+        (clickhouse, DATABASE),
+        port,
+        extra,
+    )
 }
 
 /// What one client did: every request, and the changes of the reports it had acknowledged.
@@ -348,7 +318,7 @@ fn clickhouse_killed_and_restarted_while_agents_report() {
     let clusters = clusters(3);
     let (mut server, store, runtime) = clickhouse_with(&clusters);
     let port = free_port();
-    let collector = start_collector(work.path(), &clusters, &server.url(), port);
+    let collector = start_collector(work.path(), &clusters, &server.url(), port, &[]);
 
     let addr = format!("127.0.0.1:{port}");
     let (runs, window) = report_through(&addr, &clusters, || {
@@ -376,7 +346,7 @@ fn clickhouse_stopped_longer_than_the_timeouts_gets_answers_and_recovers() {
     let clusters = clusters(3);
     let (server, store, runtime) = clickhouse_with(&clusters);
     let port = free_port();
-    let collector = start_collector(work.path(), &clusters, &server.url(), port);
+    let collector = start_collector(work.path(), &clusters, &server.url(), port, &[]);
 
     let addr = format!("127.0.0.1:{port}");
     let pid = server.pid().unwrap();
@@ -467,7 +437,7 @@ fn the_agent_delivers_its_spool_in_order_after_the_collector_was_killed() {
     }
 
     let first_port = free_port();
-    let mut collector = start_collector(work.path(), &clusters, &server.url(), first_port);
+    let mut collector = start_collector(work.path(), &clusters, &server.url(), first_port, &[]);
     let proxy = RecordingProxy::start(first_port);
     let token_file = work.path().join("token");
     std::fs::write(&token_file, token(EDGE)).unwrap();
@@ -552,7 +522,7 @@ fn the_agent_delivers_its_spool_in_order_after_the_collector_was_killed() {
     // A new collector (on another port, as after a reschedule); the agent delivers.
     let before_restart = proxy.records().len();
     let second_port = free_port();
-    let collector = start_collector(work.path(), &clusters, &server.url(), second_port);
+    let collector = start_collector(work.path(), &clusters, &server.url(), second_port, &[]);
     proxy.set_upstream(second_port);
     // The agent's backoff may have grown to 16 or 32 s while the collector was away.
     eventually("the spool delivered", Duration::from_secs(90), || {
