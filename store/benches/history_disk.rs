@@ -2,7 +2,7 @@
 //! into a private ClickHouse 18.16, then one day as the load test's steady scenario makes it
 //! (1 % of app instances changing a minute, every cluster heartbeating every 30 s) and the day's
 //! 24 hourly checkpoints; the same fleet copied into the current engine (chdb, a database on
-//! disk, the column codecs of `schema::COLUMN_CODECS` applied) and the same statements run
+//! disk, the column codecs of `schema::column_codecs` applied) and the same statements run
 //! there. Every partition is merged (`OPTIMIZE … FINAL`, as background merges leave a day once
 //! it is written), then the bytes on disk of the day's partitions are read from `system.parts`
 //! per table, with the largest columns from `system.columns`, and what a day costs kept for

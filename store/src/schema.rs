@@ -362,160 +362,111 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
     ],
 }];
 
+/// The columns of an observed row, as `observed_transitions`, `observed_arrivals` and
+/// `observed_checkpoints` all have them: `(column, type)`.
+const OBSERVED_ROW_COLUMNS: &[(&str, &str)] = &[
+    ("cluster_id", "String"),
+    ("object_kind", "String"),
+    ("object_namespace", "String"),
+    ("object_name", "String"),
+    ("app", "String"),
+    ("version", "String"),
+    ("content_hash", "String"),
+    ("applied_revision", "String"),
+    ("health", "String"),
+    ("sync", "String"),
+    ("reason", "String"),
+    ("message", "String"),
+    ("transitioned_at", "DateTime"),
+    ("observed_at", "DateTime"),
+    ("received_at", "DateTime"),
+    ("seq", "UInt64"),
+    ("deleted", "UInt8"),
+];
+
+/// A column, its type and its codec.
+type ColumnCodec = (&'static str, &'static str, &'static str);
+
+/// The tables of observed rows: their own columns before the row's (`(column, type, codec)`),
+/// and the codecs of `transitioned_at`, `observed_at` and `received_at`. A time that rises
+/// along the table's sort key, or nearly, takes Delta or DoubleDelta.
+const OBSERVED_ROW_TABLES: &[(&str, &[ColumnCodec], [&str; 3])] = &[
+    (
+        "observed_transitions",
+        &[],
+        ["Delta, ZSTD(1)", "Delta, ZSTD(1)", "Delta, ZSTD(1)"],
+    ),
+    (
+        "observed_arrivals",
+        &[],
+        ["Delta, ZSTD(1)", "Delta, ZSTD(1)", "DoubleDelta, ZSTD(1)"],
+    ),
+    (
+        "observed_checkpoints",
+        &[("taken_at", "DateTime", "DoubleDelta, ZSTD(1)")],
+        ["ZSTD(1)", "ZSTD(1)", "ZSTD(1)"],
+    ),
+];
+
+/// Heartbeats repeat the same few values for hours: ZSTD(3) finds the long repeats that levels
+/// 1 and 2 miss (docs/operations.md, "Disk for history").
+const HEARTBEAT_HISTORY_CODECS: &[ColumnCodec] = &[
+    ("cluster_id", "String", "ZSTD(3)"),
+    ("seen_at", "DateTime", "Delta, ZSTD(3)"),
+    ("agent_version", "String", "ZSTD(3)"),
+    ("reconciler_names", "Array(String)", "ZSTD(3)"),
+    ("reconciler_versions", "Array(String)", "ZSTD(3)"),
+];
+
 /// Column codecs for the tables that grow with history, on servers that have them (CODEC,
 /// Delta, DoubleDelta, T64; ClickHouse 20.3 and newer; 18.16 has none): `(table, column, type,
 /// codec)`. Times that rise along the sort key take Delta or DoubleDelta, change numbers T64,
 /// and every column ZSTD after that.
-pub const COLUMN_CODECS: &[(&str, &str, &str, &str)] = &[
-    ("observed_transitions", "cluster_id", "String", "ZSTD(1)"),
-    ("observed_transitions", "object_kind", "String", "ZSTD(1)"),
-    (
-        "observed_transitions",
-        "object_namespace",
-        "String",
-        "ZSTD(1)",
-    ),
-    ("observed_transitions", "object_name", "String", "ZSTD(1)"),
-    ("observed_transitions", "app", "String", "ZSTD(1)"),
-    ("observed_transitions", "version", "String", "ZSTD(1)"),
-    ("observed_transitions", "content_hash", "String", "ZSTD(1)"),
-    (
-        "observed_transitions",
-        "applied_revision",
-        "String",
-        "ZSTD(1)",
-    ),
-    ("observed_transitions", "health", "String", "ZSTD(1)"),
-    ("observed_transitions", "sync", "String", "ZSTD(1)"),
-    ("observed_transitions", "reason", "String", "ZSTD(1)"),
-    ("observed_transitions", "message", "String", "ZSTD(1)"),
-    (
-        "observed_transitions",
-        "transitioned_at",
-        "DateTime",
-        "Delta, ZSTD(1)",
-    ),
-    (
-        "observed_transitions",
-        "observed_at",
-        "DateTime",
-        "Delta, ZSTD(1)",
-    ),
-    (
-        "observed_transitions",
-        "received_at",
-        "DateTime",
-        "Delta, ZSTD(1)",
-    ),
-    ("observed_transitions", "seq", "UInt64", "T64, ZSTD(1)"),
-    ("observed_transitions", "deleted", "UInt8", "ZSTD(1)"),
-    ("observed_arrivals", "cluster_id", "String", "ZSTD(1)"),
-    ("observed_arrivals", "object_kind", "String", "ZSTD(1)"),
-    ("observed_arrivals", "object_namespace", "String", "ZSTD(1)"),
-    ("observed_arrivals", "object_name", "String", "ZSTD(1)"),
-    ("observed_arrivals", "app", "String", "ZSTD(1)"),
-    ("observed_arrivals", "version", "String", "ZSTD(1)"),
-    ("observed_arrivals", "content_hash", "String", "ZSTD(1)"),
-    ("observed_arrivals", "applied_revision", "String", "ZSTD(1)"),
-    ("observed_arrivals", "health", "String", "ZSTD(1)"),
-    ("observed_arrivals", "sync", "String", "ZSTD(1)"),
-    ("observed_arrivals", "reason", "String", "ZSTD(1)"),
-    ("observed_arrivals", "message", "String", "ZSTD(1)"),
-    (
-        "observed_arrivals",
-        "transitioned_at",
-        "DateTime",
-        "Delta, ZSTD(1)",
-    ),
-    (
-        "observed_arrivals",
-        "observed_at",
-        "DateTime",
-        "Delta, ZSTD(1)",
-    ),
-    (
-        "observed_arrivals",
-        "received_at",
-        "DateTime",
-        "DoubleDelta, ZSTD(1)",
-    ),
-    ("observed_arrivals", "seq", "UInt64", "T64, ZSTD(1)"),
-    ("observed_arrivals", "deleted", "UInt8", "ZSTD(1)"),
-    (
-        "observed_checkpoints",
-        "taken_at",
-        "DateTime",
-        "DoubleDelta, ZSTD(1)",
-    ),
-    ("observed_checkpoints", "cluster_id", "String", "ZSTD(1)"),
-    ("observed_checkpoints", "object_kind", "String", "ZSTD(1)"),
-    (
-        "observed_checkpoints",
-        "object_namespace",
-        "String",
-        "ZSTD(1)",
-    ),
-    ("observed_checkpoints", "object_name", "String", "ZSTD(1)"),
-    ("observed_checkpoints", "app", "String", "ZSTD(1)"),
-    ("observed_checkpoints", "version", "String", "ZSTD(1)"),
-    ("observed_checkpoints", "content_hash", "String", "ZSTD(1)"),
-    (
-        "observed_checkpoints",
-        "applied_revision",
-        "String",
-        "ZSTD(1)",
-    ),
-    ("observed_checkpoints", "health", "String", "ZSTD(1)"),
-    ("observed_checkpoints", "sync", "String", "ZSTD(1)"),
-    ("observed_checkpoints", "reason", "String", "ZSTD(1)"),
-    ("observed_checkpoints", "message", "String", "ZSTD(1)"),
-    (
-        "observed_checkpoints",
-        "transitioned_at",
-        "DateTime",
-        "ZSTD(1)",
-    ),
-    ("observed_checkpoints", "observed_at", "DateTime", "ZSTD(1)"),
-    ("observed_checkpoints", "received_at", "DateTime", "ZSTD(1)"),
-    ("observed_checkpoints", "seq", "UInt64", "T64, ZSTD(1)"),
-    ("observed_checkpoints", "deleted", "UInt8", "ZSTD(1)"),
-    // Heartbeats repeat the same few values for hours: ZSTD(3) finds the long repeats that
-    // levels 1 and 2 miss (measured on the current engine: about a tenth of ZSTD(1)'s bytes,
-    // which are more than LZ4's).
-    ("heartbeat_history", "cluster_id", "String", "ZSTD(3)"),
-    ("heartbeat_history", "seen_at", "DateTime", "Delta, ZSTD(3)"),
-    ("heartbeat_history", "agent_version", "String", "ZSTD(3)"),
-    (
-        "heartbeat_history",
-        "reconciler_names",
-        "Array(String)",
-        "ZSTD(3)",
-    ),
-    (
-        "heartbeat_history",
-        "reconciler_versions",
-        "Array(String)",
-        "ZSTD(3)",
-    ),
-];
+pub fn column_codecs() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    let mut codecs = Vec::new();
+    for (table, own, [transitioned, observed, received]) in OBSERVED_ROW_TABLES {
+        codecs.extend(
+            own.iter()
+                .map(|(column, kind, codec)| (*table, *column, *kind, *codec)),
+        );
+        codecs.extend(OBSERVED_ROW_COLUMNS.iter().map(|(column, kind)| {
+            let codec = match *column {
+                "transitioned_at" => *transitioned,
+                "observed_at" => *observed,
+                "received_at" => *received,
+                "seq" => "T64, ZSTD(1)",
+                _ => "ZSTD(1)",
+            };
+            (*table, *column, *kind, codec)
+        }));
+    }
+    codecs.extend(
+        HEARTBEAT_HISTORY_CODECS
+            .iter()
+            .map(|(column, kind, codec)| ("heartbeat_history", *column, *kind, *codec)),
+    );
+    codecs
+}
 
-/// [`COLUMN_CODECS`] as `ALTER TABLE` statements on `table_name(table)` (the table itself on
+/// The statement giving `table` (as written, with `suffix`: `ON CLUSTER …`) `column`'s codec.
+fn codec_statement(table: &str, suffix: &str, column: &str, kind: &str, codec: &str) -> String {
+    format!("ALTER TABLE {table}{suffix} MODIFY COLUMN {column} {kind} CODEC({codec})")
+}
+
+/// [`column_codecs`] as `ALTER TABLE` statements on `table_name(table)` (the table itself on
 /// one server, its local table in cluster mode), with `suffix` after the table name
 /// (`ON CLUSTER …` in cluster mode).
 pub fn codec_statements(table_name: impl Fn(&str) -> String, suffix: &str) -> Vec<String> {
-    COLUMN_CODECS
-        .iter()
+    column_codecs()
+        .into_iter()
         .map(|(table, column, kind, codec)| {
-            format!(
-                "ALTER TABLE {}{suffix} MODIFY COLUMN {column} {kind} CODEC({codec})",
-                table_name(table)
-            )
+            codec_statement(&table_name(table), suffix, column, kind, codec)
         })
         .collect()
 }
 
 /// Whether a column's codec as `system.columns` shows it (`CODEC(Delta(4), ZSTD(3))`) is
-/// `wanted` as [`COLUMN_CODECS`] writes it (`Delta, ZSTD(3)`): the server adds the parameters
+/// `wanted` as [`column_codecs`] writes it (`Delta, ZSTD(3)`): the server adds the parameters
 /// a codec was given by default.
 pub fn codec_is(shown: &str, wanted: &str) -> bool {
     let Some(shown) = shown
@@ -536,7 +487,7 @@ pub fn codec_is(shown: &str, wanted: &str) -> bool {
         })
 }
 
-/// Whether a server of this `version()` has the codecs of [`COLUMN_CODECS`] (20.3 or newer).
+/// Whether a server of this `version()` has the codecs of [`column_codecs`] (20.3 or newer).
 pub fn has_codecs(version: &str) -> bool {
     let mut numbers = version.split('.').map(|n| n.parse::<u32>().unwrap_or(0));
     let major = numbers.next().unwrap_or(0);
@@ -714,7 +665,7 @@ impl Store {
         Ok(has_codecs(&version))
     }
 
-    /// Gives every column of [`COLUMN_CODECS`] whose codec is not the one listed (none yet, or
+    /// Gives every column of [`column_codecs`] whose codec is not the one listed (none yet, or
     /// one an earlier version listed) its codec, on a server that has them (nothing on 18.16).
     /// Run by every `migrate`, so a server upgraded later gets them too; existing parts take
     /// the codec when they are next merged. Returns how many columns changed.
@@ -735,7 +686,7 @@ impl Store {
             None => String::new(),
         };
         let mut changed = 0;
-        for (table, column, kind, codec) in COLUMN_CODECS {
+        for (table, column, kind, codec) in column_codecs() {
             let physical = clickhouse_cluster::local_table(table, cluster);
             if !shown
                 .iter()
@@ -743,9 +694,12 @@ impl Store {
             {
                 continue;
             }
-            let statement = format!(
-                "ALTER TABLE {}.{physical}{suffix} MODIFY COLUMN {column} {kind} CODEC({codec})",
-                self.database
+            let statement = codec_statement(
+                &format!("{}.{physical}", self.database),
+                &suffix,
+                column,
+                kind,
+                codec,
             );
             self.run_ddl(&statement, false)
                 .await

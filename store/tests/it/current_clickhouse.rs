@@ -267,13 +267,13 @@ WHERE database = currentDatabase() AND compression_codec != ''",
     };
     assert_eq!(
         output("columns with a codec"),
-        schema::COLUMN_CODECS.len().to_string()
+        schema::column_codecs().len().to_string()
     );
     assert_eq!(output("the heartbeat"), "c1\t1800000000\t['2.3.0']");
     // As the server shows them, each is the codec listed (so `migrate` leaves it alone next
     // time, and changes it when the list changes).
     let shown = output("codecs shown");
-    for (table, column, _, codec) in schema::COLUMN_CODECS {
+    for (table, column, _, codec) in schema::column_codecs() {
         let line = shown
             .lines()
             .find(|line| line.starts_with(&format!("{table}\t{column}\t")))
