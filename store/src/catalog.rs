@@ -452,6 +452,13 @@ fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
         .map(|n| format!("case-{n:04}"))
         .chain([cluster_id.to_owned(), "no-such-cluster".to_owned()])
         .collect();
+    // Observed state at a moment a week back, as the hub reads it.
+    let observed_at = |name: &str, scope, part, source| {
+        render::<ObservedRow>(
+            name,
+            past::observed_at_query(store, week_ago, now, scope, part, source),
+        )
+    };
     vec![
         render::<HeartbeatRow>(
             "heartbeats in the hour before a moment",
@@ -475,75 +482,45 @@ fn past_observed_reads(samples: &Samples) -> Vec<CatalogEntry> {
             ),
         ),
         render::<past::CheckpointRow>("complete checkpoints", past::checkpoints_query(store)),
-        render::<ObservedRow>(
+        observed_at(
             "observed state at a moment",
-            past::observed_at_query(
-                store,
-                week_ago,
-                now,
-                past::ObservedScope::All,
-                past::ObservedPart::Both,
-                past::WindowSource::Arrivals,
-            ),
+            past::ObservedScope::All,
+            past::ObservedPart::Both,
+            past::WindowSource::Arrivals,
         ),
         // The arrivals' part on its own; the checkpoint's part alone is the first half of the
         // query above.
-        render::<ObservedRow>(
+        observed_at(
             "observed state that arrived after a checkpoint",
-            past::observed_at_query(
-                store,
-                week_ago,
-                now,
-                past::ObservedScope::All,
-                past::ObservedPart::Arrivals,
-                past::WindowSource::Arrivals,
-            ),
+            past::ObservedScope::All,
+            past::ObservedPart::Arrivals,
+            past::WindowSource::Arrivals,
         ),
-        render::<ObservedRow>(
+        observed_at(
             "one cluster's observed state at a moment",
-            past::observed_at_query(
-                store,
-                week_ago,
-                now,
-                past::ObservedScope::Cluster(cluster_id),
-                past::ObservedPart::Both,
-                past::WindowSource::Transitions,
-            ),
+            past::ObservedScope::Cluster(cluster_id),
+            past::ObservedPart::Both,
+            past::WindowSource::Transitions,
         ),
-        render::<ObservedRow>(
+        observed_at(
             "one app's observed state at a moment",
-            past::observed_at_query(
-                store,
-                week_ago,
-                now,
-                past::ObservedScope::App(SAMPLE_APP),
-                past::ObservedPart::Both,
-                past::WindowSource::Arrivals,
-            ),
+            past::ObservedScope::App(SAMPLE_APP),
+            past::ObservedPart::Both,
+            past::WindowSource::Arrivals,
         ),
         // The same, the window read from `observed_transitions` (a checkpoint older than the
         // arrivals kept).
-        render::<ObservedRow>(
+        observed_at(
             "observed state at a moment, from the transitions",
-            past::observed_at_query(
-                store,
-                week_ago,
-                now,
-                past::ObservedScope::All,
-                past::ObservedPart::Both,
-                past::WindowSource::Transitions,
-            ),
+            past::ObservedScope::All,
+            past::ObservedPart::Both,
+            past::WindowSource::Transitions,
         ),
-        render::<ObservedRow>(
+        observed_at(
             "one app's observed state at a moment, from the transitions",
-            past::observed_at_query(
-                store,
-                week_ago,
-                now,
-                past::ObservedScope::App(SAMPLE_APP),
-                past::ObservedPart::Both,
-                past::WindowSource::Transitions,
-            ),
+            past::ObservedScope::App(SAMPLE_APP),
+            past::ObservedPart::Both,
+            past::WindowSource::Transitions,
         ),
     ]
 }
