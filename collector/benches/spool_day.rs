@@ -28,29 +28,12 @@ use fleetscope_collector::normalize::normalize;
 use fleetscope_collector::protocol::{Change, Report, ReportKind};
 use fleetscope_local_apiserver::LocalApiServer;
 use fleetscope_model::{ClusterId, Timestamp};
-use fleetscope_testkit::faults::{free_port, stored_changes, unix_now, Service};
-use serde_json::json;
+use fleetscope_testkit::faults::{
+    free_port, helm_release, stored_changes, unix_now, Service, HELMRELEASES,
+};
 use support::{clickhouse_with, env_number, median, token, DATABASE};
 
 const CLUSTER: &str = "edge-day-01";
-const HELMRELEASES: &str = "/apis/helm.toolkit.fluxcd.io/v2/namespaces/apps/helmreleases";
-
-fn helm_release(name: &str, version: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "helm.toolkit.fluxcd.io/v2",
-        "kind": "HelmRelease",
-        "metadata": {
-            "name": name,
-            "namespace": "apps",
-            "labels": {"fleetscope.io/app": name},
-            "annotations": {"fleetscope.io/version": version},
-        },
-        "spec": {
-            "interval": "10m",
-            "chart": {"spec": {"chart": name, "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
-        },
-    })
-}
 
 fn app_name(index: usize) -> String {
     format!("app-{index:03}")

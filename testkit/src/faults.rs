@@ -255,6 +255,28 @@ pub fn observed_versions(hub: &str, cluster: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The API path of the HelmReleases in namespace `apps`.
+pub const HELMRELEASES: &str = "/apis/helm.toolkit.fluxcd.io/v2/namespaces/apps/helmreleases";
+
+/// A Flux HelmRelease `name` in namespace `apps`, stamped with `version` as the renderer stamps
+/// it (`fleetscope.io/app` label, `fleetscope.io/version` annotation), without a status.
+pub fn helm_release(name: &str, version: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2",
+        "kind": "HelmRelease",
+        "metadata": {
+            "name": name,
+            "namespace": "apps",
+            "labels": {"fleetscope.io/app": name},
+            "annotations": {"fleetscope.io/version": version},
+        },
+        "spec": {
+            "interval": "10m",
+            "chart": {"spec": {"chart": name, "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
+        },
+    })
+}
+
 /// A free loopback port.
 pub fn free_port() -> u16 {
     fleetscope_local_process::free_port().expect("a free loopback port")

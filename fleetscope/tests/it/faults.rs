@@ -15,8 +15,8 @@ use fleetscope_local_apiserver::LocalApiServer;
 use fleetscope_local_clickhouse::LocalClickHouse;
 use fleetscope_store::{Store, StoreConfig};
 use fleetscope_testkit::faults::{
-    free_port, send_signal, spooled_reports, stored_changes, Attempt, Change, RecordingProxy,
-    ReportingAgent, Service, Suspended,
+    free_port, helm_release, send_signal, spooled_reports, stored_changes, Attempt, Change,
+    RecordingProxy, ReportingAgent, Service, Suspended, HELMRELEASES,
 };
 use serde_json::json;
 
@@ -378,25 +378,6 @@ fn clickhouse_stopped_longer_than_the_timeouts_gets_answers_and_recovers() {
 
 const EDGE: &str = "edge-01";
 const RELEASES: [&str; 3] = ["checkout", "payments", "search"];
-
-fn helm_release(name: &str, version: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "helm.toolkit.fluxcd.io/v2",
-        "kind": "HelmRelease",
-        "metadata": {
-            "name": name,
-            "namespace": "apps",
-            "labels": {"fleetscope.io/app": name},
-            "annotations": {"fleetscope.io/version": version},
-        },
-        "spec": {
-            "interval": "10m",
-            "chart": {"spec": {"chart": name, "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
-        },
-    })
-}
-
-const HELMRELEASES: &str = "/apis/helm.toolkit.fluxcd.io/v2/namespaces/apps/helmreleases";
 
 /// Sets the version annotation of a HelmRelease (read, then written back with its resource
 /// version).
