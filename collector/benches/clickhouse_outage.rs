@@ -161,7 +161,7 @@ fn run_outage(
         .collect();
     std::thread::sleep(settings.warm_up);
     let pid = server.pid().expect("clickhouse runs");
-    let suspended = Suspended::stop(pid);
+    let suspended = Suspended::stop(pid).unwrap();
     let stopped = Instant::now();
     std::thread::sleep(outage);
     drop(suspended);

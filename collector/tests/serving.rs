@@ -135,7 +135,7 @@ async fn probes_answer_in_bounded_time_while_clickhouse_is_stopped() {
     assert_eq!(post(&url, "store-a", &[]).await.0, 200);
 
     let pid = test.server.pid().expect("the server runs");
-    let stopped = Suspended::stop(pid);
+    let stopped = Suspended::stop(pid).unwrap();
     let (status, body, took) = get(&format!("{url}/readyz")).await;
     assert_eq!(status, 503, "{body}");
     assert!(

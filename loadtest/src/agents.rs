@@ -413,7 +413,9 @@ impl Agents {
             schedule.failures[c] = None;
             if let Some(seq) = acked_report {
                 if sim.outbox.front().is_some_and(|r| r.report_seq == seq) {
-                    sim.outbox.pop_front();
+                    if let Some(report) = sim.outbox.pop_front() {
+                        sim.acknowledged(&report);
+                    }
                 }
                 if sim.outbox.is_empty() && !sim.dark {
                     sim.frozen = None;

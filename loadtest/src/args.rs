@@ -2,7 +2,41 @@
 
 use std::path::PathBuf;
 
+use crate::faults::Fault;
 use crate::scenario::Scenario;
+
+/// A ClickHouse cluster's shape, `SHARDSxREPLICAS` on the command line (`2x2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterShape {
+    pub shards: usize,
+    pub replicas: usize,
+}
+
+impl std::str::FromStr for ClusterShape {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ClusterShape, String> {
+        let invalid = || format!("expected SHARDSxREPLICAS such as 2x2, got {text:?}");
+        let (shards, replicas) = text.split_once(['x', 'X']).ok_or_else(invalid)?;
+        let number = |v: &str| v.trim().parse::<usize>().map_err(|_| invalid());
+        let shape = ClusterShape {
+            shards: number(shards)?,
+            replicas: number(replicas)?,
+        };
+        if !(1..=8).contains(&shape.shards) || !(1..=4).contains(&shape.replicas) {
+            return Err(format!(
+                "a local cluster has 1 to 8 shards and 1 to 4 replicas, got {text:?}"
+            ));
+        }
+        Ok(shape)
+    }
+}
+
+impl std::fmt::Display for ClusterShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.shards, self.replicas)
+    }
+}
 
 /// Options of `fleetscope loadtest`.
 #[derive(Debug, Clone, clap::Args)]
@@ -73,6 +107,30 @@ pub struct LoadtestArgs {
     /// The fleetscope binary the collector and hub are started from (default: this one).
     #[arg(long)]
     pub fleetscope_binary: Option<PathBuf>,
+    /// Cluster mode: ClickHouse as SHARDSxREPLICAS servers (say 2x2) with ZooKeeper, two
+    /// collectors and two hubs, each kind behind HAProxy, all on loopback. Without it: one
+    /// ClickHouse server, one collector, one hub.
+    #[arg(long, value_name = "SHARDSxREPLICAS")]
+    pub clickhouse_cluster: Option<ClusterShape>,
+    /// Faults to inject one at a time in cluster mode, each during every scenario of
+    /// --fault-scenarios, after the scenarios of --scenarios (repeat or comma-separate).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub faults: Vec<Fault>,
+    /// The scenarios each fault is injected during.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Steady, Scenario::Rollout])]
+    pub fault_scenarios: Vec<Scenario>,
+    /// Seconds of a fault phase before its fault is injected.
+    #[arg(long, default_value_t = 5)]
+    pub fault_lead_seconds: u64,
+    /// How long a killed ClickHouse replica stays down before it is started again on its data.
+    #[arg(long, default_value_t = 10)]
+    pub replica_down_seconds: u64,
+    /// How long ZooKeeper stays stopped (SIGSTOP; replicated inserts are refused meanwhile).
+    #[arg(long, default_value_t = 60)]
+    pub zookeeper_stop_seconds: u64,
+    /// How long a killed collector or hub stays down before it is started again.
+    #[arg(long, default_value_t = 5)]
+    pub service_down_seconds: u64,
 }
 
 impl LoadtestArgs {
@@ -107,6 +165,32 @@ impl LoadtestArgs {
         share("failure-rate", self.failure_rate)?;
         share("flap-share", self.flap_share)?;
         share("dark-share", self.dark_share)?;
+        match self.clickhouse_cluster {
+            None => anyhow::ensure!(
+                self.faults.is_empty(),
+                "--faults needs --clickhouse-cluster: one server of each kind has no other to \
+                 take over"
+            ),
+            Some(shape) => anyhow::ensure!(
+                shape.replicas >= 2 || !self.faults.contains(&Fault::Replica),
+                "--faults replica needs at least two replicas per shard (--clickhouse-cluster {}x2)",
+                shape.shards
+            ),
+        }
+        if let Some(other) = self
+            .fault_scenarios
+            .iter()
+            .find(|s| !matches!(s, Scenario::Steady | Scenario::Rollout))
+        {
+            anyhow::bail!(
+                "--fault-scenarios takes steady and rollout, not {}",
+                other.name()
+            );
+        }
+        anyhow::ensure!(
+            self.faults.is_empty() || !self.fault_scenarios.is_empty(),
+            "--faults needs at least one of --fault-scenarios"
+        );
         Ok(())
     }
 }

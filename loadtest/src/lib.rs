@@ -8,6 +8,9 @@
 
 pub mod agents;
 pub mod args;
+pub mod audit;
+pub mod cluster;
+pub mod faults;
 pub mod hubcheck;
 pub mod pipeline;
 pub mod plot;

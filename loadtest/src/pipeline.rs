@@ -35,9 +35,16 @@ pub struct PipelineConfig {
     pub dir: PathBuf,
     /// Where the services' logs go.
     pub logs: PathBuf,
-    /// Ports of the collector and the hub (taken: another free port; 0: any free port).
-    pub collector_port: u16,
-    pub hub_port: u16,
+    /// Ports of the collector's and the hub's copies, one each unless several run behind a
+    /// balancer (taken: another free port; 0: any free port).
+    pub collector_ports: Vec<u16>,
+    pub hub_ports: Vec<u16>,
+    /// Arguments both services take besides the ClickHouse URL (cluster mode's).
+    pub service_args: Vec<String>,
+    /// Where the agents deliver and the readers ask when a balancer stands in front of the
+    /// copies (default: the first copy).
+    pub collector_endpoint: Option<String>,
+    pub hub_endpoint: Option<String>,
     /// Seconds without a heartbeat after which the hub calls a cluster stale.
     pub stale_after: i64,
     /// Seconds between an idle agent's heartbeats.
@@ -58,10 +65,17 @@ pub struct PipelineConfig {
 
 /// The running pipeline. [`Pipeline::stop`] stops the agents and the prober; dropping the
 /// pipeline stops them too (at once, without waiting: an interrupted run), and its services
-/// stop the collector and the hub.
+/// stop the collectors and the hubs.
 pub struct Pipeline {
-    pub collector: Service,
-    pub hub: Service,
+    pub collectors: Vec<Service>,
+    pub hubs: Vec<Service>,
+    /// Where the agents deliver (the only collector, or the collectors' balancer).
+    pub collector_url: String,
+    /// Where the readers ask (the only hub, or the hubs' balancer).
+    pub hub_url: String,
+    /// The processes the sampler watches: the services by kind (`collector`, `hub`), and
+    /// whatever the caller adds.
+    pub watched: procs::Watched,
     pub ctx: Ctx,
     /// Set by [`Pipeline::stop`] to stop the prober.
     stop: Arc<AtomicBool>,
@@ -72,8 +86,8 @@ pub struct Pipeline {
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
-            .field("collector", &self.collector.url)
-            .field("hub", &self.hub.url)
+            .field("collector", &self.collector_url)
+            .field("hub", &self.hub_url)
             .finish_non_exhaustive()
     }
 }
@@ -91,27 +105,19 @@ impl Pipeline {
             "the hub needs at least one reader token"
         );
         let (agent_tokens, hub_tokens) = write_token_files(&config.dir, &fleet, &config.readers)?;
-        let clickhouse = [
+        let mut clickhouse = vec![
             "--clickhouse-url".to_owned(),
             config.clickhouse_url.clone(),
             "--clickhouse-compression".into(),
             "false".into(),
         ];
+        clickhouse.extend(config.service_args.iter().cloned());
         let mut collector_args = vec![
             "collector".to_owned(),
             "--agent-tokens".into(),
             agent_tokens.display().to_string(),
         ];
         collector_args.extend(clickhouse.iter().cloned());
-        let port = procs::port_or_free(config.collector_port)?;
-        let collector = procs::start_on(
-            "collector",
-            &config.exe,
-            &collector_args,
-            &config.logs,
-            port,
-        )
-        .await?;
         let mut hub_args = vec![
             "hub".to_owned(),
             "--tokens".into(),
@@ -120,17 +126,64 @@ impl Pipeline {
             config.stale_after.to_string(),
         ];
         hub_args.extend(clickhouse.iter().cloned());
-        let port = procs::port_or_free(config.hub_port)?;
-        let hub = procs::start_on("hub", &config.exe, &hub_args, &config.logs, port).await?;
+        let collectors = start_copies(
+            "collector",
+            &config.exe,
+            &collector_args,
+            &config.logs,
+            &config.collector_ports,
+        )
+        .await?;
+        let hubs = start_copies(
+            "hub",
+            &config.exe,
+            &hub_args,
+            &config.logs,
+            &config.hub_ports,
+        )
+        .await?;
+        let collector_url = config
+            .collector_endpoint
+            .clone()
+            .unwrap_or_else(|| collectors[0].url.clone());
+        let hub_url = config
+            .hub_endpoint
+            .clone()
+            .unwrap_or_else(|| hubs[0].url.clone());
+        let watched: procs::Watched = Arc::new(Mutex::new(
+            collectors
+                .iter()
+                .map(|s| ("collector".to_owned(), s.pid()))
+                .chain(hubs.iter().map(|s| ("hub".to_owned(), s.pid())))
+                .collect(),
+        ));
 
-        let agents = Agents::new(fleet, &collector.url, config.heartbeat, config.started)?;
+        // A balancer takes a copy into rotation after its health checks pass.
+        for url in [&config.collector_endpoint, &config.hub_endpoint]
+            .into_iter()
+            .flatten()
+        {
+            procs::wait_ready_at(url).await?;
+        }
+        let agents = Agents::new(fleet, &collector_url, config.heartbeat, config.started)?;
         let workers = agents.spawn_workers(config.concurrency);
-        let hub_client = HubClient {
-            url: hub.url.clone(),
-            token: config.readers[0].token.to_owned(),
-            http: reqwest::Client::builder()
-                .timeout(config.hub_timeout)
-                .build()?,
+        let client = |url: &str| -> anyhow::Result<HubClient> {
+            Ok(HubClient {
+                url: url.to_owned(),
+                token: config.readers[0].token.to_owned(),
+                http: reqwest::Client::builder()
+                    .timeout(config.hub_timeout)
+                    .build()?,
+            })
+        };
+        let hub_client = client(&hub_url)?;
+        // Behind a balancer, the checks ask every copy directly.
+        let hub_copies = if hubs.len() > 1 {
+            hubs.iter()
+                .map(|h| client(&h.url))
+                .collect::<anyhow::Result<_>>()?
+        } else {
+            Vec::new()
         };
         let stop = Arc::new(AtomicBool::new(false));
         let prober = Prober::new();
@@ -138,6 +191,7 @@ impl Pipeline {
         let ctx = Ctx {
             agents,
             hub: hub_client,
+            hub_copies,
             store: store.clone(),
             prober,
             knobs: config.knobs,
@@ -150,8 +204,11 @@ impl Pipeline {
             live_status: Mutex::new(None),
         };
         Ok(Pipeline {
-            collector,
-            hub,
+            collectors,
+            hubs,
+            collector_url,
+            hub_url,
+            watched,
             ctx,
             stop,
             workers,
@@ -159,10 +216,12 @@ impl Pipeline {
         })
     }
 
-    /// Fails when the collector or the hub has exited.
+    /// Fails when a collector or a hub has exited.
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
-        self.collector.check_alive()?;
-        self.hub.check_alive()
+        for service in self.collectors.iter_mut().chain(&mut self.hubs) {
+            service.check_alive()?;
+        }
+        Ok(())
     }
 
     /// Stops the prober and the agents and waits for their tasks; the services keep running
@@ -186,6 +245,29 @@ impl Drop for Pipeline {
         }
         self.probing.abort();
     }
+}
+
+/// Starts one copy of a service per port (`<name>.log` for one copy, `<name>-1.log`… for
+/// several).
+async fn start_copies(
+    name: &str,
+    exe: &Path,
+    args: &[String],
+    logs: &Path,
+    ports: &[u16],
+) -> anyhow::Result<Vec<Service>> {
+    anyhow::ensure!(!ports.is_empty(), "no port for the {name}");
+    let mut copies = Vec::with_capacity(ports.len());
+    for (i, &port) in ports.iter().enumerate() {
+        let label = if ports.len() == 1 {
+            name.to_owned()
+        } else {
+            format!("{name}-{}", i + 1)
+        };
+        let port = procs::port_or_free(port)?;
+        copies.push(procs::start_on(&label, exe, args, logs, port).await?);
+    }
+    Ok(copies)
 }
 
 /// The collector's token file (one token per cluster) and the hub's (the readers).

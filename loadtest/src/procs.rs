@@ -13,11 +13,14 @@ use serde::{Deserialize, Serialize};
 /// A running child process; killed when dropped.
 #[derive(Debug)]
 pub struct Service {
-    pub name: &'static str,
+    pub name: String,
     pub url: String,
     /// Where its output goes.
     pub log: PathBuf,
     child: std::process::Child,
+    exe: PathBuf,
+    args: Vec<String>,
+    port: u16,
 }
 
 impl Service {
@@ -39,12 +42,27 @@ impl Service {
         }
         Ok(())
     }
+
+    /// Kills the process at once (SIGKILL), as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the process again with the same arguments on the same port, its output appended
+    /// to the same log, and waits until `/readyz` answers 200.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill();
+        self.child = spawn(
+            &self.name, &self.exe, &self.args, &self.log, self.port, true,
+        )?;
+        wait_ready(self).await
+    }
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
@@ -56,7 +74,7 @@ fn free_port() -> anyhow::Result<u16> {
 /// Starts `exe args… --listen 127.0.0.1:<free port>` with its output in `<log_dir>/<name>.log`
 /// and waits until `/readyz` answers 200.
 pub async fn start(
-    name: &'static str,
+    name: &str,
     exe: &Path,
     args: &[String],
     log_dir: &Path,
@@ -74,44 +92,91 @@ pub fn port_or_free(port: u16) -> anyhow::Result<u16> {
 
 /// Like [`start`], on the given port.
 pub async fn start_on(
-    name: &'static str,
+    name: &str,
     exe: &Path,
     args: &[String],
     log_dir: &Path,
     port: u16,
 ) -> anyhow::Result<Service> {
-    let log_path = log_dir.join(format!("{name}.log"));
-    let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("creating {}", log_path.display()))?;
-    let child = Command::new(exe)
+    let log = log_dir.join(format!("{name}.log"));
+    let child = spawn(name, exe, args, &log, port, false)?;
+    let mut service = Service {
+        name: name.to_owned(),
+        url: format!("http://127.0.0.1:{port}"),
+        log,
+        child,
+        exe: exe.to_path_buf(),
+        args: args.to_vec(),
+        port,
+    };
+    wait_ready(&mut service).await?;
+    Ok(service)
+}
+
+/// Spawns `exe args… --listen 127.0.0.1:<port>` with its output in `log` (appended to when
+/// `append`).
+fn spawn(
+    name: &str,
+    exe: &Path,
+    args: &[String],
+    log: &Path,
+    port: u16,
+    append: bool,
+) -> anyhow::Result<std::process::Child> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(append)
+        .write(true)
+        .truncate(!append)
+        .open(log)
+        .with_context(|| format!("creating {}", log.display()))?;
+    Command::new(exe)
         .args(args)
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .env("FLEETSCOPE_LOG", "warn")
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
+        .stdout(file.try_clone()?)
+        .stderr(file)
         .spawn()
-        .with_context(|| format!("starting {} {name}", exe.display()))?;
-    let mut service = Service {
-        name,
-        url: format!("http://127.0.0.1:{port}"),
-        log: log_path,
-        child,
-    };
+        .with_context(|| format!("starting {} {name}", exe.display()))
+}
+
+/// Waits (at most 30 s) until `url`'s `/readyz` answers 200: a balancer in front of services
+/// that are ready.
+pub async fn wait_ready_at(url: &str) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(response) = http.get(format!("{url}/readyz")).send().await {
+            if response.status().is_success() {
+                return Ok(());
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < until,
+            "{url}/readyz did not answer 200 within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits (at most 120 s) until the service's `/readyz` answers 200; fails when it exits first.
+async fn wait_ready(service: &mut Service) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let until = Instant::now() + Duration::from_secs(120);
     loop {
         service.check_alive()?;
         if let Ok(response) = http.get(format!("{}/readyz", service.url)).send().await {
             if response.status().is_success() {
-                return Ok(service);
+                return Ok(());
             }
         }
         anyhow::ensure!(
             Instant::now() < until,
-            "the {name} did not become ready within 120 s; see {}",
-            log_dir.join(format!("{name}.log")).display()
+            "the {} did not become ready within 120 s; see {}",
+            service.name,
+            service.log.display()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -172,8 +237,13 @@ pub fn read_machine_busy() -> Option<u64> {
     Some(busy)
 }
 
-/// Samples the named processes, and the whole machine as [`MACHINE`], every second until
-/// dropped.
+/// The processes a [`Sampler`] watches, by name; several processes may share a name (the
+/// copies of a service), and a restarted process's entry takes its new pid.
+pub type Watched = Arc<Mutex<Vec<(String, u32)>>>;
+
+/// Samples the watched processes, and the whole machine as [`MACHINE`], every second until
+/// dropped. Processes that share a name give one sample: their CPU added up, the resident
+/// memory of the largest.
 #[derive(Debug)]
 pub struct Sampler {
     pub samples: Arc<Mutex<Vec<ProcSample>>>,
@@ -187,34 +257,50 @@ impl Drop for Sampler {
 }
 
 impl Sampler {
-    pub fn start(processes: Vec<(String, u32)>, started: Instant) -> Sampler {
+    pub fn start(watched: Watched, started: Instant) -> Sampler {
         let samples = Arc::new(Mutex::new(Vec::new()));
         let out = samples.clone();
         let task = tokio::spawn(async move {
-            let mut last: Vec<Option<(u64, Instant)>> = vec![None; processes.len()];
+            // pid → (ticks, when) at its previous sample.
+            let mut last: std::collections::HashMap<u32, (u64, Instant)> =
+                std::collections::HashMap::new();
             let mut machine_last: Option<(u64, Instant)> = None;
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
-                for (i, (name, pid)) in processes.iter().enumerate() {
+                let processes = watched.lock().expect("watched lock").clone();
+                // name → (cores, largest resident bytes), in the order first watched.
+                let mut by_name: Vec<(String, f64, u64)> = Vec::new();
+                for (name, pid) in &processes {
                     let now = Instant::now();
                     let Some((ticks, rss)) = read_proc(*pid) else {
                         continue;
                     };
-                    if let Some((before, at)) = last[i] {
-                        out.lock().expect("samples lock").push(ProcSample {
-                            process: name.clone(),
-                            at_s: now.duration_since(started).as_secs_f64(),
-                            cpu_cores: cpu_cores(
-                                ticks.saturating_sub(before),
-                                now.duration_since(at),
-                                cores,
-                            ),
+                    let Some((before, at)) = last.insert(*pid, (ticks, now)) else {
+                        continue;
+                    };
+                    let used =
+                        cpu_cores(ticks.saturating_sub(before), now.duration_since(at), cores);
+                    match by_name.iter_mut().find(|(n, _, _)| n == name) {
+                        Some(entry) => {
+                            entry.1 += used;
+                            entry.2 = entry.2.max(rss);
+                        }
+                        None => by_name.push((name.clone(), used, rss)),
+                    }
+                }
+                let at_s = Instant::now().duration_since(started).as_secs_f64();
+                {
+                    let mut out = out.lock().expect("samples lock");
+                    for (process, used, rss) in by_name {
+                        out.push(ProcSample {
+                            process,
+                            at_s,
+                            cpu_cores: used.min(cores as f64),
                             rss_mb: rss as f64 / 1_048_576.0,
                         });
                     }
-                    last[i] = Some((ticks, now));
                 }
                 let now = Instant::now();
                 if let Some(ticks) = read_machine_busy() {

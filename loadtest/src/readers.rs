@@ -31,7 +31,41 @@ pub type Answer = (f64, f64);
 pub struct Timings {
     /// route → (every answer, errors)
     pub by_route: BTreeMap<&'static str, (Vec<Answer>, u64)>,
+    /// When each failed request was sent, seconds since the run started.
+    pub failed_at: Vec<f64>,
     pub first_errors: Vec<String>,
+}
+
+impl Timings {
+    /// Requests sent in `[from_s, to_s)`, those that failed, and the longest stretch from a
+    /// failed request to the next answered one (to `to_s` when none was answered after it).
+    pub fn outages(&self, from_s: f64, to_s: f64) -> (u64, u64, f64) {
+        let mut sent: Vec<(f64, bool)> = self
+            .by_route
+            .values()
+            .flat_map(|(answers, _)| answers.iter().map(|(at, _)| (*at, true)))
+            .chain(self.failed_at.iter().map(|at| (*at, false)))
+            .filter(|(at, _)| (from_s..to_s).contains(at))
+            .collect();
+        sent.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let failed = sent.iter().filter(|(_, ok)| !ok).count() as u64;
+        let mut longest: f64 = 0.0;
+        let mut failing_since: Option<f64> = None;
+        for &(at, ok) in &sent {
+            match (ok, failing_since) {
+                (false, None) => failing_since = Some(at),
+                (true, Some(since)) => {
+                    longest = longest.max(at - since);
+                    failing_since = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(since) = failing_since {
+            longest = longest.max(to_s - since);
+        }
+        (sent.len() as u64, failed, longest)
+    }
 }
 
 /// Latency percentiles of one route.
@@ -186,6 +220,8 @@ async fn reader_loop(
                     .push((started.duration_since(run_started).as_secs_f64(), ms)),
                 Err(err) => {
                     entry.1 += 1;
+                    t.failed_at
+                        .push(started.duration_since(run_started).as_secs_f64());
                     if t.first_errors.len() < 10 {
                         t.first_errors.push(err);
                     }

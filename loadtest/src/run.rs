@@ -16,6 +16,8 @@ use fleetscope_runtime::clock;
 use fleetscope_store::{Store, StoreConfig};
 
 pub use crate::args::LoadtestArgs;
+use crate::cluster::{ClusterSetup, CLUSTER_NAME, COPIES};
+use crate::faults::{Fault, FaultKnobs, FaultRecord, Targets};
 use crate::pipeline::{HubReader, Pipeline, PipelineConfig};
 use crate::procs::{self, Sampler};
 use crate::report::{self, LoadtestReport, RenderNumbers};
@@ -112,17 +114,12 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     );
 
     let t = Instant::now();
-    // Its data in the work directory, removed with it.
-    let data = work.path().join("clickhouse");
-    let server = tokio::task::spawn_blocking(move || LocalClickHouse::start_in_dir(data))
-        .await?
-        .context("could not start a private ClickHouse server")?;
-    let store = Store::connect(&StoreConfig::new(server.url(), "fleetscope"))?;
+    let servers = Servers::start(&args, work.path()).await?;
+    let store = Store::connect(&servers.store_config())?;
     store.migrate().await?;
     println!(
-        "  clickhouse: {} (pid {}), started and migrated in {:.1} s",
-        server.url(),
-        server.pid().unwrap_or_default(),
+        "  clickhouse: {}, started and migrated in {:.1} s",
+        servers.describe(),
         t.elapsed().as_secs_f64()
     );
 
@@ -156,7 +153,7 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
         &exe,
         fleet,
         &store,
-        &server,
+        &servers,
         &platform_dir,
         &gitops_dir,
         render,
@@ -164,7 +161,7 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     )
     .await;
     drop(store);
-    tokio::task::spawn_blocking(move || server.stop()).await?;
+    tokio::task::spawn_blocking(move || servers.stop()).await?;
     let (report, plots) = result?;
     report::write(&args.out, &report, &plots)?;
     println!(
@@ -174,6 +171,22 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     );
     // After the report: on a disk that discards freed blocks this takes minutes.
     tokio::task::spawn_blocking(move || work.remove()).await?;
+    for audit in report
+        .faults
+        .iter()
+        .map(|f| (f.phase.as_str(), &f.audit))
+        .chain(report.store_audit.iter().map(|a| ("the run", a)))
+    {
+        anyhow::ensure!(
+            audit.1.holds(),
+            "the store does not hold exactly what the collectors acknowledged after {}: {} lost, {} not acknowledged, {} held twice; {}",
+            audit.0,
+            audit.1.lost,
+            audit.1.unacknowledged,
+            audit.1.stored_twice,
+            audit.1.differences.join("; ")
+        );
+    }
     if let Some(failed) = report.phases.iter().find(|p| !p.check_passed) {
         anyhow::bail!(
             "the hub differs from the simulator's ground truth after {}: {}",
@@ -233,38 +246,145 @@ impl Drop for WorkDir {
     }
 }
 
-/// Starts the pipeline on the published fleet, runs the connection and every scenario as
-/// phases, and builds the report from what was measured.
+/// The ClickHouse the run stores into: one private server, or cluster mode's servers and
+/// balancer.
+enum Servers {
+    Single(LocalClickHouse),
+    Cluster(ClusterSetup),
+}
+
+impl Servers {
+    /// Starts what `args` asks for; a single server keeps its data in `work`.
+    async fn start(args: &LoadtestArgs, work: &std::path::Path) -> anyhow::Result<Servers> {
+        match args.clickhouse_cluster {
+            None => {
+                // Its data in the work directory, removed with it.
+                let data = work.join("clickhouse");
+                let server =
+                    tokio::task::spawn_blocking(move || LocalClickHouse::start_in_dir(data))
+                        .await?
+                        .context("could not start a private ClickHouse server")?;
+                Ok(Servers::Single(server))
+            }
+            Some(shape) => Ok(Servers::Cluster(
+                tokio::task::spawn_blocking(move || ClusterSetup::start(shape)).await??,
+            )),
+        }
+    }
+
+    fn store_config(&self) -> StoreConfig {
+        match self {
+            Servers::Single(server) => StoreConfig::new(server.url(), DATABASE),
+            Servers::Cluster(setup) => setup.store_config(DATABASE),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Servers::Single(server) => format!(
+                "{} (pid {})",
+                server.url(),
+                server.pid().unwrap_or_default()
+            ),
+            Servers::Cluster(setup) => {
+                let cluster = setup.clickhouse.lock().expect("cluster lock");
+                format!(
+                    "{}x{} servers with ZooKeeper, behind {}",
+                    cluster.spec().shards,
+                    cluster.spec().replicas,
+                    setup.url("clickhouse")
+                )
+            }
+        }
+    }
+
+    /// Every ClickHouse process (and ZooKeeper's), for the sampler.
+    fn pids(&self) -> Vec<(String, u32)> {
+        match self {
+            Servers::Single(server) => server
+                .pid()
+                .map(|pid| ("clickhouse".to_owned(), pid))
+                .into_iter()
+                .collect(),
+            Servers::Cluster(setup) => setup.pids(),
+        }
+    }
+
+    /// A store on each server directly, whose replicas an audit syncs first (none for one
+    /// server).
+    fn replica_stores(&self) -> anyhow::Result<Vec<Store>> {
+        match self {
+            Servers::Single(_) => Ok(Vec::new()),
+            Servers::Cluster(setup) => setup.replica_stores(DATABASE),
+        }
+    }
+
+    /// Stops the servers, gracefully.
+    fn stop(self) {
+        match self {
+            Servers::Single(server) => server.stop(),
+            Servers::Cluster(setup) => {
+                let ClusterSetup {
+                    clickhouse,
+                    balancer,
+                    ..
+                } = setup;
+                balancer.stop();
+                match Arc::try_unwrap(clickhouse) {
+                    Ok(cluster) => cluster.into_inner().expect("cluster lock").stop(),
+                    Err(shared) => drop(shared),
+                }
+            }
+        }
+    }
+}
+
+/// The database the run's store lives in.
+const DATABASE: &str = "fleetscope";
+
+/// Starts the pipeline on the published fleet, runs the connection, every scenario and every
+/// fault as phases, audits the store, and builds the report from what was measured.
 #[allow(clippy::too_many_arguments)]
 async fn drive(
     args: &LoadtestArgs,
     exe: &std::path::Path,
     fleet: SimFleet,
     store: &Store,
-    server: &LocalClickHouse,
+    servers: &Servers,
     platform_dir: &std::path::Path,
     gitops_dir: &std::path::Path,
     render: RenderNumbers,
     started: Instant,
 ) -> anyhow::Result<(LoadtestReport, report::PlotData)> {
     let shape = FleetShape::of(&fleet);
-    let config = pipeline_config(args, exe, server, platform_dir, gitops_dir, started);
+    let config = pipeline_config(args, exe, servers, platform_dir, gitops_dir, started);
     let mut pipeline = Pipeline::start(config, fleet, store).await?;
+    let pids = |services: &[procs::Service]| {
+        services
+            .iter()
+            .map(|s| format!("{} (pid {})", s.url, s.pid()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!(
-        "  services: collector {} (pid {}), hub {} (pid {})",
-        pipeline.collector.url,
-        pipeline.collector.pid(),
-        pipeline.hub.url,
-        pipeline.hub.pid()
+        "  services: collector {}, hub {}",
+        pids(&pipeline.collectors),
+        pids(&pipeline.hubs)
     );
-    let sampler = start_sampler(&pipeline, server, started);
+    if pipeline.collectors.len() > 1 {
+        println!(
+            "  balanced: agents deliver to {}, readers ask {}",
+            pipeline.collector_url, pipeline.hub_url
+        );
+    }
+    let sampler = start_sampler(&pipeline, servers, started);
     let prober = pipeline.ctx.prober.clone();
     let agents = pipeline.ctx.agents.clone();
     let mut rng = SplitMix64::for_item(shape.seed, 0x5ce7_a210);
     let mut phases = Phases {
         reports: Vec::new(),
         windows: Vec::new(),
-        refreshes_before: refresh_buckets(&pipeline.ctx.hub).await,
+        refreshes_before: refresh_buckets(pipeline.ctx.metrics_hub()).await,
     };
     let connect = connect(args, &pipeline, &mut phases, started).await?;
 
@@ -287,6 +407,38 @@ async fn drive(
             storm_numbers = storm;
         }
     }
+    let replicas = servers.replica_stores()?;
+    let mut faults = Vec::new();
+    if let Servers::Cluster(setup) = servers {
+        for &fault in &args.faults {
+            for &scenario in &args.fault_scenarios {
+                pipeline.check_alive()?;
+                let record = fault_phase(
+                    args,
+                    &mut pipeline,
+                    setup,
+                    &replicas,
+                    (fault, scenario),
+                    &mut rng,
+                    &mut phases,
+                    started,
+                )
+                .await?;
+                faults.push(record);
+            }
+        }
+    }
+    // Every acknowledged change stored, once: the last phase's check emptied every outbox.
+    let store_audit = match crate::audit::audit(store, &replicas, &agents.fleet).await {
+        Ok(audit) => {
+            print_audit("the run", &audit);
+            Some(audit)
+        }
+        Err(err) => {
+            println!("  store audit: could not be made: {err:#}");
+            None
+        }
+    };
     wind_down(args, &mut pipeline, readers_stop, readers_thread).await;
 
     let ctx = &pipeline.ctx;
@@ -318,6 +470,13 @@ async fn drive(
         steady,
         rollout,
         seconds: started.elapsed().as_secs_f64(),
+        cluster: args.clickhouse_cluster.map(|shape| {
+            format!(
+                "ClickHouse as {shape} (shards x replicas) with ZooKeeper, {COPIES} collectors and {COPIES} hubs, each kind behind HAProxy"
+            )
+        }),
+        faults,
+        store_audit,
     }))
 }
 
@@ -383,23 +542,38 @@ fn knobs(args: &LoadtestArgs) -> Knobs {
     }
 }
 
-/// The pipeline's configuration: services on free ports over `server`, logs in the report's
-/// directory, the load test's readers' token.
+/// The pipeline's configuration: services on free ports over `servers` (in cluster mode, on the
+/// ports the balancer knows, in cluster mode), logs in the report's directory, the load test's
+/// readers' token.
 fn pipeline_config(
     args: &LoadtestArgs,
     exe: &std::path::Path,
-    server: &LocalClickHouse,
+    servers: &Servers,
     platform_dir: &std::path::Path,
     gitops_dir: &std::path::Path,
     started: Instant,
 ) -> PipelineConfig {
+    let (collector_ports, hub_ports, service_args, collector_endpoint, hub_endpoint) = match servers
+    {
+        Servers::Single(_) => (vec![0], vec![0], Vec::new(), None, None),
+        Servers::Cluster(setup) => (
+            setup.collector_ports.clone(),
+            setup.hub_ports.clone(),
+            vec!["--clickhouse-cluster".to_owned(), CLUSTER_NAME.to_owned()],
+            Some(setup.url("collectors")),
+            Some(setup.url("hubs")),
+        ),
+    };
     PipelineConfig {
         exe: exe.to_path_buf(),
-        clickhouse_url: server.url(),
+        clickhouse_url: servers.store_config().url,
         dir: platform_dir.parent().unwrap_or(platform_dir).to_path_buf(),
         logs: args.out.clone(),
-        collector_port: 0,
-        hub_port: 0,
+        collector_ports,
+        hub_ports,
+        service_args,
+        collector_endpoint,
+        hub_endpoint,
         stale_after: args.stale_after,
         heartbeat: Duration::from_secs(args.heartbeat_seconds),
         concurrency: args.concurrency,
@@ -416,17 +590,15 @@ fn pipeline_config(
     }
 }
 
-/// Samples the CPU and memory of the collector, the hub, this process and ClickHouse.
-fn start_sampler(pipeline: &Pipeline, server: &LocalClickHouse, started: Instant) -> Sampler {
-    let mut watched = vec![
-        ("collector".to_owned(), pipeline.collector.pid()),
-        ("hub".to_owned(), pipeline.hub.pid()),
-        ("loadtest".to_owned(), std::process::id()),
-    ];
-    if let Some(pid) = server.pid() {
-        watched.push(("clickhouse".to_owned(), pid));
+/// Samples the CPU and memory of the collectors, the hubs, this process and ClickHouse (and
+/// ZooKeeper in cluster mode).
+fn start_sampler(pipeline: &Pipeline, servers: &Servers, started: Instant) -> Sampler {
+    {
+        let mut watched = pipeline.watched.lock().expect("watched lock");
+        watched.push(("loadtest".to_owned(), std::process::id()));
+        watched.extend(servers.pids());
     }
-    Sampler::start(watched, started)
+    Sampler::start(pipeline.watched.clone(), started)
 }
 
 /// The phases run so far, each with its measured window, and the hub's refresh histogram as it
@@ -481,9 +653,9 @@ async fn connect(
     println!("  connect: {}", notes.last().cloned().unwrap_or_default());
     let check = ctx.check().await;
     let phase = phase_report("connect", started, phase_start, reports, notes, &check);
-    phases.end(&ctx.hub, phase, Some(window)).await;
+    phases.end(ctx.metrics_hub(), phase, Some(window)).await;
     save_collector_metrics(
-        &pipeline.collector.url,
+        &pipeline.collectors[0].url,
         &args.out.join("collector-metrics-connect.txt"),
     )
     .await;
@@ -537,15 +709,137 @@ async fn run_phase(
         notes,
         &outcome,
     );
-    phases.end(&ctx.hub, phase, window).await;
+    phases.end(ctx.metrics_hub(), phase, window).await;
     save_collector_metrics(
-        &pipeline.collector.url,
+        &pipeline.collectors[0].url,
         &args
             .out
             .join(format!("collector-metrics-{}.txt", scenario.name())),
     )
     .await;
     Ok(storm_numbers)
+}
+
+/// One fault phase: `scenario` runs while `fault` is injected and ended; then every outbox
+/// empties, every hub must agree with the ground truth, and the store is audited. The phase's
+/// steady and rollout measurements do not replace those of the fault-free phases.
+#[allow(clippy::too_many_arguments)]
+async fn fault_phase(
+    args: &LoadtestArgs,
+    pipeline: &mut Pipeline,
+    setup: &ClusterSetup,
+    replicas: &[Store],
+    (fault, scenario): (Fault, Scenario),
+    rng: &mut SplitMix64,
+    phases: &mut Phases,
+    started: Instant,
+) -> anyhow::Result<FaultRecord> {
+    let name = format!("{} fault, {}", fault.name(), scenario.name());
+    println!("  {name}: {}", fault.describe());
+    let knobs = FaultKnobs {
+        lead: Duration::from_secs(args.fault_lead_seconds),
+        replica_down: Duration::from_secs(args.replica_down_seconds),
+        zookeeper_stop: Duration::from_secs(args.zookeeper_stop_seconds),
+        service_down: Duration::from_secs(args.service_down_seconds),
+    };
+    let Pipeline {
+        collectors,
+        hubs,
+        watched,
+        ctx,
+        ..
+    } = pipeline;
+    let kept_steady = ctx.steady.lock().expect("steady lock").take();
+    let kept_rollout = ctx.rollout.lock().expect("rollout lock").take();
+    let not_acknowledged = || {
+        let tally = ctx.agents.tally.lock().expect("tally lock");
+        tally.retried + tally.unreachable
+    };
+    let not_acknowledged_before = not_acknowledged();
+    let phase_start = Instant::now();
+    let phase_started_s = started.elapsed().as_secs_f64();
+    let mut notes = Vec::new();
+    let run_scenario = async {
+        let changes = match scenario {
+            Scenario::Rollout => ctx.rollout(rng, &mut notes).await,
+            _ => ctx.steady(rng, &mut notes).await,
+        };
+        (changes, started.elapsed().as_secs_f64())
+    };
+    let targets = Targets {
+        setup,
+        collectors,
+        hubs,
+        watched,
+    };
+    let ((changes, scenario_ended_s), window) = tokio::join!(
+        run_scenario,
+        crate::faults::inject(fault, knobs, targets, started)
+    );
+    let (injected_s, restored_s) =
+        window.with_context(|| format!("{name}: injecting the fault"))?;
+    let changes = changes?;
+    let drained = ctx.agents.drained(ctx.knobs.drain_timeout).await;
+    let drained_s = started.elapsed().as_secs_f64();
+    let check = match drained {
+        Ok(()) => ctx.check().await,
+        Err(err) => crate::hubcheck::CheckOutcome {
+            passed: false,
+            seconds: 0.0,
+            attempts: 0,
+            mismatch: Some(format!("{err:#}")),
+        },
+    };
+    let audit = crate::audit::audit(&ctx.store, replicas, &ctx.agents.fleet).await?;
+    let phase_ended_s = started.elapsed().as_secs_f64();
+    *ctx.steady.lock().expect("steady lock") = kept_steady;
+    *ctx.rollout.lock().expect("rollout lock") = kept_rollout;
+    for note in &notes {
+        println!("  {name}: {note}");
+    }
+    println!(
+        "  {name}: down {:.1} s; every outbox empty {:.1} s after the server's return and the scenario's end",
+        restored_s - injected_s,
+        drained_s - restored_s.max(scenario_ended_s)
+    );
+    print_check(&check);
+    print_audit(&name, &audit);
+    let record = FaultRecord {
+        fault,
+        scenario: scenario.name(),
+        phase: name.clone(),
+        phase_started_s,
+        injected_s,
+        restored_s,
+        scenario_ended_s,
+        drained_s,
+        phase_ended_s,
+        not_acknowledged: not_acknowledged() - not_acknowledged_before,
+        check_passed: check.passed,
+        check_seconds: check.seconds,
+        audit,
+    };
+    let phase = phase_report(&name, started, phase_start, changes, notes, &check);
+    phases.end(ctx.metrics_hub(), phase, None).await;
+    Ok(record)
+}
+
+/// Prints the store audit's outcome.
+fn print_audit(after: &str, audit: &crate::audit::StoreAudit) {
+    if audit.holds() {
+        println!(
+            "  store audit after {after}: {} acknowledged changes stored, none lost or twice ({} arrived again after a lost acknowledgement)",
+            audit.acknowledged_changes, audit.arrived_again
+        );
+    } else {
+        println!(
+            "  store audit after {after}: FAILED: {} lost, {} not acknowledged, {} twice: {}",
+            audit.lost,
+            audit.unacknowledged,
+            audit.stored_twice,
+            audit.differences.join("; ")
+        );
+    }
 }
 
 /// Lets the freshness probes finish (or time out), stops the readers, saves the hub's metrics
@@ -564,7 +858,12 @@ async fn wind_down(
     readers_stop.store(true, Ordering::Relaxed);
     let _ = tokio::task::spawn_blocking(move || readers_thread.join()).await;
     // The hub's own metrics at the end (its refresh durations among them), kept with the report.
-    match save_hub_metrics(&pipeline.ctx.hub, &args.out.join("hub-metrics.txt")).await {
+    match save_hub_metrics(
+        pipeline.ctx.metrics_hub(),
+        &args.out.join("hub-metrics.txt"),
+    )
+    .await
+    {
         Ok(()) => {}
         Err(err) => println!("  the hub's /metrics could not be saved: {err:#}"),
     }

@@ -83,9 +83,27 @@ pub struct SimCluster {
     pub encoded: Option<(u64, Vec<u8>)>,
     /// While dark: the objects as the collector last heard of them.
     pub frozen: Option<Vec<Object>>,
+    /// Distinct changes (object, change number) in the reports the collector acknowledged, and
+    /// the highest change number among them: what the store must hold of this cluster.
+    pub acked_changes: u64,
+    pub acked_high: u64,
 }
 
 impl SimCluster {
+    /// Counts the changes of an acknowledged report not acknowledged before. Reports are
+    /// acknowledged in order and change numbers only grow, so a change is new exactly when its
+    /// number is above every number acknowledged before the report (a snapshot resends each
+    /// object's last change, already counted).
+    pub fn acknowledged(&mut self, report: &Report) {
+        let before = self.acked_high;
+        for change in &report.changes {
+            if change.change_seq > before {
+                self.acked_changes += 1;
+            }
+            self.acked_high = self.acked_high.max(change.change_seq);
+        }
+    }
+
     /// The objects as the collector knows them (the truth is computed from these).
     pub fn delivered(&self) -> &[Object] {
         self.frozen.as_deref().unwrap_or(&self.objects)
@@ -295,6 +313,8 @@ impl SimFleet {
                 encoded: None,
                 // The collector never hears of a cluster that never reports.
                 frozen: never_seen.then(Vec::new),
+                acked_changes: 0,
+                acked_high: 0,
             });
         }
         Ok(SimFleet {
@@ -624,6 +644,8 @@ impl SimFleet {
                 outbox: VecDeque::new(),
                 encoded: None,
                 frozen: None,
+                acked_changes: 0,
+                acked_high: 0,
             })
             .collect();
         SimFleet {

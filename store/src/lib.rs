@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod catalog;
 pub mod clickhouse_cluster;
 pub mod drift_sql;
@@ -25,6 +26,7 @@ pub mod writer;
 
 use std::time::Duration;
 
+pub use audit::StoredChanges;
 pub use clickhouse_cluster::ClusterConfig;
 pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{

@@ -1,6 +1,7 @@
 //! A private ClickHouse cluster for tests, and waiting for its replicas to agree.
 
 use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouseCluster};
+use fleetscope_store::{Store, StoreConfig};
 
 /// Starts `shards × replicas` servers named `name` with a private ZooKeeper, or fails the test
 /// saying what to install.
@@ -20,24 +21,11 @@ pub fn start(name: &str, shards: usize, replicas: usize) -> LocalClickHouseClust
 /// peers hold, so that reads do not depend on which replica answers.
 pub async fn sync_replicas(cluster: &LocalClickHouseCluster, database: &str) {
     for server in cluster.servers() {
-        let client = clickhouse::Client::default()
-            .with_url(server.url())
-            .with_database(database)
-            .with_validation(false);
-        let tables: Vec<String> = client
-            .query("SELECT table FROM system.replicas WHERE database = ? ORDER BY table")
-            .bind(database)
-            .fetch_all()
+        let store = Store::connect(&StoreConfig::new(server.url(), database))
+            .unwrap_or_else(|err| panic!("connect to {}: {err}", server.url()));
+        store
+            .sync_replicas()
             .await
-            .expect("list replicated tables");
-        for table in tables {
-            client
-                .query("SYSTEM SYNC REPLICA ?.?")
-                .bind(clickhouse::sql::Identifier(database))
-                .bind(clickhouse::sql::Identifier(&table))
-                .execute()
-                .await
-                .unwrap_or_else(|err| panic!("sync {table} on {}: {err}", server.url()));
-        }
+            .unwrap_or_else(|err| panic!("sync the replicas on {}: {err}", server.url()));
     }
 }

@@ -96,54 +96,7 @@ pub fn send_signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill -{signal} {pid} failed: {status}");
 }
 
-/// A process stopped with SIGSTOP, continued with SIGCONT when dropped (so a failing test does
-/// not leave it stopped).
-///
-/// `kill` returns once the signal is queued, but a multi-threaded process stops only when one
-/// of its threads takes the signal; on a loaded machine its other threads can go on serving for
-/// a while. [`Suspended::stop`] therefore returns only when every thread is seen stopped.
-#[derive(Debug)]
-pub struct Suspended(u32);
-
-impl Suspended {
-    /// Sends SIGSTOP to `pid` and waits (at most 10 s, else panics) until all its threads stop.
-    pub fn stop(pid: u32) -> Suspended {
-        send_signal(pid, "STOP");
-        let stopped = Suspended(pid);
-        let until = Instant::now() + Duration::from_secs(10);
-        loop {
-            let states = thread_states(pid);
-            if !states.is_empty() && states.iter().all(|state| matches!(state, 'T' | 't')) {
-                return stopped;
-            }
-            assert!(
-                Instant::now() < until,
-                "process {pid} did not stop within 10 s of SIGSTOP; thread states {states:?}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Suspended {
-    fn drop(&mut self) {
-        send_signal(self.0, "CONT");
-    }
-}
-
-/// The state letter of every thread of `pid` (`R`, `S`, `T` stopped…), from /proc; empty when
-/// the process is gone.
-fn thread_states(pid: u32) -> Vec<char> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .filter_map(|task| {
-            let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
-            stat[stat.rfind(')')? + 1..].trim_start().chars().next()
-        })
-        .collect()
-}
+pub use fleetscope_local_process::Suspended;
 
 /// The `fleetscope` binary built from this checkout (the test profile's, as `scripts/demo`
 /// builds it), built once per test process.

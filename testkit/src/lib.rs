@@ -11,7 +11,6 @@ pub mod chdb;
 pub mod clickhouse_cluster;
 pub mod faults;
 pub mod grid;
-pub mod haproxy;
 pub mod otlp;
 pub mod pki;
 pub mod prometheus;

@@ -356,8 +356,11 @@ async fn live(
             clickhouse_url: server.url(),
             dir: work.to_path_buf(),
             logs: logs.to_path_buf(),
-            collector_port: args.collector_port,
-            hub_port: args.hub_port,
+            collector_ports: vec![args.collector_port],
+            hub_ports: vec![args.hub_port],
+            service_args: Vec::new(),
+            collector_endpoint: None,
+            hub_endpoint: None,
             stale_after: args.stale_after,
             heartbeat: Duration::from_secs(args.heartbeat_seconds),
             concurrency: agent_workers(args.clusters, args.heartbeat_seconds),
@@ -387,10 +390,10 @@ async fn live(
         t,
         &format!(
             "services: collector {} (pid {}), hub {} (pid {}), logs in {}",
-            pipeline.collector.url,
-            pipeline.collector.pid(),
-            pipeline.hub.url,
-            pipeline.hub.pid(),
+            pipeline.collectors[0].url,
+            pipeline.collectors[0].pid(),
+            pipeline.hubs[0].url,
+            pipeline.hubs[0].pid(),
             logs.display()
         ),
     );
@@ -416,8 +419,8 @@ async fn live(
         );
         print_sql_rollup(store, &policy_of(args)).await?;
         where_to_look::print(&where_to_look::Endpoints {
-            hub: pipeline.hub.url.clone(),
-            collector: pipeline.collector.url.clone(),
+            hub: pipeline.hub_url.clone(),
+            collector: pipeline.collector_url.clone(),
             clickhouse: server.url(),
             clickhouse_version: store.server_version().await?,
             work: work.to_path_buf(),
@@ -438,15 +441,15 @@ async fn live(
             &pipeline.ctx,
             &apps,
             seed,
-            &mut pipeline.collector,
-            &mut pipeline.hub,
+            &mut pipeline.collectors[0],
+            &mut pipeline.hubs[0],
         )
         .await
     }
     .await;
 
     pipeline.stop().await;
-    let pids = (pipeline.collector.pid(), pipeline.hub.pid());
+    let pids = (pipeline.collectors[0].pid(), pipeline.hubs[0].pid());
     drop(pipeline);
     println!(
         "Stopped the agents, the collector (pid {}) and the hub (pid {}).",

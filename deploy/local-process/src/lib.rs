@@ -5,6 +5,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod haproxy;
+
 use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -321,4 +323,55 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, SpawnError::Spawn { .. }), "{err:?}");
     }
+}
+
+/// A process stopped with SIGSTOP, continued with SIGCONT when dropped (so that a failing test
+/// or an interrupted run does not leave it stopped).
+///
+/// `kill` returns once the signal is queued, but a multi-threaded process stops only when one
+/// of its threads takes the signal; on a loaded machine its other threads can go on serving for
+/// a while. [`Suspended::stop`] therefore returns only when every thread is seen stopped.
+#[derive(Debug)]
+pub struct Suspended(u32);
+
+impl Suspended {
+    /// Sends SIGSTOP to `pid` and waits (at most 10 s) until all its threads stop.
+    pub fn stop(pid: u32) -> Result<Suspended, String> {
+        kill(Pid::from_raw(pid as i32), Signal::SIGSTOP)
+            .map_err(|err| format!("SIGSTOP to {pid}: {err}"))?;
+        let stopped = Suspended(pid);
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let states = thread_states(pid);
+            if !states.is_empty() && states.iter().all(|state| matches!(state, 'T' | 't')) {
+                return Ok(stopped);
+            }
+            if Instant::now() >= until {
+                return Err(format!(
+                    "process {pid} did not stop within 10 s of SIGSTOP; thread states {states:?}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Suspended {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0 as i32), Signal::SIGCONT);
+    }
+}
+
+/// The state letter of every thread of `pid` (`R`, `S`, `T` stopped…), from /proc; empty when
+/// the process is gone.
+fn thread_states(pid: u32) -> Vec<char> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+            stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+        })
+        .collect()
 }

@@ -182,6 +182,31 @@ fn bad_options_are_refused_with_the_option_named() {
         stderr.contains("--stale-after (40) must exceed"),
         "{stderr}"
     );
+
+    for (args, says) in [
+        (
+            &["--faults", "hub"][..],
+            "--faults needs --clickhouse-cluster",
+        ),
+        (
+            &["--clickhouse-cluster", "2x1", "--faults", "replica"][..],
+            "--faults replica needs at least two replicas per shard",
+        ),
+        (&["--clickhouse-cluster", "2by2"][..], "SHARDSxREPLICAS"),
+        (
+            &["--clickhouse-cluster", "2x2", "--fault-scenarios", "storm"][..],
+            "--fault-scenarios takes steady and rollout, not storm",
+        ),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+            .arg("loadtest")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }
 
 /// Ctrl-C (or SIGTERM) in the middle of a run stops the private ClickHouse, the collector and

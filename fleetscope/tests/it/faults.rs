@@ -351,7 +351,7 @@ fn clickhouse_stopped_longer_than_the_timeouts_gets_answers_and_recovers() {
     let addr = format!("127.0.0.1:{port}");
     let pid = server.pid().unwrap();
     let (runs, window) = report_through(&addr, &clusters, || {
-        let resume = Suspended::stop(pid);
+        let resume = Suspended::stop(pid).unwrap();
         let from = Instant::now();
         // Past the collector's 30 s ack timeout and its 30 s ClickHouse timeout.
         std::thread::sleep(Duration::from_secs(40));

@@ -3,7 +3,6 @@
 //! tests that need the binary's development tools are the `dev_tools` program.
 
 mod cli;
-mod cluster_faults;
 mod collector_crash;
 mod faults;
 mod tls;

@@ -11,6 +11,8 @@ use super::{
     PhaseFreshness, ProcessNumbers, SteadyNumbers, TableNumbers,
 };
 use crate::agents::Ack;
+use crate::audit::StoreAudit;
+use crate::faults::FaultReport;
 use crate::procs::{ProcSample, MACHINE};
 use crate::readers::quantile;
 use crate::scenario::{acks_between, PhaseReport, SteadyWindow};
@@ -37,6 +39,9 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
         steady,
         rollout,
         seconds,
+        cluster,
+        faults,
+        store_audit,
     } = inputs;
     for (phase, &(window, resync)) in phases.iter_mut().zip(&phase_windows) {
         phase.load = Some(phase_load(window, resync, cores, &samples, &tally.acks));
@@ -58,7 +63,20 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
     let hub_latency = timings.summary();
     let connect = ingest(connect);
     let storm = storm.map(ingest);
-    let correctness_passed = phases.iter().all(|p| p.check_passed);
+    let correctness_passed = phases.iter().all(|p| p.check_passed)
+        && store_audit.as_ref().is_none_or(StoreAudit::holds)
+        && faults.iter().all(|f| f.audit.holds());
+
+    let faults = faults
+        .iter()
+        .map(|f| {
+            let freshness = freshness_numbers
+                .by_phase
+                .iter()
+                .find(|p| p.phase == f.phase);
+            FaultReport::from_record(f, &tally.acks, &timings, freshness)
+        })
+        .collect();
     let mut report = LoadtestReport {
         clusters: args.clusters as u64,
         apps: args.apps as u64,
@@ -86,6 +104,9 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
         phases,
         targets: Vec::new(),
         correctness_passed,
+        cluster,
+        faults,
+        store_audit,
     };
     report.targets = targets(&report);
     let plots = plot_data(&tally.acks, freshness, &timings, &samples);

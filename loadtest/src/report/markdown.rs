@@ -10,6 +10,8 @@ pub fn markdown(r: &LoadtestReport) -> String {
     heading(&mut md, r);
     design_targets(&mut md, r);
     phases(&mut md, r);
+    faults(&mut md, r);
+    store_audit(&mut md, r);
     simulator(&mut md, r);
     ingest(&mut md, r);
     steady_state(&mut md, r);
@@ -29,6 +31,9 @@ fn heading(md: &mut String, r: &LoadtestReport) {
         "{} clusters × {} apps ({} app instances; {} clusters deliver, the rest never report), {} concurrent agent requests, {} hub readers, seed {}; {:.0} s in all.\n",
         r.clusters, r.apps, r.app_instances, r.delivering_clusters, r.concurrency, r.readers, r.seed, r.seconds
     );
+    if let Some(cluster) = &r.cluster {
+        let _ = writeln!(md, "Cluster mode: {cluster}.\n");
+    }
     let _ = writeln!(
         md,
         "Ground truth: **{}**.\n",
@@ -73,6 +78,71 @@ fn design_targets(md: &mut String, r: &LoadtestReport) {
             None => "—",
         };
         let _ = writeln!(md, "| {} | {} | {} | {met} |", t.what, t.target, t.measured);
+    }
+}
+
+/// Each fault: what it stopped and for how long, and what ingest, the readers, the hubs and
+/// the store saw.
+fn faults(md: &mut String, r: &LoadtestReport) {
+    if r.faults.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\n## Faults\n\nOne fault per phase, injected during the scenario named; \"down\" runs from the fault to its server being ready again, \"drained\" from the later of that and the scenario's end to every agent's outbox empty, \"hubs agreed\" from then to every hub showing the ground truth. Answers are the readers' requests through the hubs' balancer during the phase.\n\n\
+| phase | fault | down | acknowledged (changes) | not acknowledged, sent again | longest without an acknowledgement | answers failed | longest failing | freshness p99 / max | drained | hubs agreed | store |\n\
+|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for f in &r.faults {
+        let store = if f.audit.holds() {
+            format!("{} changes, none lost or twice", f.audit.stored_changes)
+        } else {
+            format!(
+                "**{} lost, {} not acknowledged, {} twice**",
+                f.audit.lost, f.audit.unacknowledged, f.audit.stored_twice
+            )
+        };
+        let agreed = if f.check_passed {
+            format!("{:.1} s", f.check_seconds)
+        } else {
+            "**no**".to_owned()
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} s | {} ({}) | {} | {:.1} s | {} of {} | {:.1} s | {} / {} ms ({} samples) | {:.1} s | {agreed} | {store} |",
+            f.phase,
+            f.what,
+            f.down_seconds,
+            f.acknowledged_requests,
+            f.acknowledged_changes,
+            f.not_acknowledged,
+            f.longest_without_acknowledgement_s,
+            f.failed_answers,
+            f.answers,
+            f.longest_failing_s,
+            ms(f.freshness_p99_ms),
+            ms(f.freshness_max_ms),
+            f.freshness_samples,
+            f.drained_after_s,
+        );
+    }
+}
+
+/// The store against every change the collectors acknowledged, at the end of the run.
+fn store_audit(md: &mut String, r: &LoadtestReport) {
+    let Some(a) = &r.store_audit else {
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "\n## Store audit\n\nAt the end of the run, every cluster's changes in `observed_transitions` (after collapsing, every replica synced) against those the collectors acknowledged: {} clusters, {} changes acknowledged, {} stored; **{} lost, {} stored without an acknowledgement, {} held twice**. {} arrived rows were inserts of a report already stored (a retry after a lost acknowledgement; readers apply each change once).",
+        a.clusters, a.acknowledged_changes, a.stored_changes, a.lost, a.unacknowledged, a.stored_twice, a.arrived_again
+    );
+    if !a.differences.is_empty() {
+        let _ = writeln!(md);
+    }
+    for d in &a.differences {
+        let _ = writeln!(md, "- {d}");
     }
 }
 

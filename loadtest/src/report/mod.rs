@@ -24,6 +24,8 @@ pub use targets::targets;
 
 use crate::agents::Tally;
 use crate::args::LoadtestArgs;
+use crate::audit::StoreAudit;
+use crate::faults::{FaultRecord, FaultReport};
 use crate::plot;
 use crate::procs::ProcSample;
 use crate::readers::{RouteLatency, Timings};
@@ -172,6 +174,17 @@ pub struct LoadtestReport {
     pub phases: Vec<PhaseReport>,
     pub targets: Vec<Target>,
     pub correctness_passed: bool,
+    /// Cluster mode's set-up (`2x2 ClickHouse with ZooKeeper, 2 collectors, 2 hubs behind
+    /// HAProxy`); absent for one server of each kind (and from reports of older runs).
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// The faults injected, one per fault phase, in order.
+    #[serde(default)]
+    pub faults: Vec<FaultReport>,
+    /// Every acknowledged change stored, once, at the end of the run (absent from reports of
+    /// older runs).
+    #[serde(default)]
+    pub store_audit: Option<StoreAudit>,
 }
 
 /// What the run recorded.
@@ -199,6 +212,9 @@ pub struct Inputs<'a> {
     pub steady: Option<SteadyWindow>,
     pub rollout: Option<RolloutReport>,
     pub seconds: f64,
+    pub cluster: Option<String>,
+    pub faults: Vec<FaultRecord>,
+    pub store_audit: Option<StoreAudit>,
 }
 
 /// The report kind's name in the report.

@@ -28,6 +28,13 @@ fn args() -> LoadtestArgs {
         check_seconds: 60,
         freshness_samples: 100,
         fleetscope_binary: None,
+        clickhouse_cluster: None,
+        faults: Vec::new(),
+        fault_scenarios: Vec::new(),
+        fault_lead_seconds: 5,
+        replica_down_seconds: 10,
+        zookeeper_stop_seconds: 60,
+        service_down_seconds: 5,
     }
 }
 
@@ -201,6 +208,38 @@ fn inputs(args: &LoadtestArgs) -> Inputs<'_> {
             waves,
         }),
         seconds: 30.0,
+        cluster: Some("ClickHouse as 2x2 with ZooKeeper".to_owned()),
+        faults: vec![FaultRecord {
+            fault: crate::faults::Fault::Collector,
+            scenario: "rollout",
+            phase: "collector fault, rollout".to_owned(),
+            phase_started_s: 20.0,
+            injected_s: 22.0,
+            restored_s: 24.5,
+            scenario_ended_s: 24.0,
+            drained_s: 25.0,
+            phase_ended_s: 30.0,
+            not_acknowledged: 2,
+            check_passed: true,
+            check_seconds: 0.6,
+            audit: StoreAudit {
+                clusters: 38,
+                acknowledged_changes: 3_400,
+                stored_changes: 3_400,
+                arrived_again: 3,
+                ..StoreAudit::default()
+            },
+        }],
+        store_audit: Some(StoreAudit {
+            clusters: 38,
+            acknowledged_changes: 3_400,
+            stored_changes: 3_399,
+            lost: 1,
+            differences: vec![
+                "cluster-003: 90 changes acknowledged up to number 90; stored 89 up to 90 in 89 rows".to_owned(),
+            ],
+            ..StoreAudit::default()
+        }),
     }
 }
 
@@ -224,6 +263,9 @@ fn the_report_of_a_large_run_without_steady_or_storm_reads_as_before() {
     inputs.steady = None;
     inputs.phases.truncate(1);
     inputs.phase_windows.truncate(1);
+    inputs.cluster = None;
+    inputs.faults.clear();
+    inputs.store_audit = None;
     let (report, _) = build(inputs);
     expect_test::expect_file!["report_sample_large.md"].assert_eq(&markdown(&report));
 }

@@ -22,7 +22,11 @@ use crate::hubcheck::{
 #[derive(Debug)]
 pub struct Ctx {
     pub agents: Arc<Agents>,
+    /// The hub the scenarios, checks and probes ask (the only one, or the hubs' balancer).
     pub hub: HubClient,
+    /// Each hub directly when several run behind a balancer (empty otherwise): a check passes
+    /// only when every one agrees with the ground truth.
+    pub hub_copies: Vec<HubClient>,
     pub store: Store,
     pub prober: Arc<Prober>,
     pub knobs: Knobs,
@@ -49,12 +53,19 @@ impl Ctx {
         format!("{version}@sha1:{n:012x}")
     }
 
+    /// The hub whose `/metrics` the run reads: the only one, or the first copy asked directly
+    /// (through a balancer, successive reads would come from different hubs).
+    pub fn metrics_hub(&self) -> &HubClient {
+        self.hub_copies.first().unwrap_or(&self.hub)
+    }
+
     /// Sends what was queued for these clusters.
     pub fn deliver(&self, clusters: impl IntoIterator<Item = usize>) {
         self.agents.poke(clusters);
     }
 
-    /// Waits for delivery, then for the hub to agree with the ground truth.
+    /// Waits for delivery, then for the hub (every copy, when several run) to agree with the
+    /// ground truth.
     pub async fn check(&self) -> CheckOutcome {
         if let Err(err) = self.agents.drained(self.knobs.drain_timeout).await {
             return CheckOutcome {
@@ -64,8 +75,34 @@ impl Ctx {
                 mismatch: Some(format!("{err:#}")),
             };
         }
+        let hubs = if self.hub_copies.is_empty() {
+            std::slice::from_ref(&self.hub)
+        } else {
+            &self.hub_copies[..]
+        };
+        let started = Instant::now();
+        let mut attempts = 0;
+        let mut last = None;
+        for hub in hubs {
+            let mut outcome = self.check_one(hub).await;
+            attempts += outcome.attempts;
+            outcome.seconds = started.elapsed().as_secs_f64();
+            outcome.attempts = attempts;
+            if !outcome.passed {
+                if hubs.len() > 1 {
+                    outcome.mismatch = outcome.mismatch.map(|m| format!("{}: {m}", hub.url));
+                }
+                return outcome;
+            }
+            last = Some(outcome);
+        }
+        last.expect("at least one hub")
+    }
+
+    /// Waits for one hub to agree with the ground truth.
+    async fn check_one(&self, hub: &HubClient) -> CheckOutcome {
         let agents = self.agents.clone();
-        let hub = self.hub.clone();
+        let hub = hub.clone();
         converge(self.knobs.check_timeout, || {
             let agents = agents.clone();
             let hub = hub.clone();

@@ -3,17 +3,29 @@
 //! backend out of rotation when its health check fails. Its configuration and log live in a
 //! temporary directory, and it stops when dropped.
 //!
-//! HAProxy comes from the Debian package `haproxy`; a test that cannot find it fails and says
-//! how to install it.
+//! HAProxy comes from the Debian package `haproxy`; without it, starting fails and says how to
+//! install it.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fleetscope_local_process::ChildProcess;
+use crate::ChildProcess;
 
 const INSTALL_HINT: &str =
     "HAProxy comes from the Debian package haproxy: run scripts/install-prereqs --tests";
+
+/// Why HAProxy could not be started.
+#[derive(Debug)]
+pub struct HaproxyError(pub String);
+
+impl std::fmt::Display for HaproxyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HaproxyError {}
 
 /// One balanced service: its name, the health check path (`/readyz`, `/ping`) and the loopback
 /// ports of its copies.
@@ -40,16 +52,17 @@ const RISE: u32 = 2;
 
 impl LocalHaproxy {
     /// Starts HAProxy with a frontend for each of `services`, and waits until every frontend
-    /// accepts connections. Panics, saying what to install, when HAProxy is missing.
-    pub fn start(services: &[Balanced]) -> LocalHaproxy {
-        let dir = tempfile::tempdir().expect("a temporary directory");
+    /// accepts connections. Fails, saying what to install, when HAProxy is missing.
+    pub fn start(services: &[Balanced]) -> Result<LocalHaproxy, HaproxyError> {
+        let io = |what: &str, err: std::io::Error| HaproxyError(format!("{what}: {err}"));
+        let dir = tempfile::tempdir().map_err(|e| io("creating a temporary directory", e))?;
         let mut ports = Vec::new();
         let mut config = String::from(
             "global\n    maxconn 4096\n\ndefaults\n    mode http\n    timeout connect 1s\n    \
              timeout client 120s\n    timeout server 120s\n    retries 3\n    option redispatch\n\n",
         );
         for service in services {
-            let port = crate::faults::free_port();
+            let port = crate::free_port().map_err(|e| io("finding a free port", e))?;
             ports.push((service.name.clone(), port));
             config.push_str(&format!(
                 "frontend {name}\n    bind 127.0.0.1:{port}\n    default_backend {name}\n\n\
@@ -67,17 +80,17 @@ impl LocalHaproxy {
             config.push('\n');
         }
         let path = dir.path().join("haproxy.cfg");
-        std::fs::write(&path, config).expect("write the HAProxy configuration");
+        std::fs::write(&path, config).map_err(|e| io("writing haproxy.cfg", e))?;
         let log = dir.path().join("haproxy.log");
-        let binary = find_haproxy();
+        let binary = find_haproxy()?;
         let mut command = Command::new(&binary);
         command.arg("-f").arg(&path).arg("-db");
-        let process = ChildProcess::spawn(command, dir.path(), &log, &log).unwrap_or_else(|err| {
-            panic!(
+        let process = ChildProcess::spawn(command, dir.path(), &log, &log).map_err(|err| {
+            HaproxyError(format!(
                 "could not start {}: {err:?}; {INSTALL_HINT}",
                 binary.display()
-            )
-        });
+            ))
+        })?;
         let balancer = LocalHaproxy {
             process,
             dir,
@@ -86,15 +99,16 @@ impl LocalHaproxy {
         let until = Instant::now() + Duration::from_secs(10);
         for (name, port) in &balancer.ports {
             while std::net::TcpStream::connect(("127.0.0.1", *port)).is_err() {
-                assert!(
-                    Instant::now() < until,
-                    "HAProxy did not listen for {name} on {port}: {}",
-                    balancer.log_tail()
-                );
+                if Instant::now() >= until {
+                    return Err(HaproxyError(format!(
+                        "HAProxy did not listen for {name} on {port}: {}",
+                        balancer.log_tail()
+                    )));
+                }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        balancer
+        Ok(balancer)
     }
 
     /// `127.0.0.1:<port>` of the frontend of service `name`.
@@ -110,7 +124,7 @@ impl LocalHaproxy {
 
     /// The end of HAProxy's own log.
     pub fn log_tail(&self) -> String {
-        fleetscope_local_process::log_tail(&[&self.dir.path().join("haproxy.log")], 40)
+        crate::log_tail(&[&self.dir.path().join("haproxy.log")], 40)
     }
 
     /// Stops HAProxy.
@@ -119,7 +133,7 @@ impl LocalHaproxy {
     }
 }
 
-fn find_haproxy() -> PathBuf {
+fn find_haproxy() -> Result<PathBuf, HaproxyError> {
     for candidate in [
         "/usr/sbin/haproxy",
         "/usr/bin/haproxy",
@@ -127,7 +141,7 @@ fn find_haproxy() -> PathBuf {
     ] {
         let path = PathBuf::from(candidate);
         if path.is_file() {
-            return path;
+            return Ok(path);
         }
     }
     let found = Command::new("sh")
@@ -136,5 +150,5 @@ fn find_haproxy() -> PathBuf {
         .ok()
         .filter(|out| out.status.success())
         .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
-    found.unwrap_or_else(|| panic!("haproxy is not installed; {INSTALL_HINT}"))
+    found.ok_or_else(|| HaproxyError(format!("haproxy is not installed; {INSTALL_HINT}")))
 }
