@@ -89,16 +89,26 @@ pub fn python() -> PathBuf {
 /// Runs `statements` in order in a fresh chdb session with `database` as the current database.
 /// Panics with what to install when chdb is not there.
 pub fn run(database: &str, statements: &[Statement]) -> ChdbRun {
-    run_session(Some(database), None, statements)
+    run_session(Some(database), None, statements, DEADLINE)
+}
+
+/// [`run`] allowed `deadline` instead of 10 minutes (a benchmark's large writes).
+pub fn run_within(database: &str, statements: &[Statement], deadline: Duration) -> ChdbRun {
+    run_session(Some(database), None, statements, deadline)
 }
 
 /// Runs `statements` in a fresh chdb session started with a server configuration file (macros,
 /// `remote_servers`, ZooKeeper), in no particular database.
 pub fn run_configured(config: &Path, statements: &[Statement]) -> ChdbRun {
-    run_session(None, Some(config), statements)
+    run_session(None, Some(config), statements, DEADLINE)
 }
 
-fn run_session(database: Option<&str>, config: Option<&Path>, statements: &[Statement]) -> ChdbRun {
+fn run_session(
+    database: Option<&str>,
+    config: Option<&Path>,
+    statements: &[Statement],
+    deadline: Duration,
+) -> ChdbRun {
     let python = python();
     let hint = "the current ClickHouse engine for SQL checks comes from chdb: run scripts/install-prereqs --tests \
 (it creates ~/.cache/fleetscope/py with `pip install chdb`), or point FLEETSCOPE_PYTHON at a Python that has chdb";
@@ -136,10 +146,10 @@ fn run_session(database: Option<&str>, config: Option<&Path>, statements: &[Stat
         if let Some(status) = child.try_wait().expect("wait for the chdb runner") {
             break status;
         }
-        if started.elapsed() > DEADLINE {
+        if started.elapsed() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the chdb runner did not finish within {DEADLINE:?}");
+            panic!("the chdb runner did not finish within {deadline:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };

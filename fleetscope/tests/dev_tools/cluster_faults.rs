@@ -19,6 +19,7 @@ const ANSWER_GAP_LIMIT_S: f64 = 5.0;
 
 #[test]
 fn a_cluster_that_loses_one_server_at_a_time_loses_no_acknowledged_change() {
+    let _turn = super::one_run_at_a_time();
     let out = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
@@ -45,17 +46,17 @@ fn a_cluster_that_loses_one_server_at_a_time_loses_no_acknowledged_change() {
             "--stale-after",
             "120",
             "--steady-seconds",
-            "10",
+            "6",
             "--change-rate",
             "0.05",
             "--wave-seconds",
-            "4",
+            "2",
             "--fault-lead-seconds",
             "2",
             "--replica-down-seconds",
             "5",
             "--zookeeper-stop-seconds",
-            "20",
+            "15",
             "--service-down-seconds",
             "2",
         ])

@@ -8,6 +8,7 @@ use fleetscope_loadtest::report::LoadtestReport;
 
 #[test]
 fn small_fleet_through_every_scenario_matches_the_ground_truth() {
+    let _turn = super::one_run_at_a_time();
     let out = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
         .args([
