@@ -25,7 +25,7 @@ mod symbols;
 pub use counts::{state_index, Counts};
 pub use fleet::{
     as_group_rollups, ClusterRec, EnvironmentTable, Filter, Fleet, Pair, VersionsByGroup,
-    UNFINISHED_RENDER_GRACE,
+    UNFINISHED_RENDER_GRACE, UNREPLICATED_RENDER_GRACE,
 };
 pub use index::arrivals::ArrivalRead;
 pub use index::{load, Index, RefreshPhases, Refreshed};

@@ -646,6 +646,15 @@ pub async fn publish(
     if !rows.clusters.is_empty() {
         store.insert_rows(&rows.clusters).await?;
     }
+    // What it wrote, for readers of a ClickHouse cluster, whose nodes may hold the `renders`
+    // row before the rest (each table replicates on its own).
+    store
+        .insert_rows(&[fleetscope_store::RenderContentsRow {
+            render_id,
+            desired: rows.desired.len() as u32,
+            members: rows.members.len() as u32,
+        }])
+        .await?;
     store
         .insert_rows(std::slice::from_ref(&rows.render))
         .await?;

@@ -298,6 +298,10 @@ fn index_reads(samples: &Samples) -> Vec<CatalogEntry> {
             "newest render rows",
             queries::newest_render_rows_query(store),
         ),
+        render::<crate::RenderContentsRow>(
+            "what a render wrote",
+            queries::render_contents_query(store, 1),
+        ),
         render::<HeartbeatRow>(
             "heartbeats since",
             queries::heartbeats_since_query(store, week_ago),

@@ -116,6 +116,7 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("since_sets", Placement::Everywhere),
     ("member_since_sets", Placement::Everywhere),
     ("member_since_history", Placement::Everywhere),
+    ("render_contents", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

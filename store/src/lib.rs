@@ -31,8 +31,8 @@ pub use clickhouse_cluster::ClusterConfig;
 pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
     ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MemberSinceRow, MembershipRow,
-    ObservedRef, ObservedRow, ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow,
-    SinceSetRow,
+    ObservedRef, ObservedRow, ReasonMemberRow, ReasonSetRow, RenderContentsRow, RenderRow,
+    RollupSnapshotRow, SinceSetRow,
 };
 pub use sizes::TableSize;
 pub use writer::{BatchOutcome, BatchWriter, BatchWriterConfig, Receipt, WriteError};

@@ -84,6 +84,14 @@ pub struct RenderRow {
     pub changed_items: u32,
 }
 
+/// How many rows of each checked table a render wrote (`render_contents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct RenderContentsRow {
+    pub render_id: u64,
+    pub desired: u32,
+    pub members: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct DesiredRow {
     pub render_group: String,
@@ -326,6 +334,9 @@ impl Table for RenderRow {
 }
 impl Table for DesiredRow {
     const TABLE: &'static str = "desired_history";
+}
+impl Table for RenderContentsRow {
+    const TABLE: &'static str = "render_contents";
 }
 impl Table for MembershipRow {
     const TABLE: &'static str = "render_group_members";

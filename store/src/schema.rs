@@ -360,6 +360,21 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
         SELECT cluster_id, render_id, since_set
         FROM member_since_sets",
     ],
+}, Migration {
+    version: 7,
+    name: "what each render wrote",
+    statements: &[
+        // How many rows a render wrote into the tables the hub checks it has read whole:
+        // desired state (also `renders.changed_items`) and membership. Written before the
+        // render's `renders` row. On a ClickHouse cluster each table replicates on its own, so
+        // a node can hold a render's `renders` row and not yet all its other rows; the hub
+        // counts the render's rows it read against these and waits until they agree.
+        "CREATE TABLE IF NOT EXISTS render_contents (
+            render_id UInt64,
+            desired UInt32,
+            members UInt32
+        ) ENGINE = ReplacingMergeTree ORDER BY render_id",
+    ],
 }];
 
 /// The columns of an observed row, as `observed_transitions`, `observed_arrivals` and

@@ -31,7 +31,7 @@ pub use questions::as_group_rollups;
 pub use records::{
     ClusterRec, DesiredRec, EnvironmentTable, Filter, Pair, ReasonRec, VersionsByGroup,
 };
-pub use tables::{Tables, UNFINISHED_RENDER_GRACE};
+pub use tables::{Tables, UNFINISHED_RENDER_GRACE, UNREPLICATED_RENDER_GRACE};
 
 /// What only the writer needs: clusters whose states must be worked out again, and every
 /// cluster's next deadline in time order.

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use fleetscope_model::{GroupPath, Timestamp};
 use fleetscope_store::queries::ChangeMarkers;
-use fleetscope_store::{ClusterRow, DesiredRow, ReasonSetRow, SinceSetRow, Store};
+use fleetscope_store::{
+    ClusterRow, DesiredRow, ReasonSetRow, RenderContentsRow, SinceSetRow, Store,
+};
 
 use crate::fleet::records::ClusterInfo;
 use crate::fleet::records::ClusterRec;
@@ -276,6 +278,12 @@ impl Fleet {
 /// this belong to a render whose publisher stopped half-way (the next render supersedes them).
 pub const UNFINISHED_RENDER_GRACE: Duration = Duration::from_secs(60);
 
+/// How long the hub waits for the rows a render wrote (as `render_contents` counts them) to
+/// reach the ClickHouse node it reads, before it takes the tables as they are. A node killed
+/// right after taking a render's rows holds them until it is back; this is longer than a
+/// restart.
+pub const UNREPLICATED_RENDER_GRACE: Duration = Duration::from_secs(600);
+
 /// Inventory, membership, desired state and reasons as read at one moment, with the markers read
 /// before them (so a change during the read is seen again at the next refresh).
 #[derive(Debug)]
@@ -285,6 +293,12 @@ pub struct Tables {
     /// newest render published (`markers.last_render`): its publication was under way, so the
     /// read may hold part of it.
     pub(crate) unfinished_render: Option<u64>,
+    /// The newest render published (`markers.last_render`) when the tables read hold fewer of
+    /// its rows than it wrote (`render_contents`), or when what it wrote could not be read yet:
+    /// on a ClickHouse cluster each table replicates on its own, so the node that answered may
+    /// hold its `renders` row and not yet the rest.
+    /// With whether what it wrote was read (then rows are missing) or not.
+    pub(crate) unreplicated_render: Option<(u64, bool)>,
     inventory: Vec<ClusterRow>,
     members: Vec<fleetscope_store::queries::CurrentMemberRow>,
     since_sets: Vec<SinceSetRow>,
@@ -300,6 +314,7 @@ impl Tables {
         let mut tables = Tables {
             markers,
             unfinished_render: None,
+            unreplicated_render: None,
             inventory: store.inventory_rows().await?,
             members: store.current_members().await?,
             since_sets: store.since_set_rows().await?,
@@ -309,7 +324,43 @@ impl Tables {
         };
         let newest = store.newest_render_rows().await?.newest();
         tables.unfinished_render = (newest > markers.last_render).then_some(newest);
+        let render = markers.last_render;
+        if render > 0 {
+            let contents = store.render_contents(render).await?;
+            tables.unreplicated_render = match tables.hold_all_of(render, contents) {
+                Ok(()) => None,
+                // On one server the renderer wrote it before the `renders` row: a render
+                // without it was published by a renderer that did not record it.
+                Err(false) if store.cluster().is_none() => None,
+                Err(known) => Some((render, known)),
+            };
+        }
         Ok(tables)
+    }
+
+    /// `Ok(())` when these tables hold every desired and membership row `render` wrote, as
+    /// `contents` counts them; else whether what it wrote was known (`Err(true)`: rows are
+    /// missing; `Err(false)`: `contents` could not be read, from a render published before the
+    /// renderer recorded it or from a node that has not received that row yet).
+    fn hold_all_of(&self, render: u64, contents: Option<RenderContentsRow>) -> Result<(), bool> {
+        let Some(contents) = contents else {
+            return Err(false);
+        };
+        let desired = self
+            .desired
+            .iter()
+            .filter(|d| d.render_id == render)
+            .count();
+        let members = self
+            .members
+            .iter()
+            .filter(|m| m.render_id == render)
+            .count();
+        if desired >= contents.desired as usize && members >= contents.members as usize {
+            Ok(())
+        } else {
+            Err(true)
+        }
     }
 
     /// Tables from rows read elsewhere (the answers at a past moment): no change markers, no
@@ -327,6 +378,7 @@ impl Tables {
                 inventory_rows: 0,
             },
             unfinished_render: None,
+            unreplicated_render: None,
             inventory,
             members,
             since_sets,
@@ -337,13 +389,26 @@ impl Tables {
     }
 
     /// The render being published when the tables were read, if its rows are younger than
-    /// [`UNFINISHED_RENDER_GRACE`] at `now`: these tables may hold part of it and must not be
-    /// applied (the hub keeps what it has and reads again at the next refresh). Render ids are
-    /// the renderer's clock in milliseconds.
+    /// [`UNFINISHED_RENDER_GRACE`] at `now`, or the newest render published when the tables
+    /// read lack some of its rows (younger than [`UNREPLICATED_RENDER_GRACE`]) or what it wrote
+    /// could not be read (younger than [`UNFINISHED_RENDER_GRACE`]): these tables may hold part
+    /// of it and must not be applied (the hub keeps what it has and reads again at the next
+    /// refresh). Render ids are the renderer's clock in milliseconds.
     pub fn render_in_progress(&self, now: Timestamp) -> Option<u64> {
-        let render = self.unfinished_render?;
-        let age_ms = now.seconds().saturating_mul(1000) - render as i64;
-        (age_ms < UNFINISHED_RENDER_GRACE.as_millis() as i64).then_some(render)
+        let now_ms = now.seconds().saturating_mul(1000);
+        let younger =
+            |render: u64, grace: Duration| (now_ms - render as i64) < grace.as_millis() as i64;
+        if let Some(render) = self
+            .unfinished_render
+            .filter(|&r| younger(r, UNFINISHED_RENDER_GRACE))
+        {
+            return Some(render);
+        }
+        match self.unreplicated_render {
+            Some((render, true)) if younger(render, UNREPLICATED_RENDER_GRACE) => Some(render),
+            Some((render, false)) if younger(render, UNFINISHED_RENDER_GRACE) => Some(render),
+            _ => None,
+        }
     }
 }
 
@@ -405,5 +470,97 @@ pub(crate) async fn complete_tables(
             }
             None => return Ok(tables),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetscope_store::queries::CurrentMemberRow;
+
+    const RENDER: u64 = 1_800_000_000_000;
+
+    fn desired(render_id: u64, app: &str) -> DesiredRow {
+        DesiredRow {
+            render_group: "emea".into(),
+            app: app.into(),
+            render_id,
+            version: "1.0.0".into(),
+            content_hash: "h".into(),
+            kind: "HelmRelease".into(),
+            namespace: "apps".into(),
+            reasons: Vec::new(),
+            commit: "c".into(),
+            desired_since: 0,
+            removed: 0,
+        }
+    }
+
+    fn member(render_id: u64, cluster: &str) -> CurrentMemberRow {
+        CurrentMemberRow {
+            cluster_id: cluster.into(),
+            render_group: "emea".into(),
+            removed: 0,
+            render_id,
+            since_set: String::new(),
+        }
+    }
+
+    /// Tables holding two desired rows and one membership row of `RENDER`, and older rows.
+    fn tables() -> Tables {
+        Tables::from_rows(
+            Vec::new(),
+            vec![member(RENDER, "a"), member(RENDER - 1, "b")],
+            Vec::new(),
+            vec![
+                desired(RENDER, "api"),
+                desired(RENDER, "web"),
+                desired(RENDER - 1, "db"),
+            ],
+        )
+    }
+
+    fn contents(desired: u32, members: u32) -> Option<RenderContentsRow> {
+        Some(RenderContentsRow {
+            render_id: RENDER,
+            desired,
+            members,
+        })
+    }
+
+    #[test]
+    fn tables_hold_a_render_when_they_hold_as_many_of_its_rows_as_it_wrote() {
+        let t = tables();
+        assert_eq!(t.hold_all_of(RENDER, contents(2, 1)), Ok(()));
+        assert_eq!(
+            t.hold_all_of(RENDER, contents(3, 1)),
+            Err(true),
+            "a desired row missing"
+        );
+        assert_eq!(
+            t.hold_all_of(RENDER, contents(2, 2)),
+            Err(true),
+            "a member row missing"
+        );
+        assert_eq!(
+            t.hold_all_of(RENDER, None),
+            Err(false),
+            "what it wrote not read"
+        );
+    }
+
+    #[test]
+    fn a_render_whose_rows_are_not_all_read_is_kept_back_until_its_grace_passes() {
+        let at = |seconds: i64| Timestamp(RENDER as i64 / 1000 + seconds);
+        let mut t = tables();
+        t.unreplicated_render = Some((RENDER, true));
+        assert_eq!(t.render_in_progress(at(5)), Some(RENDER));
+        assert_eq!(t.render_in_progress(at(590)), Some(RENDER));
+        assert_eq!(t.render_in_progress(at(601)), None);
+        t.unreplicated_render = Some((RENDER, false));
+        assert_eq!(t.render_in_progress(at(59)), Some(RENDER));
+        assert_eq!(t.render_in_progress(at(61)), None);
+        t.unreplicated_render = None;
+        assert_eq!(t.render_in_progress(at(5)), None);
     }
 }

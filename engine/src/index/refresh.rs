@@ -89,13 +89,21 @@ impl Index {
         }
         let tables = Tables::read(&self.store, markers).await?;
         Ok(
-            match (tables.render_in_progress(now), tables.unfinished_render) {
-                (Some(render), _) => {
-                    // Applied at a later refresh, whole, once its `renders` row is in.
-                    tracing::debug!(render, "a render is being published; keeping the last one");
+            match (
+                tables.render_in_progress(now),
+                tables.unfinished_render,
+                tables.unreplicated_render,
+            ) {
+                (Some(render), _, _) => {
+                    // Applied at a later refresh, whole, once its `renders` row is in and its
+                    // rows have reached the node read.
+                    tracing::debug!(
+                        render,
+                        "a render is being published or its rows are not all readable yet; keeping the last one"
+                    );
                     None
                 }
-                (None, Some(render)) => {
+                (None, Some(render), _) => {
                     tracing::warn!(
                         render,
                         grace = ?UNFINISHED_RENDER_GRACE,
@@ -103,7 +111,14 @@ impl Index {
                     );
                     Some(tables)
                 }
-                (None, None) => Some(tables),
+                (None, None, Some((render, _))) => {
+                    tracing::warn!(
+                        render,
+                        "some rows of the newest render have not reached the ClickHouse node read within the grace: applying the tables as they are"
+                    );
+                    Some(tables)
+                }
+                (None, None, None) => Some(tables),
             },
         )
     }

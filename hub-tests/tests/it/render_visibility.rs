@@ -4,10 +4,11 @@
 //! is in. Rows of a render that was never completed are taken as they are after the grace.
 //! Against a private ClickHouse.
 
-use fleetscope_engine::{Fleet, Index, UNFINISHED_RENDER_GRACE};
+use fleetscope_engine::{Fleet, Index, UNFINISHED_RENDER_GRACE, UNREPLICATED_RENDER_GRACE};
 use fleetscope_model::{DriftState, Timestamp};
 use fleetscope_store::{
-    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, Store,
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderContentsRow, RenderRow,
+    Store,
 };
 use fleetscope_testkit::TestStore;
 
@@ -185,5 +186,83 @@ async fn a_render_is_shown_whole_or_not_at_all() {
         index.read(|f| in_sync_and_not(f).0),
         2,
         "an abandoned render's rows are applied after the grace"
+    );
+}
+
+/// On a ClickHouse cluster each table replicates on its own, so the node the hub reads can hold
+/// a render's `renders` row before its desired rows. The render's `render_contents` row says
+/// how many it wrote: the hub keeps the last render until it reads them all, and takes the
+/// tables as they are only after `UNREPLICATED_RENDER_GRACE`.
+#[tokio::test]
+async fn a_render_whose_rows_have_not_all_arrived_is_held_back() {
+    let test = TestStore::start().await;
+    let store = test.store.clone();
+    let at = now().seconds() as u32;
+    let first = (at as u64 - 10) * 1000;
+    publish_first_render(&store, first, at).await;
+    let index = Index::load(store.clone(), fleetscope_runtime::clock::now)
+        .await
+        .unwrap();
+    index.refresh().await.unwrap();
+    assert_eq!(index.read(in_sync_and_not), (2, 0), "the first render");
+
+    // The second render's `renders` row and what it wrote have arrived, its desired row not.
+    let second = now().seconds() as u64 * 1000;
+    store
+        .insert_rows(&[RenderContentsRow {
+            render_id: second,
+            desired: 1,
+            members: 0,
+        }])
+        .await
+        .unwrap();
+    store.insert_rows(&[render(second, at)]).await.unwrap();
+    let policy = index.current().policy;
+    for _ in 0..3 {
+        index.refresh_at(now(), &policy).await.unwrap();
+        assert_eq!(
+            index.read(in_sync_and_not),
+            (2, 0),
+            "a render was applied without its desired row"
+        );
+    }
+
+    // The row arrives: the render is shown at the next refresh.
+    store
+        .insert_rows(&[desired(second, "2.0.0", at)])
+        .await
+        .unwrap();
+    index.refresh_at(now(), &policy).await.unwrap();
+    assert_eq!(
+        index.read(in_sync_and_not),
+        (0, 2),
+        "the whole render asks for 2.0.0"
+    );
+
+    // A third render whose desired row never arrives is applied as it is after the grace.
+    let third = second + 1;
+    store
+        .insert_rows(&[RenderContentsRow {
+            render_id: third,
+            desired: 1,
+            members: 0,
+        }])
+        .await
+        .unwrap();
+    store.insert_rows(&inventory(third, at)).await.unwrap();
+    store.insert_rows(&[render(third, at)]).await.unwrap();
+    index.refresh_at(now(), &policy).await.unwrap();
+    let held = index.current().markers;
+    assert_ne!(
+        held.map(|m| m.last_render),
+        Some(third),
+        "held back while its rows may still arrive"
+    );
+    let later = Timestamp(now().seconds() + UNREPLICATED_RENDER_GRACE.as_secs() as i64 + 5);
+    index.refresh_at(later, &policy).await.unwrap();
+    assert_eq!(
+        index.current().markers.map(|m| m.last_render),
+        Some(third),
+        "taken as it is after the grace"
     );
 }

@@ -55,6 +55,14 @@ pub struct ChangeMarkers {
     pub inventory_rows: u64,
 }
 
+/// What one render wrote (`render_contents`).
+pub fn render_contents_query(store: &Store, render_id: u64) -> Query {
+    store
+        .client()
+        .query("SELECT ?fields FROM render_contents WHERE render_id = ? ORDER BY render_id LIMIT 1")
+        .bind(render_id)
+}
+
 /// The change markers of the tables the hub reloads whole.
 pub fn change_markers_query(store: &Store) -> Query {
     store.client().query(
@@ -129,6 +137,17 @@ impl Store {
     }
 
     /// The change markers of the tables the hub reloads whole.
+    /// What render `render_id` wrote, when this store's node holds its `render_contents` row.
+    pub async fn render_contents(
+        &self,
+        render_id: u64,
+    ) -> Result<Option<crate::rows::RenderContentsRow>> {
+        render_contents_query(self, render_id)
+            .fetch_optional()
+            .await
+            .context(|| format!("reading what render {render_id} wrote"))
+    }
+
     pub async fn change_markers(&self) -> Result<ChangeMarkers> {
         change_markers_query(self)
             .fetch_one()
