@@ -266,6 +266,8 @@ pub struct GridRows {
     /// The two renders the desired rows and memberships name (render 2 recorded twice, as an
     /// unmerged duplicate would be).
     pub renders: Vec<fleetscope_store::RenderRow>,
+    /// What each of the two renders wrote.
+    pub render_contents: Vec<fleetscope_store::RenderContentsRow>,
     /// Two collectors' arrival horizons, the first published twice (the newer publication
     /// carries the later horizon).
     pub arrival_writers: Vec<fleetscope_store::ArrivalWriterRow>,
@@ -283,6 +285,7 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
         rows.add_observed(case);
     }
     rows.add_arrival_writers();
+    rows.add_render_contents();
     rows
 }
 
@@ -364,6 +367,21 @@ impl GridRows {
                 clusters: cases as u32,
                 changed_items: 1,
             });
+        }
+    }
+
+    /// What each render wrote, counted from the rows (once they are all added).
+    fn add_render_contents(&mut self) {
+        for render_id in [1, 2] {
+            let count = |ids: &mut dyn Iterator<Item = u64>| {
+                ids.filter(|&id| id == render_id).count() as u32
+            };
+            self.render_contents
+                .push(fleetscope_store::RenderContentsRow {
+                    render_id,
+                    desired: count(&mut self.desired.iter().map(|d| d.render_id)),
+                    members: count(&mut self.members.iter().map(|m| m.render_id)),
+                });
         }
     }
 
@@ -618,6 +636,7 @@ impl GridRows {
     pub fn insert_statements(&self) -> Vec<String> {
         let mut out = Vec::new();
         out.extend(table_inserts("renders", &self.renders));
+        out.extend(table_inserts("render_contents", &self.render_contents));
         out.extend(table_inserts("clusters", &self.clusters));
         out.extend(table_inserts("heartbeats", &self.heartbeats));
         out.extend(table_inserts("render_group_members", &self.members));

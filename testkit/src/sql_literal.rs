@@ -86,7 +86,8 @@ pub fn table_inserts<T: SqlRow>(table: &str, rows: &[T]) -> Vec<String> {
 
 use fleetscope_store::{
     ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MemberSinceRow, MembershipRow,
-    ObservedRow, ReasonMemberRow, ReasonSetRow, RenderRow, RollupSnapshotRow, SinceSetRow,
+    ObservedRow, ReasonMemberRow, ReasonSetRow, RenderContentsRow, RenderRow, RollupSnapshotRow,
+    SinceSetRow,
 };
 
 impl SqlRow for ClusterRow {
@@ -247,6 +248,16 @@ impl SqlRow for RenderRow {
             r.render_groups.literal(),
             r.clusters.literal(),
             r.changed_items.literal(),
+        ]
+    }
+}
+
+impl SqlRow for RenderContentsRow {
+    fn values(&self) -> Vec<String> {
+        vec![
+            self.render_id.literal(),
+            self.desired.literal(),
+            self.members.literal(),
         ]
     }
 }

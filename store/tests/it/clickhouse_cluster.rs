@@ -46,6 +46,10 @@ fn node(server: &LocalClickHouse, database: &str) -> clickhouse::Client {
 /// batch writers, one submission per cluster as reports would come, all at once.
 async fn load(store: &Store, rows: &GridRows) {
     store.insert_rows(&rows.renders).await.expect("renders");
+    store
+        .insert_rows(&rows.render_contents)
+        .await
+        .expect("what the renders wrote");
     store.insert_rows(&rows.clusters).await.expect("inventory");
     store.insert_rows(&rows.members).await.expect("membership");
     store.insert_rows(&rows.desired).await.expect("desired");
