@@ -10,7 +10,38 @@ use fleetscope_local_clickhouse::{ClusterSpec, LocalClickHouseCluster};
 use fleetscope_local_process::haproxy::{Balanced, LocalHaproxy};
 use fleetscope_store::{ClusterConfig, Store, StoreConfig};
 
-use crate::args::ClusterShape;
+/// A ClickHouse cluster's shape, `SHARDSxREPLICAS` on the command line (`2x2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterShape {
+    pub shards: usize,
+    pub replicas: usize,
+}
+
+impl std::str::FromStr for ClusterShape {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ClusterShape, String> {
+        let invalid = || format!("expected SHARDSxREPLICAS such as 2x2, got {text:?}");
+        let (shards, replicas) = text.split_once(['x', 'X']).ok_or_else(invalid)?;
+        let number = |v: &str| v.trim().parse::<usize>().map_err(|_| invalid());
+        let shape = ClusterShape {
+            shards: number(shards)?,
+            replicas: number(replicas)?,
+        };
+        if !(1..=8).contains(&shape.shards) || !(1..=4).contains(&shape.replicas) {
+            return Err(format!(
+                "a local cluster has 1 to 8 shards and 1 to 4 replicas, got {text:?}"
+            ));
+        }
+        Ok(shape)
+    }
+}
+
+impl std::fmt::Display for ClusterShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.shards, self.replicas)
+    }
+}
 
 /// The cluster's name in the servers' `remote_servers`.
 pub const CLUSTER_NAME: &str = "fleet";

@@ -15,7 +15,6 @@ use crate::audit::StoreAudit;
 use crate::cluster::ClusterSetup;
 use crate::procs::{Service, Watched};
 use crate::readers::Timings;
-use crate::report::PhaseFreshness;
 
 /// A fault, as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -183,6 +182,15 @@ pub struct FaultRecord {
     pub audit: StoreAudit,
 }
 
+/// The freshness of the changes sampled during a fault's phase (from the report's freshness
+/// per phase).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseFreshnessFigures {
+    pub samples: u64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
 /// One fault's figures.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FaultReport {
@@ -227,7 +235,7 @@ impl FaultReport {
         record: &FaultRecord,
         acks: &[Ack],
         timings: &Timings,
-        freshness: Option<&PhaseFreshness>,
+        freshness: Option<PhaseFreshnessFigures>,
     ) -> FaultReport {
         let (from_ms, to_ms) = (
             (record.phase_started_s * 1e3) as u64,
@@ -324,16 +332,12 @@ mod tests {
             .by_route
             .insert("summary", (vec![(12.0, 1.0), (20.0, 1.0), (40.0, 1.0)], 2));
         timings.failed_at = vec![16.0, 17.0, 95.0];
-        let freshness = PhaseFreshness {
-            phase: record.phase.clone(),
+        let freshness = PhaseFreshnessFigures {
             samples: 20,
-            p50_ms: 600.0,
             p99_ms: 3_100.0,
             max_ms: 3_200.0,
-            delta_wait_p99_ms: 1.0,
-            delta_ack_p99_ms: 90.0,
         };
-        let report = FaultReport::from_record(&record, &acks, &timings, Some(&freshness));
+        let report = FaultReport::from_record(&record, &acks, &timings, Some(freshness));
         assert_eq!(
             (report.freshness_samples, report.freshness_p99_ms),
             (20, 3_100.0)

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::agents::Ack;
 use crate::audit::StoreAudit;
-use crate::faults::FaultReport;
+use crate::faults::{FaultReport, PhaseFreshnessFigures};
 use crate::procs::{ProcSample, MACHINE};
 use crate::readers::quantile;
 use crate::scenario::{acks_between, PhaseReport, SteadyWindow};
@@ -73,7 +73,12 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
             let freshness = freshness_numbers
                 .by_phase
                 .iter()
-                .find(|p| p.phase == f.phase);
+                .find(|p| p.phase == f.phase)
+                .map(|p| PhaseFreshnessFigures {
+                    samples: p.samples,
+                    p99_ms: p.p99_ms,
+                    max_ms: p.max_ms,
+                });
             FaultReport::from_record(f, &tally.acks, &timings, freshness)
         })
         .collect();

@@ -68,6 +68,46 @@ fn phase(name: &str, started_s: f64, passed: bool) -> PhaseReport {
     }
 }
 
+/// A collector killed during the rollout phase, everything stored.
+fn collector_fault() -> FaultRecord {
+    FaultRecord {
+        fault: crate::faults::Fault::Collector,
+        scenario: "rollout",
+        phase: "collector fault, rollout".to_owned(),
+        phase_started_s: 20.0,
+        injected_s: 22.0,
+        restored_s: 24.5,
+        scenario_ended_s: 24.0,
+        drained_s: 25.0,
+        phase_ended_s: 30.0,
+        not_acknowledged: 2,
+        check_passed: true,
+        check_seconds: 0.6,
+        audit: StoreAudit {
+            clusters: 38,
+            acknowledged_changes: 3_400,
+            stored_changes: 3_400,
+            arrived_again: 3,
+            ..StoreAudit::default()
+        },
+    }
+}
+
+/// The run's audit: one acknowledged change missing.
+fn audit_with_one_lost() -> StoreAudit {
+    StoreAudit {
+        clusters: 38,
+        acknowledged_changes: 3_400,
+        stored_changes: 3_399,
+        lost: 1,
+        differences: vec![
+            "cluster-003: 90 changes acknowledged up to number 90; stored 89 up to 90 in 89 rows"
+                .to_owned(),
+        ],
+        ..StoreAudit::default()
+    }
+}
+
 /// A run with every section of the report present.
 fn inputs(args: &LoadtestArgs) -> Inputs<'_> {
     let mut acks = Vec::new();
@@ -209,37 +249,8 @@ fn inputs(args: &LoadtestArgs) -> Inputs<'_> {
         }),
         seconds: 30.0,
         cluster: Some("ClickHouse as 2x2 with ZooKeeper".to_owned()),
-        faults: vec![FaultRecord {
-            fault: crate::faults::Fault::Collector,
-            scenario: "rollout",
-            phase: "collector fault, rollout".to_owned(),
-            phase_started_s: 20.0,
-            injected_s: 22.0,
-            restored_s: 24.5,
-            scenario_ended_s: 24.0,
-            drained_s: 25.0,
-            phase_ended_s: 30.0,
-            not_acknowledged: 2,
-            check_passed: true,
-            check_seconds: 0.6,
-            audit: StoreAudit {
-                clusters: 38,
-                acknowledged_changes: 3_400,
-                stored_changes: 3_400,
-                arrived_again: 3,
-                ..StoreAudit::default()
-            },
-        }],
-        store_audit: Some(StoreAudit {
-            clusters: 38,
-            acknowledged_changes: 3_400,
-            stored_changes: 3_399,
-            lost: 1,
-            differences: vec![
-                "cluster-003: 90 changes acknowledged up to number 90; stored 89 up to 90 in 89 rows".to_owned(),
-            ],
-            ..StoreAudit::default()
-        }),
+        faults: vec![collector_fault()],
+        store_audit: Some(audit_with_one_lost()),
     }
 }
 
