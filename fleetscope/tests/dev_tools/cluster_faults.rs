@@ -8,11 +8,7 @@
 //! through the hubs' balancer never failed for more than a few seconds in a row.
 //! docs/scaling.md gives the figures of a full-length run.
 
-use std::process::Command;
-use std::time::Instant;
-
 use fleetscope_loadtest::faults::Fault;
-use fleetscope_loadtest::report::LoadtestReport;
 
 /// The longest the hubs' balancer may fail to answer in a row during a fault.
 const ANSWER_GAP_LIMIT_S: f64 = 5.0;
@@ -21,10 +17,8 @@ const ANSWER_GAP_LIMIT_S: f64 = 5.0;
 fn a_cluster_that_loses_one_server_at_a_time_loses_no_acknowledged_change() {
     let _turn = super::one_run_at_a_time();
     let out = tempfile::tempdir().unwrap();
-    let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
-        .args([
-            "loadtest",
+    let report = super::run_loadtest(
+        &[
             "--clickhouse-cluster",
             "2x2",
             "--faults",
@@ -59,22 +53,9 @@ fn a_cluster_that_loses_one_server_at_a_time_loses_no_acknowledged_change() {
             "15",
             "--service-down-seconds",
             "2",
-        ])
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .expect("run fleetscope loadtest");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    eprintln!("{stdout}");
-    assert!(
-        output.status.success(),
-        "loadtest failed after {:.0?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        started.elapsed()
+        ],
+        out.path(),
     );
-
-    let json = std::fs::read_to_string(out.path().join("report.json")).unwrap();
-    let report: LoadtestReport = serde_json::from_str(&json).unwrap();
     assert!(report.correctness_passed);
     assert!(report.cluster.as_deref().unwrap().contains("2x2"));
     let phases: Vec<&str> = report.phases.iter().map(|p| p.name.as_str()).collect();

@@ -4,15 +4,12 @@
 
 use std::process::Command;
 
-use fleetscope_loadtest::report::LoadtestReport;
-
 #[test]
 fn small_fleet_through_every_scenario_matches_the_ground_truth() {
     let _turn = super::one_run_at_a_time();
     let out = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
-        .args([
-            "loadtest",
+    let report = super::run_loadtest(
+        &[
             "--clusters",
             "500",
             "--apps",
@@ -41,20 +38,9 @@ fn small_fleet_through_every_scenario_matches_the_ground_truth() {
             "2",
             "--dark-share",
             "0.1",
-        ])
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .expect("run fleetscope loadtest");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "loadtest failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        ],
+        out.path(),
     );
-
-    let json = std::fs::read_to_string(out.path().join("report.json")).unwrap();
-    let report: LoadtestReport = serde_json::from_str(&json).unwrap();
     assert!(report.correctness_passed);
     let phases: Vec<&str> = report.phases.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(

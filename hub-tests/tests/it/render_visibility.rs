@@ -126,17 +126,23 @@ async fn publish_first_render(store: &Store, render_id: u64, at: u32) {
     store.insert_rows(&heartbeats).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_render_is_shown_whole_or_not_at_all() {
+/// A private store with the first render published 10 s ago, and a hub index that has read it;
+/// `at` is the time its rows carry.
+async fn first_render_loaded() -> (TestStore, Index, u32) {
     let test = TestStore::start().await;
-    let store = test.store.clone();
     let at = now().seconds() as u32;
-    let first = (at as u64 - 10) * 1000;
-    publish_first_render(&store, first, at).await;
-    let index = Index::load(store.clone(), fleetscope_runtime::clock::now)
+    publish_first_render(&test.store, (u64::from(at) - 10) * 1000, at).await;
+    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
         .await
         .unwrap();
     index.refresh().await.unwrap();
+    (test, index, at)
+}
+
+#[tokio::test]
+async fn a_render_is_shown_whole_or_not_at_all() {
+    let (test, index, at) = first_render_loaded().await;
+    let store = test.store.clone();
     assert_eq!(
         index.read(in_sync_and_not),
         (2, 0),
@@ -195,15 +201,8 @@ async fn a_render_is_shown_whole_or_not_at_all() {
 /// tables as they are only after `UNREPLICATED_RENDER_GRACE`.
 #[tokio::test]
 async fn a_render_whose_rows_have_not_all_arrived_is_held_back() {
-    let test = TestStore::start().await;
+    let (test, index, at) = first_render_loaded().await;
     let store = test.store.clone();
-    let at = now().seconds() as u32;
-    let first = (at as u64 - 10) * 1000;
-    publish_first_render(&store, first, at).await;
-    let index = Index::load(store.clone(), fleetscope_runtime::clock::now)
-        .await
-        .unwrap();
-    index.refresh().await.unwrap();
     assert_eq!(index.read(in_sync_and_not), (2, 0), "the first render");
 
     // The second render's `renders` row and what it wrote have arrived, its desired row not.
