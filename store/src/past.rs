@@ -288,6 +288,15 @@ pub enum WindowSource {
     Transitions,
 }
 
+/// Whether [`observed_at_query`] reads the window after the checkpoint for `part` of
+/// `scope`: every part but the checkpoint's does, and one app's checkpoint part does too (its
+/// filter picks the objects that had the app in the checkpoint or in the window), so its
+/// source matters there as well: `observed_transitions` is sorted by cluster, and a window read
+/// from it for one app filters days of rows where `observed_arrivals` reads an hour.
+pub fn reads_window(scope: ObservedScope<'_>, part: ObservedPart) -> bool {
+    part != ObservedPart::Checkpoint || matches!(scope, ObservedScope::App(_))
+}
+
 /// How far after its arrival an agent's stamp (`observed_at`) can lie, with room to spare:
 /// the collector refuses stamps more than a day ahead of its clock, and stamps the arrival
 /// after that check. A window read from `observed_transitions` skips the day partitions
@@ -627,10 +636,11 @@ impl Store {
         part: ObservedPart,
         each: impl FnMut(ObservedRef<'_>),
     ) -> Result<u64> {
-        let source = match part {
+        let source = if reads_window(scope, part) {
+            self.window_source(checkpoint, scope).await?
+        } else {
             // Whichever: the window is not read.
-            ObservedPart::Checkpoint => WindowSource::Transitions,
-            _ => self.window_source(checkpoint, scope).await?,
+            WindowSource::Transitions
         };
         self.observed_at_from(checkpoint, at, scope, part, source, each)
             .await
@@ -922,5 +932,31 @@ ARRAY JOIN range(intDiv(3600, ?)) AS k"
                 .context(|| format!("writing synthetic heartbeats of hour {hour}"))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_apps_checkpoint_part_reads_the_window() {
+        assert!(reads_window(
+            ObservedScope::App("web"),
+            ObservedPart::Checkpoint
+        ));
+        assert!(!reads_window(ObservedScope::All, ObservedPart::Checkpoint));
+        assert!(!reads_window(
+            ObservedScope::Cluster("c-1"),
+            ObservedPart::Checkpoint
+        ));
+        for scope in [
+            ObservedScope::All,
+            ObservedScope::Cluster("c-1"),
+            ObservedScope::App("web"),
+        ] {
+            assert!(reads_window(scope, ObservedPart::Arrivals));
+            assert!(reads_window(scope, ObservedPart::Both));
+        }
     }
 }
