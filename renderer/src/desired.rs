@@ -36,6 +36,9 @@ pub struct Published {
     /// Rows of `member_since_sets` written (clusters that joined a render group with a
     /// `desired_since` of their own for some app).
     pub member_since_rows: usize,
+    /// Rows of `desired_version_changes` written (one per (cluster, app) whose desired
+    /// version changed).
+    pub version_change_rows: usize,
     /// Reading what the store holds, comparing it with the render, and writing the difference.
     pub timings: PublishTimings,
 }
@@ -308,6 +311,11 @@ pub struct Rows {
     pub since_sets: Vec<SinceSetRow>,
     pub member_since: Vec<MemberSinceRow>,
     pub clusters: Vec<ClusterRow>,
+    /// Every (cluster, app) whose desired version the render changes
+    /// ([`crate::changes::version_change_rows`]).
+    pub version_changes: Vec<fleetscope_store::DesiredVersionChangeRow>,
+    /// When the platform commit the render read was made, if it read one.
+    pub platform_commit: Option<fleetscope_store::PlatformCommitRow>,
     pub render: RenderRow,
     /// Desired rows for apps present, and for apps marked removed.
     pub changed: usize,
@@ -325,6 +333,15 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
     let reason_sets = reason_set_rows(outcome, current, render_id);
     let reason_members = reason_member_rows(outcome, current, &in_platform, render_id);
     let clusters = inventory_rows(outcome, current, &in_platform, render_id, now);
+    let version_changes = crate::changes::version_change_rows(outcome, current, render_id);
+    let platform_commit =
+        outcome
+            .platform_commit
+            .as_ref()
+            .map(|c| fleetscope_store::PlatformCommitRow {
+                platform_commit: c.id.clone(),
+                committed_at: u32::try_from(c.committed_at.max(0)).unwrap_or(u32::MAX),
+            });
     let render = render_row(outcome, render_id, now, changed + removed);
     Rows {
         desired,
@@ -334,6 +351,8 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
         since_sets,
         member_since,
         clusters,
+        version_changes,
+        platform_commit,
         render,
         changed,
         removed,
@@ -596,7 +615,11 @@ fn render_row(
     RenderRow {
         render_id,
         commit: outcome.commit.head.clone(),
-        platform_commit: String::new(),
+        platform_commit: outcome
+            .platform_commit
+            .as_ref()
+            .map(|c| c.id.clone())
+            .unwrap_or_default(),
         rendered_at: fleetscope_store::to_datetime(now),
         summary: outcome.summary.clone(),
         render_groups: assigned.groups.len() as u32,
@@ -646,6 +669,12 @@ pub async fn publish(
     if !rows.clusters.is_empty() {
         store.insert_rows(&rows.clusters).await?;
     }
+    if !rows.version_changes.is_empty() {
+        store.insert_rows(&rows.version_changes).await?;
+    }
+    if let Some(commit) = &rows.platform_commit {
+        store.insert_rows(std::slice::from_ref(commit)).await?;
+    }
     // What it wrote, for readers of a ClickHouse cluster, whose nodes may hold the `renders`
     // row before the rest (each table replicates on its own).
     store
@@ -669,6 +698,7 @@ pub async fn publish(
         reason_member_rows: rows.reason_members.len(),
         since_set_rows: rows.since_sets.len(),
         member_since_rows: rows.member_since.len(),
+        version_change_rows: rows.version_changes.len(),
         timings,
     })
 }

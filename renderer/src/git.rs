@@ -457,6 +457,28 @@ fn write_and_commit(
     Ok((outcome, Some(commit)))
 }
 
+/// The platform repo's commit a render read: the `HEAD` of the Git repository that holds the
+/// platform directory. Files changed and not committed are rendered as they are; the commit
+/// still names `HEAD`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlatformCommit {
+    pub id: String,
+    /// Its committer time, seconds since the epoch.
+    pub committed_at: i64,
+}
+
+/// The commit at `HEAD` of the Git repository holding `platform_dir`, if it is in one and has
+/// a commit.
+pub fn platform_commit(platform_dir: &Path) -> Option<PlatformCommit> {
+    let repo = Repository::discover(platform_dir).ok()?;
+    let commit = repo.head().ok()?.peel_to_commit().ok()?;
+    let committed_at = commit.committer().when().seconds();
+    Some(PlatformCommit {
+        id: commit.id().to_string(),
+        committed_at,
+    })
+}
+
 /// The branch's commit, if there is one.
 pub fn head_commit(repo: &Repository) -> Option<String> {
     repo.find_reference(BRANCH)

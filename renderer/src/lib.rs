@@ -9,6 +9,7 @@
 pub mod args;
 pub mod assign;
 pub mod cache;
+pub mod changes;
 pub mod desired;
 pub mod explain;
 pub mod generate;
@@ -47,6 +48,9 @@ pub struct RenderOutcome {
     pub summary: String,
     /// Things that render but may not do what the author meant (see [`warnings`]).
     pub warnings: Vec<String>,
+    /// The platform repo's commit the render read, when the platform directory is in a Git
+    /// repository (see [`git::platform_commit`]).
+    pub platform_commit: Option<git::PlatformCommit>,
 }
 
 fn uses_substitution(value: &serde_json::Value) -> bool {
@@ -203,14 +207,18 @@ pub fn render_if_changed(
             return Ok(None);
         }
     }
-    render_with_digest(&files, output, &digest).map(Some)
+    let mut outcome = render_with_digest(&files, output, &digest)?;
+    outcome.platform_commit = git::platform_commit(platform_dir);
+    Ok(Some(outcome))
 }
 
 /// Renders `platform_dir` into the Git repository at `output` (created if needed). Nothing is
 /// written when the platform repo is invalid; no commit is made when nothing changed.
 pub fn render(platform_dir: &Path, output: &Path) -> Result<RenderOutcome, RenderError> {
     let (files, digest) = read_platform(platform_dir)?;
-    render_with_digest(&files, output, &digest)
+    let mut outcome = render_with_digest(&files, output, &digest)?;
+    outcome.platform_commit = git::platform_commit(platform_dir);
+    Ok(outcome)
 }
 
 fn unreadable(platform_dir: &Path, err: std::io::Error) -> RenderError {
@@ -355,6 +363,7 @@ fn render_with_digest(
         hashes,
         commit,
         summary,
+        platform_commit: None,
     })
 }
 

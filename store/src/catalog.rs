@@ -344,6 +344,18 @@ fn route_reads(samples: &Samples) -> Vec<CatalogEntry> {
             "renders in a range",
             queries::renders_between_query(store, week_ago, now, 100),
         ),
+        render::<crate::DesiredVersionChangeRow>(
+            "desired version changes of an app",
+            queries::desired_version_changes_query(store, Some(SAMPLE_APP), 0),
+        ),
+        render::<crate::DesiredVersionChangeRow>(
+            "desired version changes after a render",
+            queries::desired_version_changes_query(store, None, 1),
+        ),
+        render::<crate::PlatformCommitRow>(
+            "when a platform commit was made",
+            queries::platform_commit_query(store, "platform-2"),
+        ),
         render::<DesiredRow>(
             "desired history of a render group",
             queries::desired_history_query(store, &format!("rg-{cluster_id}"), None, week_ago, now),

@@ -117,6 +117,8 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("member_since_sets", Placement::Everywhere),
     ("member_since_history", Placement::Everywhere),
     ("render_contents", Placement::Everywhere),
+    ("desired_version_changes", Placement::Everywhere),
+    ("platform_commits", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

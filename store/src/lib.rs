@@ -30,9 +30,9 @@ pub use audit::StoredChanges;
 pub use clickhouse_cluster::ClusterConfig;
 pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
-    ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MemberSinceRow, MembershipRow,
-    ObservedRef, ObservedRow, ReasonMemberRow, ReasonSetRow, RenderContentsRow, RenderRow,
-    RollupSnapshotRow, SinceSetRow,
+    ArrivalWriterRow, ClusterRow, DesiredRow, DesiredVersionChangeRow, HeartbeatRow,
+    MemberSinceRow, MembershipRow, ObservedRef, ObservedRow, PlatformCommitRow, ReasonMemberRow,
+    ReasonSetRow, RenderContentsRow, RenderRow, RollupSnapshotRow, SinceSetRow,
 };
 pub use sizes::TableSize;
 pub use writer::{BatchOutcome, BatchWriter, BatchWriterConfig, Receipt, WriteError};

@@ -92,6 +92,25 @@ pub struct RenderContentsRow {
     pub members: u32,
 }
 
+/// One (cluster, app) whose desired version a render changed (`desired_version_changes`):
+/// `""` for "not desired" on either side.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Row, Serialize, Deserialize)]
+pub struct DesiredVersionChangeRow {
+    pub app: String,
+    pub render_id: u64,
+    pub cluster_id: String,
+    pub from_version: String,
+    pub to_version: String,
+}
+
+/// When a platform commit was made (`platform_commits`).
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct PlatformCommitRow {
+    pub platform_commit: String,
+    /// Its committer time, seconds since the epoch.
+    pub committed_at: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct DesiredRow {
     pub render_group: String,
@@ -337,6 +356,12 @@ impl Table for DesiredRow {
 }
 impl Table for RenderContentsRow {
     const TABLE: &'static str = "render_contents";
+}
+impl Table for DesiredVersionChangeRow {
+    const TABLE: &'static str = "desired_version_changes";
+}
+impl Table for PlatformCommitRow {
+    const TABLE: &'static str = "platform_commits";
 }
 impl Table for MembershipRow {
     const TABLE: &'static str = "render_group_members";

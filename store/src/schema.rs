@@ -375,6 +375,29 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             members UInt32
         ) ENGINE = ReplacingMergeTree ORDER BY render_id",
     ],
+}, Migration {
+    version: 8,
+    name: "what each render changed per cluster",
+    statements: &[
+        // One row for each (cluster, app) whose desired version a render changed: from the
+        // version desired before it ("" when the app was not desired there: a new cluster, a
+        // cluster newly selected, a new app) to the one desired after ("" when the render
+        // took the app or the cluster away). Rollouts are read from these. A render written
+        // again writes the same rows, which collapse.
+        "CREATE TABLE IF NOT EXISTS desired_version_changes (
+            app String,
+            render_id UInt64,
+            cluster_id String,
+            from_version String,
+            to_version String
+        ) ENGINE = ReplacingMergeTree ORDER BY (app, render_id, cluster_id)",
+        // When each platform commit a render read was made (its committer time), for lead
+        // times; a render of a platform directory outside Git has no row.
+        "CREATE TABLE IF NOT EXISTS platform_commits (
+            platform_commit String,
+            committed_at DateTime
+        ) ENGINE = ReplacingMergeTree ORDER BY platform_commit",
+    ],
 }];
 
 /// The columns of an observed row, as `observed_transitions`, `observed_arrivals` and

@@ -268,6 +268,11 @@ pub struct GridRows {
     pub renders: Vec<fleetscope_store::RenderRow>,
     /// What each of the two renders wrote.
     pub render_contents: Vec<fleetscope_store::RenderContentsRow>,
+    /// Each case's desired version changes: from none to 0.1.0 in render 1, then to its own
+    /// version (or away) in render 2 where that differs; the first written twice.
+    pub version_changes: Vec<fleetscope_store::DesiredVersionChangeRow>,
+    /// When the two renders' platform commits were made (the second recorded twice).
+    pub platform_commits: Vec<fleetscope_store::PlatformCommitRow>,
     /// Two collectors' arrival horizons, the first published twice (the newer publication
     /// carries the later horizon).
     pub arrival_writers: Vec<fleetscope_store::ArrivalWriterRow>,
@@ -277,6 +282,7 @@ pub struct GridRows {
 pub fn rows(cases: &[GridCase]) -> GridRows {
     let mut rows = GridRows::default();
     rows.add_renders(cases.len());
+    rows.add_platform_commits();
     rows.add_snapshots();
     rows.add_reason_sets();
     for (index, case) in cases.iter().enumerate() {
@@ -360,13 +366,24 @@ impl GridRows {
             self.renders.push(fleetscope_store::RenderRow {
                 render_id,
                 commit: format!("commit-{render_id}"),
-                platform_commit: String::new(),
+                platform_commit: format!("platform-{render_id}"),
                 rendered_at: fleetscope_store::to_datetime(ago(hours_ago * 3_600)),
                 summary: format!("render {render_id}"),
                 render_groups: cases as u32,
                 clusters: cases as u32,
                 changed_items: 1,
             });
+        }
+    }
+
+    /// When the renders' platform commits were made: 20 minutes before each render.
+    fn add_platform_commits(&mut self) {
+        for (render_id, hours_ago) in [(1, 30), (2, 2), (2, 2)] {
+            self.platform_commits
+                .push(fleetscope_store::PlatformCommitRow {
+                    platform_commit: format!("platform-{render_id}"),
+                    committed_at: fleetscope_store::to_datetime(ago(hours_ago * 3_600 + 1_200)),
+                });
         }
     }
 
@@ -486,6 +503,21 @@ impl GridRows {
     fn add_desired(&mut self, index: usize, case: &GridCase) {
         self.desired
             .push(desired_row(case, "0.1.0", HASH_B, ago(100_000), 1, 0));
+        let change = |render_id, from: &str, to: &str| fleetscope_store::DesiredVersionChangeRow {
+            app: APP.into(),
+            render_id,
+            cluster_id: case.cluster_id.clone(),
+            from_version: from.into(),
+            to_version: to.into(),
+        };
+        let copies = if index == 0 { 2 } else { 1 };
+        for _ in 0..copies {
+            self.version_changes.push(change(1, "", "0.1.0"));
+        }
+        let to = case.desired.as_ref().map_or("", |d| d.version);
+        if to != "0.1.0" {
+            self.version_changes.push(change(2, "0.1.0", to));
+        }
         match &case.desired {
             Some(d) if index.is_multiple_of(3) => {
                 self.add_own_since(index, case, d);
@@ -637,6 +669,11 @@ impl GridRows {
         let mut out = Vec::new();
         out.extend(table_inserts("renders", &self.renders));
         out.extend(table_inserts("render_contents", &self.render_contents));
+        out.extend(table_inserts(
+            "desired_version_changes",
+            &self.version_changes,
+        ));
+        out.extend(table_inserts("platform_commits", &self.platform_commits));
         out.extend(table_inserts("clusters", &self.clusters));
         out.extend(table_inserts("heartbeats", &self.heartbeats));
         out.extend(table_inserts("render_group_members", &self.members));

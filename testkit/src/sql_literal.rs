@@ -85,9 +85,9 @@ pub fn table_inserts<T: SqlRow>(table: &str, rows: &[T]) -> Vec<String> {
 }
 
 use fleetscope_store::{
-    ArrivalWriterRow, ClusterRow, DesiredRow, HeartbeatRow, MemberSinceRow, MembershipRow,
-    ObservedRow, ReasonMemberRow, ReasonSetRow, RenderContentsRow, RenderRow, RollupSnapshotRow,
-    SinceSetRow,
+    ArrivalWriterRow, ClusterRow, DesiredRow, DesiredVersionChangeRow, HeartbeatRow,
+    MemberSinceRow, MembershipRow, ObservedRow, PlatformCommitRow, ReasonMemberRow, ReasonSetRow,
+    RenderContentsRow, RenderRow, RollupSnapshotRow, SinceSetRow,
 };
 
 impl SqlRow for ClusterRow {
@@ -259,6 +259,24 @@ impl SqlRow for RenderContentsRow {
             self.desired.literal(),
             self.members.literal(),
         ]
+    }
+}
+
+impl SqlRow for DesiredVersionChangeRow {
+    fn values(&self) -> Vec<String> {
+        vec![
+            self.app.literal(),
+            self.render_id.literal(),
+            self.cluster_id.literal(),
+            self.from_version.literal(),
+            self.to_version.literal(),
+        ]
+    }
+}
+
+impl SqlRow for PlatformCommitRow {
+    fn values(&self) -> Vec<String> {
+        vec![self.platform_commit.literal(), self.committed_at.literal()]
     }
 }
 

@@ -6,4 +6,5 @@ mod crd_schemas;
 mod desired;
 mod render;
 mod schema;
+mod version_changes;
 mod watch;

@@ -1,5 +1,6 @@
-//! Renders: the last render, the renders in a time range, and the markers that tell the hub a
-//! render or the inventory changed (or that a render is still being published).
+//! Renders: the last render, the renders in a time range, the markers that tell the hub a
+//! render or the inventory changed (or that a render is still being published), what each
+//! render changed per cluster, and when platform commits were made.
 
 use std::sync::OnceLock;
 
@@ -61,6 +62,36 @@ pub fn render_contents_query(store: &Store, render_id: u64) -> Query {
         .client()
         .query("SELECT ?fields FROM render_contents WHERE render_id = ? ORDER BY render_id LIMIT 1")
         .bind(render_id)
+}
+
+/// The desired version changes of the renders after `after`, of one app or of all, in the
+/// table's order (app, render, cluster), each once.
+pub fn desired_version_changes_query(store: &Store, app: Option<&str>, after: u64) -> Query {
+    match app {
+        Some(app) => store
+            .client()
+            .query(
+                "SELECT DISTINCT ?fields FROM desired_version_changes \
+WHERE app = ? AND render_id > ? ORDER BY app, render_id, cluster_id",
+            )
+            .bind(app)
+            .bind(after),
+        None => store
+            .client()
+            .query(
+                "SELECT DISTINCT ?fields FROM desired_version_changes \
+WHERE render_id > ? ORDER BY app, render_id, cluster_id",
+            )
+            .bind(after),
+    }
+}
+
+/// When `platform_commit` was made, if a render recorded it.
+pub fn platform_commit_query(store: &Store, platform_commit: &str) -> Query {
+    store
+        .client()
+        .query("SELECT ?fields FROM platform_commits WHERE platform_commit = ? LIMIT 1")
+        .bind(platform_commit)
 }
 
 /// The change markers of the tables the hub reloads whole.
@@ -137,6 +168,28 @@ impl Store {
     }
 
     /// The change markers of the tables the hub reloads whole.
+    /// The desired version changes of the renders after `after` (see
+    /// [`desired_version_changes_query`]).
+    pub async fn desired_version_changes(
+        &self,
+        app: Option<&str>,
+        after: u64,
+    ) -> Result<Vec<crate::DesiredVersionChangeRow>> {
+        desired_version_changes_query(self, app, after)
+            .fetch_all()
+            .await
+            .context(|| "reading desired version changes".to_owned())
+    }
+
+    /// When `platform_commit` was made (seconds since the epoch), if a render recorded it.
+    pub async fn platform_committed_at(&self, platform_commit: &str) -> Result<Option<u32>> {
+        let row: Option<crate::PlatformCommitRow> = platform_commit_query(self, platform_commit)
+            .fetch_optional()
+            .await
+            .context(|| format!("reading when platform commit {platform_commit} was made"))?;
+        Ok(row.map(|r| r.committed_at))
+    }
+
     /// What render `render_id` wrote, when this store's node holds its `render_contents` row.
     pub async fn render_contents(
         &self,

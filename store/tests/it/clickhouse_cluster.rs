@@ -50,6 +50,14 @@ async fn load(store: &Store, rows: &GridRows) {
         .insert_rows(&rows.render_contents)
         .await
         .expect("what the renders wrote");
+    store
+        .insert_rows(&rows.version_changes)
+        .await
+        .expect("desired version changes");
+    store
+        .insert_rows(&rows.platform_commits)
+        .await
+        .expect("platform commits");
     store.insert_rows(&rows.clusters).await.expect("inventory");
     store.insert_rows(&rows.members).await.expect("membership");
     store.insert_rows(&rows.desired).await.expect("desired");
