@@ -206,6 +206,13 @@ impl Store {
             // over while a fresher one is up: the hub's incremental reads look back 60 s, so
             // rows that reach the answering replica later than that would be missed.
             server = server.with_setting("max_replica_delay_for_distributed_queries", "30");
+            // A replicated table skips a block it already has, and then writes nothing into
+            // its materialized views either: an insert cut short after the source table took
+            // its rows (ZooKeeper stopped, a timeout) and sent again would never reach
+            // `observed_arrivals` or `observed_latest`. Every table is a ReplacingMergeTree
+            // keyed on its rows' identity, so a block written twice collapses; it is written
+            // again whole, views included.
+            server = server.with_setting("insert_deduplicate", "0");
         }
         let client = server.clone().with_database(&config.database);
         Ok(Store {
