@@ -8,9 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use fleetscope_store::queries::CurrentDesiredRow;
 use fleetscope_store::DesiredVersionChangeRow;
 
-use crate::desired::Current;
 use crate::RenderOutcome;
 
 /// App → version of one render group, before or after the render.
@@ -42,16 +42,18 @@ fn versions<'a>(of: &BTreeMap<&'a str, Versions<'a>>, group: Option<&str>) -> Ve
     group.and_then(|g| of.get(g)).cloned().unwrap_or_default()
 }
 
-/// The rows of every (cluster, app) whose desired version `outcome` changes from what `current`
-/// holds, sorted by (app, cluster). Worked out once per distinct (group before, group after),
+/// The rows of every (cluster, app) whose desired version `outcome` changes from what the store
+/// holds (`desired`: (render group, app) → its current row; `members`: cluster → (render
+/// group, removed), as `desired::Current` reads them), sorted by (app, cluster). Worked out once per distinct (group before, group after),
 /// so a render that moves the whole fleet costs a few comparisons and one row per change.
 pub fn version_change_rows(
     outcome: &RenderOutcome,
-    current: &Current,
+    desired: &BTreeMap<(String, String), CurrentDesiredRow>,
+    members: &BTreeMap<String, (String, u8)>,
     render_id: u64,
 ) -> Vec<DesiredVersionChangeRow> {
     let mut before_of: BTreeMap<&str, Versions> = BTreeMap::new();
-    for ((group, app), row) in &current.desired {
+    for ((group, app), row) in desired {
         if row.removed == 0 {
             before_of
                 .entry(group.as_str())
@@ -74,7 +76,7 @@ pub fn version_change_rows(
         .collect();
     let mut worked_out: BTreeMap<(Option<&str>, Option<&str>), Vec<Difference>> = BTreeMap::new();
     let mut pairs: BTreeMap<&str, (Option<&str>, Option<&str>)> = BTreeMap::new();
-    for (cluster, (group, removed)) in &current.members {
+    for (cluster, (group, removed)) in members {
         if *removed == 0 {
             pairs.entry(cluster.as_str()).or_default().0 = Some(group.as_str());
         }

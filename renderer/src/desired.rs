@@ -333,7 +333,8 @@ pub fn rows(outcome: &RenderOutcome, current: &Current, render_id: u64, now: Tim
     let reason_sets = reason_set_rows(outcome, current, render_id);
     let reason_members = reason_member_rows(outcome, current, &in_platform, render_id);
     let clusters = inventory_rows(outcome, current, &in_platform, render_id, now);
-    let version_changes = crate::changes::version_change_rows(outcome, current, render_id);
+    let version_changes =
+        crate::changes::version_change_rows(outcome, &current.desired, &current.members, render_id);
     let platform_commit =
         outcome
             .platform_commit

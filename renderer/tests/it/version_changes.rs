@@ -208,7 +208,12 @@ async fn each_render_records_every_desired_version_it_changed_and_its_platform_c
     // Written again (a publication retried), the rows collapse into one each.
     let again = render(dir, out.path()).unwrap();
     let current = desired::Current::read(store).await.unwrap();
-    let rows = fleetscope_renderer::changes::version_change_rows(&again, &current, 3);
+    let rows = fleetscope_renderer::changes::version_change_rows(
+        &again,
+        &current.desired,
+        &current.members,
+        3,
+    );
     assert!(rows.is_empty(), "nothing to change against the store");
     store.insert_rows(&third).await.unwrap();
     assert_eq!(store.desired_version_changes(None, 2).await.unwrap(), third);
