@@ -373,8 +373,8 @@ impl Renderer {
             )
             .await?;
             println!(
-                "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships ({} with a desired since of their own), {} cluster rows; read {:.2} s, compared {:.2} s, wrote {:.2} s",
-                published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.member_since_rows, published.cluster_rows,
+                "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships ({} with a desired since of their own), {} cluster rows, {} version changes; read {:.2} s, compared {:.2} s, wrote {:.2} s",
+                published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.member_since_rows, published.cluster_rows, published.version_change_rows,
                 published.timings.read.as_secs_f64(), published.timings.compare.as_secs_f64(), published.timings.write.as_secs_f64()
             );
         }

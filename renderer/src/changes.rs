@@ -44,7 +44,8 @@ fn versions<'a>(of: &BTreeMap<&'a str, Versions<'a>>, group: Option<&str>) -> Ve
 
 /// The rows of every (cluster, app) whose desired version `outcome` changes from what the store
 /// holds (`desired`: (render group, app) → its current row; `members`: cluster → (render
-/// group, removed), as `desired::Current` reads them), sorted by (app, cluster). Worked out once per distinct (group before, group after),
+/// group, removed), as `desired::Current` reads them), by cluster, then in the order the
+/// differences of its two groups list them. Worked out once per distinct (group before, group after),
 /// so a render that moves the whole fleet costs a few comparisons and one row per change.
 pub fn version_change_rows(
     outcome: &RenderOutcome,
@@ -101,7 +102,6 @@ pub fn version_change_rows(
                 }),
         );
     }
-    rows.sort();
     rows
 }
 
