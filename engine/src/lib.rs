@@ -19,6 +19,7 @@ pub mod gate;
 mod index;
 pub mod insights;
 pub mod past;
+pub mod rollouts;
 mod rollups;
 mod symbols;
 

@@ -1,0 +1,175 @@
+//! Rollouts as records, from what each render changed per cluster
+//! (`desired_version_changes`, one row per (cluster, app) whose desired version a render
+//! changed). This part needs no observed state: which clusters each rollout targeted at its
+//! start, which joined or left it since and how, and what it moved them from.
+//!
+//! The rules, per app, render by render in order:
+//! - **A rollout** is the move of the app to one version by one render: the clusters the render
+//!   moved to that version from another version (a wave), or from not desiring the app when no
+//!   cluster desired that version before the render (a first release of it).
+//! - **A cluster that joins**: one the render made desire the app at a version some cluster
+//!   already desired (a new cluster, one newly selected) joins the newest rollout of that version
+//!   instead of starting one. Without any rollout of it (history from before the rows were
+//!   kept), it starts one.
+//! - **A cluster that leaves** its rollout (the one that last set its version): to a version among
+//!   the rollout's from-versions, the rollout is rolled back; to another version, superseded; to
+//!   nothing (app or cluster taken away), it just leaves. Each is recorded with its render, so
+//!   whether it came before the rollout completed is decided with the observed state.
+
+use std::collections::BTreeMap;
+
+use fleetscope_store::DesiredVersionChangeRow;
+
+/// One rollout: an app's move to `version` by render `render_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rollout {
+    pub app: String,
+    pub render_id: u64,
+    pub version: String,
+    /// The versions its clusters were moved from, with how many each (`""`: not desired).
+    pub from_versions: BTreeMap<String, u32>,
+    /// The clusters the render moved (its targets at the start).
+    pub targeted_at_start: u32,
+    /// Clusters that joined it since (see the module's rules).
+    pub joined: u32,
+    /// Clusters that left it since, and the first render that moved any of them: back to a
+    /// from-version, on to another version, or away.
+    pub rolled_back: u32,
+    pub first_rolled_back_by: Option<u64>,
+    pub superseded: u32,
+    pub first_superseded_by: Option<u64>,
+    pub removed: u32,
+}
+
+impl Rollout {
+    /// Its clusters now: those it targeted or that joined, less those that left.
+    pub fn targeted_now(&self) -> u32 {
+        (self.targeted_at_start + self.joined)
+            .saturating_sub(self.rolled_back + self.superseded + self.removed)
+    }
+}
+
+/// The rollouts of one app and, for each cluster, the one it belongs to now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppRollouts {
+    /// In render order (then version).
+    pub rollouts: Vec<Rollout>,
+    /// Cluster → index in `rollouts` of the rollout that last set its version (absent once the
+    /// app is not desired there).
+    pub owner: BTreeMap<String, usize>,
+    /// Version → how many clusters desire it.
+    desiring: BTreeMap<String, u32>,
+}
+
+impl AppRollouts {
+    /// Applies one render's rows (all of one app and one render, any order). Renders must come
+    /// in order.
+    pub fn apply_render(&mut self, rows: &[&DesiredVersionChangeRow]) {
+        let Some(first) = rows.first() else {
+            return;
+        };
+        let (app, render_id) = (first.app.as_str(), first.render_id);
+        // Versions desired before this render decide which clusters join.
+        let desired_before: std::collections::BTreeSet<String> = self
+            .desiring
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(v, _)| v.clone())
+            .collect();
+        for row in rows {
+            self.leave(row, render_id);
+            if !row.from_version.is_empty() {
+                if let Some(n) = self.desiring.get_mut(&row.from_version) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+        for row in rows {
+            if row.to_version.is_empty() {
+                continue;
+            }
+            *self.desiring.entry(row.to_version.clone()).or_default() += 1;
+            let joins = row.from_version.is_empty() && desired_before.contains(&row.to_version);
+            let newest = self
+                .rollouts
+                .iter()
+                .rposition(|r| r.version == row.to_version && r.render_id < render_id);
+            let index = match (joins, newest) {
+                (true, Some(index)) => {
+                    self.rollouts[index].joined += 1;
+                    index
+                }
+                _ => {
+                    let index = self.rollout_of(app, render_id, &row.to_version);
+                    let rollout = &mut self.rollouts[index];
+                    rollout.targeted_at_start += 1;
+                    *rollout
+                        .from_versions
+                        .entry(row.from_version.clone())
+                        .or_default() += 1;
+                    index
+                }
+            };
+            self.owner.insert(row.cluster_id.clone(), index);
+        }
+    }
+
+    /// The cluster of `row` leaves the rollout that owns it, if any.
+    fn leave(&mut self, row: &DesiredVersionChangeRow, render_id: u64) {
+        let Some(index) = self.owner.remove(&row.cluster_id) else {
+            return;
+        };
+        let rollout = &mut self.rollouts[index];
+        if row.to_version.is_empty() {
+            rollout.removed += 1;
+        } else if rollout
+            .from_versions
+            .keys()
+            .any(|from| !from.is_empty() && *from == row.to_version)
+        {
+            rollout.rolled_back += 1;
+            rollout.first_rolled_back_by.get_or_insert(render_id);
+        } else {
+            rollout.superseded += 1;
+            rollout.first_superseded_by.get_or_insert(render_id);
+        }
+    }
+
+    /// The index of render `render_id`'s rollout of `version`, made if new.
+    fn rollout_of(&mut self, app: &str, render_id: u64, version: &str) -> usize {
+        if let Some(index) = self
+            .rollouts
+            .iter()
+            .rposition(|r| r.render_id == render_id && r.version == version)
+        {
+            return index;
+        }
+        self.rollouts.push(Rollout {
+            app: app.to_owned(),
+            render_id,
+            version: version.to_owned(),
+            ..Rollout::default()
+        });
+        self.rollouts.len() - 1
+    }
+}
+
+/// Every app's rollouts from change rows in the store's order (app, render, cluster).
+pub fn from_rows(rows: &[DesiredVersionChangeRow]) -> BTreeMap<String, AppRollouts> {
+    let mut apps: BTreeMap<String, AppRollouts> = BTreeMap::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let (app, render) = (&rows[start].app, rows[start].render_id);
+        let end = rows[start..]
+            .iter()
+            .position(|r| &r.app != app || r.render_id != render)
+            .map_or(rows.len(), |n| start + n);
+        let batch: Vec<&DesiredVersionChangeRow> = rows[start..end].iter().collect();
+        apps.entry(app.clone()).or_default().apply_render(&batch);
+        start = end;
+    }
+    apps
+}
+
+#[cfg(test)]
+mod tests;
