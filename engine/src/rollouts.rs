@@ -16,9 +16,41 @@
 //!   nothing (app or cluster taken away), it just leaves. Each is recorded with its render, so
 //!   whether it came before the rollout completed is decided with the observed state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use fleetscope_store::DesiredVersionChangeRow;
+
+/// Cluster ids as small numbers, shared by every app's records: each id's text is held once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterIds {
+    numbers: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl ClusterIds {
+    /// The number of `cluster`, given one if it has none.
+    pub fn number(&mut self, cluster: &str) -> u32 {
+        if let Some(n) = self.numbers.get(cluster) {
+            return *n;
+        }
+        let n = self.names.len() as u32;
+        self.names.push(cluster.to_owned());
+        self.numbers.insert(cluster.to_owned(), n);
+        n
+    }
+
+    /// The number of `cluster`, if it has one.
+    pub fn find(&self, cluster: &str) -> Option<u32> {
+        self.numbers.get(cluster).copied()
+    }
+
+    pub fn name(&self, number: u32) -> &str {
+        &self.names[number as usize]
+    }
+}
+
+/// No rollout (in [`AppRollouts`]'s owners).
+const NO_ROLLOUT: u32 = u32::MAX;
 
 /// One rollout: an app's move to `version` by render `render_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -54,17 +86,42 @@ impl Rollout {
 pub struct AppRollouts {
     /// In render order (then version).
     pub rollouts: Vec<Rollout>,
-    /// Cluster → index in `rollouts` of the rollout that last set its version (absent once the
-    /// app is not desired there).
-    pub owner: BTreeMap<String, usize>,
+    /// By cluster number ([`ClusterIds`]): the index in `rollouts` of the rollout that last set
+    /// its version, [`NO_ROLLOUT`] where the app is not desired. Four bytes a cluster.
+    owners: Vec<u32>,
     /// Version → how many clusters desire it.
     desiring: BTreeMap<String, u32>,
 }
 
 impl AppRollouts {
-    /// Applies one render's rows (all of one app and one render, any order). Renders must come
-    /// in order.
-    pub fn apply_render(&mut self, rows: &[&DesiredVersionChangeRow]) {
+    /// The index in `rollouts` of the rollout cluster `number` belongs to now, if any.
+    pub fn owner(&self, number: u32) -> Option<usize> {
+        self.owners
+            .get(number as usize)
+            .filter(|o| **o != NO_ROLLOUT)
+            .map(|o| *o as usize)
+    }
+
+    /// Every cluster that belongs to a rollout now, with that rollout's index.
+    pub fn owners(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        self.owners
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| **o != NO_ROLLOUT)
+            .map(|(n, o)| (n as u32, *o as usize))
+    }
+
+    fn set_owner(&mut self, number: u32, owner: u32) {
+        let at = number as usize;
+        if at >= self.owners.len() {
+            self.owners.resize(at + 1, NO_ROLLOUT);
+        }
+        self.owners[at] = owner;
+    }
+
+    /// Applies one render's rows (all of one app and one render, any order), numbering their
+    /// clusters in `ids`. Renders must come in order.
+    pub fn apply_render(&mut self, rows: &[&DesiredVersionChangeRow], ids: &mut ClusterIds) {
         let Some(first) = rows.first() else {
             return;
         };
@@ -77,7 +134,8 @@ impl AppRollouts {
             .map(|(v, _)| v.clone())
             .collect();
         for row in rows {
-            self.leave(row, render_id);
+            let number = ids.number(&row.cluster_id);
+            self.leave(row, number, render_id);
             if !row.from_version.is_empty() {
                 if let Some(n) = self.desiring.get_mut(&row.from_version) {
                     *n = n.saturating_sub(1);
@@ -110,15 +168,16 @@ impl AppRollouts {
                     index
                 }
             };
-            self.owner.insert(row.cluster_id.clone(), index);
+            self.set_owner(ids.number(&row.cluster_id), index as u32);
         }
     }
 
-    /// The cluster of `row` leaves the rollout that owns it, if any.
-    fn leave(&mut self, row: &DesiredVersionChangeRow, render_id: u64) {
-        let Some(index) = self.owner.remove(&row.cluster_id) else {
+    /// The cluster of `row` (numbered `number`) leaves the rollout that owns it, if any.
+    fn leave(&mut self, row: &DesiredVersionChangeRow, number: u32, render_id: u64) {
+        let Some(index) = self.owner(number) else {
             return;
         };
+        self.set_owner(number, NO_ROLLOUT);
         let rollout = &mut self.rollouts[index];
         if row.to_version.is_empty() {
             rollout.removed += 1;
@@ -154,21 +213,46 @@ impl AppRollouts {
     }
 }
 
-/// Every app's rollouts from change rows in the store's order (app, render, cluster).
-pub fn from_rows(rows: &[DesiredVersionChangeRow]) -> BTreeMap<String, AppRollouts> {
-    let mut apps: BTreeMap<String, AppRollouts> = BTreeMap::new();
-    let mut start = 0;
-    while start < rows.len() {
-        let (app, render) = (&rows[start].app, rows[start].render_id);
-        let end = rows[start..]
-            .iter()
-            .position(|r| &r.app != app || r.render_id != render)
-            .map_or(rows.len(), |n| start + n);
-        let batch: Vec<&DesiredVersionChangeRow> = rows[start..end].iter().collect();
-        apps.entry(app.clone()).or_default().apply_render(&batch);
-        start = end;
+/// Every app's rollouts, with the numbers of the clusters they name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rollouts {
+    pub clusters: ClusterIds,
+    pub apps: BTreeMap<String, AppRollouts>,
+}
+
+impl Rollouts {
+    /// Adds change rows in the store's order (app, render, cluster), each app's renders after
+    /// those already applied.
+    pub fn apply(&mut self, rows: &[DesiredVersionChangeRow]) {
+        let mut start = 0;
+        while start < rows.len() {
+            let (app, render) = (&rows[start].app, rows[start].render_id);
+            let end = rows[start..]
+                .iter()
+                .position(|r| &r.app != app || r.render_id != render)
+                .map_or(rows.len(), |n| start + n);
+            let batch: Vec<&DesiredVersionChangeRow> = rows[start..end].iter().collect();
+            self.apps
+                .entry(app.clone())
+                .or_default()
+                .apply_render(&batch, &mut self.clusters);
+            start = end;
+        }
     }
-    apps
+
+    /// The rollout `cluster` belongs to now for `app`, if any.
+    pub fn owner_of(&self, app: &str, cluster: &str) -> Option<&Rollout> {
+        let app = self.apps.get(app)?;
+        let index = app.owner(self.clusters.find(cluster)?)?;
+        Some(&app.rollouts[index])
+    }
+}
+
+/// Every app's rollouts from change rows in the store's order (app, render, cluster).
+pub fn from_rows(rows: &[DesiredVersionChangeRow]) -> Rollouts {
+    let mut rollouts = Rollouts::default();
+    rollouts.apply(rows);
+    rollouts
 }
 
 #[cfg(test)]

@@ -31,7 +31,8 @@ fn changes_between(
         .collect()
 }
 
-fn find<'a>(app: &'a AppRollouts, render_id: u64, version: &str) -> &'a Rollout {
+fn find<'a>(rollouts: &'a Rollouts, render_id: u64, version: &str) -> &'a Rollout {
+    let app = &rollouts.apps["web"];
     app.rollouts
         .iter()
         .find(|r| r.render_id == render_id && r.version == version)
@@ -57,8 +58,7 @@ fn waves_a_join_a_rollback_and_a_removal() {
         rows.push(change(6, c, "2.0", "1.0"));
     }
     rows.push(change(7, "a", "2.0", ""));
-    let apps = from_rows(&rows);
-    let web = &apps["web"];
+    let web = &from_rows(&rows);
 
     let first = find(web, 1, "1.0");
     assert_eq!(first.targeted_at_start, 6);
@@ -85,7 +85,11 @@ fn waves_a_join_a_rollback_and_a_removal() {
     );
     assert_eq!(third.targeted_now(), 0);
     assert_eq!(
-        web.rollouts.iter().filter(|r| r.render_id == 5).count(),
+        web.apps["web"]
+            .rollouts
+            .iter()
+            .filter(|r| r.render_id == 5)
+            .count(),
         0,
         "a join starts no rollout"
     );
@@ -94,11 +98,9 @@ fn waves_a_join_a_rollback_and_a_removal() {
     assert_eq!(back.from_versions, BTreeMap::from([("2.0".to_owned(), 3)]));
     let first_wave = find(web, 2, "2.0");
     assert_eq!((first_wave.removed, first_wave.targeted_now()), (1, 1));
-    assert_eq!(web.owner.get("a"), None);
-    assert_eq!(
-        web.owner["b"],
-        web.rollouts.iter().position(|r| r == first_wave).unwrap()
-    );
+    assert_eq!(web.owner_of("web", "a"), None);
+    assert_eq!(web.owner_of("web", "b"), Some(first_wave));
+    assert_eq!(web.owner_of("web", "e"), Some(back));
 }
 
 #[test]
@@ -108,11 +110,10 @@ fn a_version_nobody_had_is_a_rollout_of_its_own_even_from_nothing() {
         change(2, "b", "", "1.1"),
         change(3, "c", "", "1.0"),
     ];
-    let apps = from_rows(&rows);
-    let web = &apps["web"];
+    let web = &from_rows(&rows);
     assert_eq!(find(web, 2, "1.1").targeted_at_start, 1);
     assert_eq!(find(web, 1, "1.0").joined, 1);
-    assert_eq!(web.rollouts.len(), 2);
+    assert_eq!(web.apps["web"].rollouts.len(), 2);
 }
 
 proptest! {
@@ -143,17 +144,21 @@ proptest! {
             rows.extend(changed);
             state = next;
         }
-        let apps = from_rows(&rows);
-        let web = apps.get("web").cloned().unwrap_or_default();
+        let all = from_rows(&rows);
+        let web = all.apps.get("web").cloned().unwrap_or_default();
+        let owners: BTreeMap<String, usize> = web
+            .owners()
+            .map(|(n, index)| (all.clusters.name(n).to_owned(), index))
+            .collect();
         prop_assert_eq!(
-            web.owner.keys().cloned().collect::<Vec<_>>(),
+            owners.keys().cloned().collect::<Vec<_>>(),
             state.keys().cloned().collect::<Vec<_>>()
         );
-        for (cluster, index) in &web.owner {
+        for (cluster, index) in &owners {
             prop_assert_eq!(&web.rollouts[*index].version, &state[cluster]);
         }
         for (index, rollout) in web.rollouts.iter().enumerate() {
-            let owned = web.owner.values().filter(|i| **i == index).count() as u32;
+            let owned = owners.values().filter(|i| **i == index).count() as u32;
             prop_assert_eq!(rollout.targeted_now(), owned, "{:?}", rollout);
         }
         let counted: u32 = web.rollouts.iter().map(|r| r.targeted_at_start + r.joined).sum();
