@@ -167,7 +167,6 @@ impl Store {
             .context(|| "reading renders".to_owned())
     }
 
-    /// The change markers of the tables the hub reloads whole.
     /// The desired version changes of the renders after `after` (see
     /// [`desired_version_changes_query`]).
     pub async fn desired_version_changes(
@@ -201,6 +200,7 @@ impl Store {
             .context(|| format!("reading what render {render_id} wrote"))
     }
 
+    /// The change markers of the tables the hub reloads whole.
     pub async fn change_markers(&self) -> Result<ChangeMarkers> {
         change_markers_query(self)
             .fetch_one()
