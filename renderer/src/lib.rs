@@ -207,18 +207,14 @@ pub fn render_if_changed(
             return Ok(None);
         }
     }
-    let mut outcome = render_with_digest(&files, output, &digest)?;
-    outcome.platform_commit = git::platform_commit(platform_dir);
-    Ok(Some(outcome))
+    render_with_digest(platform_dir, &files, output, &digest).map(Some)
 }
 
 /// Renders `platform_dir` into the Git repository at `output` (created if needed). Nothing is
 /// written when the platform repo is invalid; no commit is made when nothing changed.
 pub fn render(platform_dir: &Path, output: &Path) -> Result<RenderOutcome, RenderError> {
     let (files, digest) = read_platform(platform_dir)?;
-    let mut outcome = render_with_digest(&files, output, &digest)?;
-    outcome.platform_commit = git::platform_commit(platform_dir);
-    Ok(outcome)
+    render_with_digest(platform_dir, &files, output, &digest)
 }
 
 fn unreadable(platform_dir: &Path, err: std::io::Error) -> RenderError {
@@ -230,11 +226,12 @@ fn unreadable(platform_dir: &Path, err: std::io::Error) -> RenderError {
     }])
 }
 
-/// [`render`] of the platform `files` (read in load order), whose digest goes into the commit
-/// message. Parsed, validated and matched inputs come from the output repository's render
+/// [`render`] of the platform `files` (read from `platform_dir` in load order), whose digest
+/// goes into the commit message. Parsed, validated and matched inputs come from the output repository's render
 /// cache where their files did not change (see [`cache`]), and the cache is brought up to date
 /// after the commit.
 fn render_with_digest(
+    platform_dir: &Path,
     files: &[platform::SourceFile],
     output: &Path,
     digest: &str,
@@ -363,7 +360,7 @@ fn render_with_digest(
         hashes,
         commit,
         summary,
-        platform_commit: None,
+        platform_commit: git::platform_commit(platform_dir),
     })
 }
 
