@@ -1,8 +1,6 @@
 //! Desired state into a real ClickHouse: what each cluster should run, with reasons and commit;
 //! later renders write only what changed, and apps taken away are marked removed.
 
-use std::path::PathBuf;
-
 use fleetscope_model::Timestamp;
 use fleetscope_renderer::{desired, render};
 use fleetscope_testkit::TestStore;
@@ -11,11 +9,7 @@ use fleetscope_testkit::TestStore;
 async fn desired_state_lands_in_clickhouse_incrementally() {
     let test = TestStore::start().await;
     let store = &test.store;
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform"),
-        platform.path(),
-    );
+    let platform = crate::copy_of_example();
     let out = tempfile::tempdir().unwrap();
 
     let first = render(platform.path(), out.path()).unwrap();
@@ -157,7 +151,7 @@ async fn desired_state_lands_in_clickhouse_incrementally() {
 #[tokio::test]
 async fn the_cli_publishes_a_commit_clickhouse_does_not_have_yet() {
     let test = TestStore::start().await;
-    let platform = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform");
+    let platform = crate::example();
     let out = tempfile::tempdir().unwrap();
     let args = |clickhouse: bool| fleetscope_renderer::args::RenderArgs {
         platform: platform.clone(),
@@ -266,11 +260,7 @@ fn expected_reasons(outcome: &fleetscope_renderer::RenderOutcome) -> StoredReaso
 async fn reason_sets_are_published_incrementally() {
     let test = TestStore::start().await;
     let store = &test.store;
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform"),
-        platform.path(),
-    );
+    let platform = crate::copy_of_example();
     let out = tempfile::tempdir().unwrap();
 
     let first = render(platform.path(), out.path()).unwrap();

@@ -3,8 +3,9 @@
 //! determinism, no-op renders, one-app changes, every validation error at once, and pushing to a
 //! bare remote.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::example;
 use expect_test::{expect, expect_file};
 use fleetscope_renderer::{git, render, RenderError};
 
@@ -17,10 +18,6 @@ fn tree(p: &Path) -> git2::Oid {
         .peel_to_tree()
         .unwrap()
         .id()
-}
-
-fn example() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform")
 }
 
 #[test]
@@ -101,8 +98,7 @@ fn deterministic_incremental_and_no_op() {
     assert_eq!(again.commit.commit, None, "a no-op render writes no commit");
     assert_eq!(again.summary, "render: nothing changed");
 
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     let apps = platform.path().join("apps/platform.yaml");
     std::fs::write(
         &apps,
@@ -171,8 +167,7 @@ fn deterministic_incremental_and_no_op() {
 
 #[test]
 fn every_validation_error_at_once_and_nothing_written() {
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     std::fs::write(
         platform.path().join("broken.yaml"),
         r#"kind: Cluster
@@ -244,8 +239,7 @@ version: "two point oh"
 
 #[test]
 fn equal_priority_pins_conflict() {
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     std::fs::write(
         platform.path().join("policies/conflict.yaml"),
         "kind: Policy\nname: pin-a\napps: {names: [payments]}\nclusters: {groups: [emea/de]}\nversion: 2.1.0\n---\nkind: Policy\nname: pin-b\napps: {names: [payments]}\nclusters: {groups: [emea]}\nversion: 2.2.0\n",
@@ -282,8 +276,7 @@ fn pushes_to_a_bare_remote() {
 
 #[test]
 fn explain_says_why_and_why_not() {
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     std::fs::write(
         platform.path().join("apps/kiosk.yaml"),
         "kind: Application\nname: kiosk\nversion: 0.1.0\nnamespace: shop\nreconciler: flux-kustomization\nsource: {type: git, url: \"https://git.example.com/kiosk.git\", path: ./deploy, ref: main}\n---\nkind: Policy\nname: kiosks-in-flagships\napps: {names: [kiosk]}\nclusters: {matchLabels: {tier: flagship}, groups: [amer]}\n",
@@ -318,8 +311,7 @@ fn explain_says_why_and_why_not() {
 
 #[test]
 fn argo_cd_clusters_need_the_gitops_repository_url() {
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     std::fs::remove_file(platform.path().join("gitops.yaml")).unwrap();
     let missing = fleetscope_renderer::plan(platform.path())
         .unwrap_err()
@@ -345,8 +337,7 @@ fn argo_cd_clusters_need_the_gitops_repository_url() {
 
 #[test]
 fn substitution_on_argo_cd_clusters_is_reported() {
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     let (_, assigned) = fleetscope_renderer::plan(platform.path()).unwrap();
     expect![[r#"
         [
@@ -370,8 +361,7 @@ fn substitution_on_argo_cd_clusters_is_reported() {
 
 #[test]
 fn a_render_group_that_disappears_leaves_no_folder_behind() {
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     let out = tempfile::tempdir().unwrap();
     let first = render(platform.path(), out.path()).unwrap();
     // Without the canary policy, stage clusters share the content of their prod peers: the
@@ -440,8 +430,7 @@ fn a_render_group_that_disappears_leaves_no_folder_behind() {
 /// rendered, unless its folder no longer holds exactly what its record lists.
 #[test]
 fn unaffected_render_groups_are_kept_and_hand_edits_are_undone() {
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     let out = tempfile::tempdir().unwrap();
     let first = render(platform.path(), out.path()).unwrap();
     assert_eq!(first.kept_groups, 0);

@@ -2,18 +2,16 @@
 //! against a platform repo in a temporary directory, changes it between passes, and reads what
 //! reached the output repository, its remote and ClickHouse.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fleetscope_renderer::args::{watch, RenderArgs, ServiceArgs, WatchReport};
 use fleetscope_renderer::{git, DIGEST_TRAILER};
+
+use crate::example;
 use fleetscope_testkit::TestStore;
 
 const EVERY: Duration = Duration::from_millis(100);
-
-fn example() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/platform")
-}
 
 fn args(platform: &Path, output: &Path) -> RenderArgs {
     RenderArgs {
@@ -92,8 +90,7 @@ async fn stop((stop, task): Running) -> WatchReport {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_change_is_rendered_committed_and_pushed_and_an_invalid_repo_keeps_the_last_output() {
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     let out = tempfile::tempdir().unwrap();
     let remote = tempfile::tempdir().unwrap();
     git2::Repository::init_bare(remote.path()).unwrap();
@@ -231,8 +228,7 @@ async fn a_platform_repo_that_is_not_there_yet_is_rendered_once_it_appears() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_commit_is_published_to_clickhouse_once() {
     let test = TestStore::start().await;
-    let platform = tempfile::tempdir().unwrap();
-    fleetscope_testkit::copy_dir(&example(), platform.path());
+    let platform = crate::copy_of_example();
     let out = tempfile::tempdir().unwrap();
     let mut args = args(platform.path(), out.path());
     args.clickhouse_url = Some(test.server.url());
