@@ -142,23 +142,36 @@ impl AppRollouts {
                 }
             }
         }
+        // This render's rollouts, by version.
+        let mut made: BTreeMap<&str, usize> = BTreeMap::new();
         for row in rows {
             if row.to_version.is_empty() {
                 continue;
             }
             *self.desiring.entry(row.to_version.clone()).or_default() += 1;
             let joins = row.from_version.is_empty() && desired_before.contains(&row.to_version);
-            let newest = self
-                .rollouts
-                .iter()
-                .rposition(|r| r.version == row.to_version && r.render_id < render_id);
-            let index = match (joins, newest) {
-                (true, Some(index)) => {
+            let joined = joins
+                .then(|| {
+                    self.rollouts
+                        .iter()
+                        .rposition(|r| r.version == row.to_version && r.render_id < render_id)
+                })
+                .flatten();
+            let index = match joined {
+                Some(index) => {
                     self.rollouts[index].joined += 1;
                     index
                 }
-                _ => {
-                    let index = self.rollout_of(app, render_id, &row.to_version);
+                None => {
+                    let index = *made.entry(row.to_version.as_str()).or_insert_with(|| {
+                        self.rollouts.push(Rollout {
+                            app: app.to_owned(),
+                            render_id,
+                            version: row.to_version.clone(),
+                            ..Rollout::default()
+                        });
+                        self.rollouts.len() - 1
+                    });
                     let rollout = &mut self.rollouts[index];
                     rollout.targeted_at_start += 1;
                     *rollout
@@ -181,35 +194,13 @@ impl AppRollouts {
         let rollout = &mut self.rollouts[index];
         if row.to_version.is_empty() {
             rollout.removed += 1;
-        } else if rollout
-            .from_versions
-            .keys()
-            .any(|from| !from.is_empty() && *from == row.to_version)
-        {
+        } else if rollout.from_versions.contains_key(&row.to_version) {
             rollout.rolled_back += 1;
             rollout.first_rolled_back_by.get_or_insert(render_id);
         } else {
             rollout.superseded += 1;
             rollout.first_superseded_by.get_or_insert(render_id);
         }
-    }
-
-    /// The index of render `render_id`'s rollout of `version`, made if new.
-    fn rollout_of(&mut self, app: &str, render_id: u64, version: &str) -> usize {
-        if let Some(index) = self
-            .rollouts
-            .iter()
-            .rposition(|r| r.render_id == render_id && r.version == version)
-        {
-            return index;
-        }
-        self.rollouts.push(Rollout {
-            app: app.to_owned(),
-            render_id,
-            version: version.to_owned(),
-            ..Rollout::default()
-        });
-        self.rollouts.len() - 1
     }
 }
 
