@@ -24,6 +24,7 @@ mod rollups;
 mod symbols;
 
 pub use counts::{state_index, Counts};
+pub use fleet::rollout_figures;
 pub use fleet::{
     as_group_rollups, ClusterRec, EnvironmentTable, Filter, Fleet, Pair, VersionsByGroup,
     UNFINISHED_RENDER_GRACE, UNREPLICATED_RENDER_GRACE,

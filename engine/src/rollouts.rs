@@ -17,6 +17,7 @@
 //!   whether it came before the rollout completed is decided with the observed state.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use fleetscope_store::DesiredVersionChangeRow;
 
@@ -71,6 +72,13 @@ pub struct Rollout {
     pub superseded: u32,
     pub first_superseded_by: Option<u64>,
     pub removed: u32,
+    /// When it started (the render's id is its clock in milliseconds), its platform commit and
+    /// when that was made, where the render recorded them.
+    pub started_at: u32,
+    pub platform_commit: String,
+    pub committed_at: Option<u32>,
+    /// Progress as the hub sees it ([`progress`]).
+    pub progress: progress::Progress,
 }
 
 impl Rollout {
@@ -91,6 +99,10 @@ pub struct AppRollouts {
     owners: Vec<u32>,
     /// Version → how many clusters desire it.
     desiring: BTreeMap<String, u32>,
+    /// By cluster number: when it reached (and first failed at) its rollout's version, 0
+    /// while not ([`progress`]).
+    reached_at: Vec<u32>,
+    failed_at: Vec<u32>,
 }
 
 impl AppRollouts {
@@ -119,13 +131,20 @@ impl AppRollouts {
         self.owners[at] = owner;
     }
 
-    /// Applies one render's rows (all of one app and one render, any order), numbering their
-    /// clusters in `ids`. Renders must come in order.
-    pub fn apply_render(&mut self, rows: &[&DesiredVersionChangeRow], ids: &mut ClusterIds) {
+    /// Applies one render's rows (all of one app and one render, any order), with `number`
+    /// giving each cluster's number. Renders must come in order.
+    pub fn apply_render(
+        &mut self,
+        rows: &[&DesiredVersionChangeRow],
+        number: &mut impl FnMut(&str) -> u32,
+        render: &RenderInfo,
+    ) {
         let Some(first) = rows.first() else {
             return;
         };
         let (app, render_id) = (first.app.as_str(), first.render_id);
+        let started_at = u32::try_from(render_id / 1000).unwrap_or(u32::MAX);
+        let mut left = std::collections::BTreeSet::new();
         // Versions desired before this render decide which clusters join.
         let desired_before: std::collections::BTreeSet<String> = self
             .desiring
@@ -134,8 +153,8 @@ impl AppRollouts {
             .map(|(v, _)| v.clone())
             .collect();
         for row in rows {
-            let number = ids.number(&row.cluster_id);
-            self.leave(row, number, render_id);
+            let number = number(&row.cluster_id);
+            left.extend(self.leave(row, number, render_id));
             if !row.from_version.is_empty() {
                 if let Some(n) = self.desiring.get_mut(&row.from_version) {
                     *n = n.saturating_sub(1);
@@ -168,6 +187,9 @@ impl AppRollouts {
                             app: app.to_owned(),
                             render_id,
                             version: row.to_version.clone(),
+                            started_at,
+                            platform_commit: render.platform_commit.clone(),
+                            committed_at: render.committed_at,
                             ..Rollout::default()
                         });
                         self.rollouts.len() - 1
@@ -181,16 +203,25 @@ impl AppRollouts {
                     index
                 }
             };
-            self.set_owner(ids.number(&row.cluster_id), index as u32);
+            self.set_owner(number(&row.cluster_id), index as u32);
+        }
+        // Fewer clusters to reach can complete a rollout.
+        for index in left {
+            self.rollouts[index].pass_milestones(started_at);
         }
     }
 
-    /// The cluster of `row` (numbered `number`) leaves the rollout that owns it, if any.
-    fn leave(&mut self, row: &DesiredVersionChangeRow, number: u32, render_id: u64) {
-        let Some(index) = self.owner(number) else {
-            return;
-        };
+    /// The cluster of `row` (numbered `number`) leaves the rollout that owns it, if any; returns
+    /// that rollout's index.
+    fn leave(
+        &mut self,
+        row: &DesiredVersionChangeRow,
+        number: u32,
+        render_id: u64,
+    ) -> Option<usize> {
+        let index = self.owner(number)?;
         self.set_owner(number, NO_ROLLOUT);
+        self.forget_progress(number, index);
         let rollout = &mut self.rollouts[index];
         if row.to_version.is_empty() {
             rollout.removed += 1;
@@ -200,21 +231,51 @@ impl AppRollouts {
         } else {
             rollout.superseded += 1;
             rollout.first_superseded_by.get_or_insert(render_id);
+            if rollout.progress.milestones[progress::COMPLETE].is_none() {
+                rollout.progress.superseded_before_complete = true;
+            }
         }
+        Some(index)
     }
+}
+
+/// What a render recorded about where it came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderInfo {
+    pub platform_commit: String,
+    pub committed_at: Option<u32>,
 }
 
 /// Every app's rollouts, with the numbers of the clusters they name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rollouts {
-    pub clusters: ClusterIds,
-    pub apps: BTreeMap<String, AppRollouts>,
+    /// The numbers of the clusters, when [`Rollouts::apply`] gave them (the fleet numbers them
+    /// by its own slots instead).
+    pub clusters: Arc<ClusterIds>,
+    /// Each app's behind a pointer of its own: a snapshot shares them, and a change copies
+    /// the app it changes only.
+    pub apps: BTreeMap<String, Arc<AppRollouts>>,
+    /// The newest render whose rows were applied.
+    pub last_render: u64,
 }
 
 impl Rollouts {
     /// Adds change rows in the store's order (app, render, cluster), each app's renders after
     /// those already applied.
-    pub fn apply(&mut self, rows: &[DesiredVersionChangeRow]) {
+    pub fn apply(&mut self, rows: &[DesiredVersionChangeRow], renders: &BTreeMap<u64, RenderInfo>) {
+        let mut ids = std::mem::take(Arc::make_mut(&mut self.clusters));
+        self.apply_numbered(rows, renders, &mut |cluster| ids.number(cluster));
+        self.clusters = Arc::new(ids);
+    }
+
+    /// [`Rollouts::apply`] with `number` giving each cluster's number.
+    pub fn apply_numbered(
+        &mut self,
+        rows: &[DesiredVersionChangeRow],
+        renders: &BTreeMap<u64, RenderInfo>,
+        number: &mut impl FnMut(&str) -> u32,
+    ) {
+        let none = RenderInfo::default();
         let mut start = 0;
         while start < rows.len() {
             let (app, render) = (&rows[start].app, rows[start].render_id);
@@ -223,10 +284,12 @@ impl Rollouts {
                 .position(|r| &r.app != app || r.render_id != render)
                 .map_or(rows.len(), |n| start + n);
             let batch: Vec<&DesiredVersionChangeRow> = rows[start..end].iter().collect();
-            self.apps
-                .entry(app.clone())
-                .or_default()
-                .apply_render(&batch, &mut self.clusters);
+            Arc::make_mut(self.apps.entry(app.clone()).or_default()).apply_render(
+                &batch,
+                number,
+                renders.get(&render).unwrap_or(&none),
+            );
+            self.last_render = self.last_render.max(render);
             start = end;
         }
     }
@@ -242,9 +305,10 @@ impl Rollouts {
 /// Every app's rollouts from change rows in the store's order (app, render, cluster).
 pub fn from_rows(rows: &[DesiredVersionChangeRow]) -> Rollouts {
     let mut rollouts = Rollouts::default();
-    rollouts.apply(rows);
+    rollouts.apply(rows, &BTreeMap::new());
     rollouts
 }
 
+pub mod progress;
 #[cfg(test)]
 mod tests;

@@ -29,6 +29,13 @@ pub struct HubArgs {
     /// Seconds a new desired state may take to arrive before it counts as drift.
     #[arg(long, env = "FLEETSCOPE_GRACE", default_value_t = 900)]
     pub grace: i64,
+    /// Seconds without a cluster reaching a rollout after which it is `stalled`.
+    #[arg(long, env = "FLEETSCOPE_ROLLOUT_STALL_AFTER", default_value_t = 3600)]
+    pub rollout_stall_after: u32,
+    /// The share of a rollout's clusters, in percent, that may fail at its version before
+    /// reaching it without the rollout counting as a failed change.
+    #[arg(long, env = "FLEETSCOPE_ROLLOUT_FAILURE_BUDGET", default_value_t = 5.0)]
+    pub rollout_failure_budget: f64,
     /// Seconds between reads of new data from ClickHouse.
     #[arg(long, env = "FLEETSCOPE_HUB_REFRESH", default_value_t = 1.0)]
     pub refresh_seconds: f64,

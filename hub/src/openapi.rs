@@ -81,6 +81,9 @@ pub fn routes() -> Routes {
         .routes(routes!(api::gate))
         .routes(routes!(api::history))
         .routes(routes!(api::insights_failures))
+        .routes(routes!(api::rollouts))
+        .routes(routes!(api::rollout))
+        .routes(routes!(api::delivery))
         .split_for_parts();
     let (open, open_document) = OpenApiRouter::new()
         .routes(routes!(serve))

@@ -719,3 +719,135 @@ impl NoQuery {
         Ok(NoQuery)
     }
 }
+
+/// `GET /api/v1/rollouts`.
+#[derive(Debug)]
+pub struct RolloutsQuery {
+    pub selection: Selection,
+    pub since: Option<Timestamp>,
+    pub status: Option<fleetscope_engine::rollouts::progress::Status>,
+    pub limit: usize,
+    pub cursor: Option<String>,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RolloutsPart {
+    /// Only rollouts that started at or after this moment: RFC 3339 or seconds since 1970.
+    #[param(value_type = Option<String>, example = "2026-11-20T00:00:00Z")]
+    since: Option<String>,
+    /// Only rollouts with this status.
+    #[param(value_type = Option<crate::answers::RolloutStatusName>)]
+    status: Option<String>,
+}
+
+route_query!(RolloutsQuery: AppPart, RolloutsPart, GroupPart, EnvironmentPart, LabelPart, LimitPart, CursorPart);
+
+impl RolloutsQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        let status = params
+            .get("status")
+            .map(|s| {
+                fleetscope_engine::rollouts::progress::Status::parse(s).ok_or_else(|| {
+                    ApiError::bad(
+                        "status",
+                        format!("{s:?} is not one of in_progress, complete, stalled, superseded, rolled_back"),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(RolloutsQuery {
+            selection: Selection::from_params(params)?,
+            since: params.time("since")?,
+            status,
+            limit: documented!(LimitPart, "limit").limit(params)?,
+            cursor: params.cursor()?,
+        })
+    }
+}
+
+/// `GET /api/v1/rollouts/{id}`.
+#[derive(Debug)]
+pub struct RolloutQuery {
+    pub selection: Selection,
+    pub depth: usize,
+    pub limit: usize,
+    pub cursor: Option<String>,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RolloutPart {
+    /// Group levels of the per-group curves, a whole number from 0 to 16 (default 1: the
+    /// top-level groups); 0 gives none.
+    #[param(minimum = 0, maximum = 16, default = 1)]
+    depth: Option<u32>,
+}
+
+route_query!(RolloutQuery: RolloutPart, GroupPart, EnvironmentPart, LabelPart, LimitPart, CursorPart);
+
+impl RolloutQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        Ok(RolloutQuery {
+            selection: Selection::from_params(params)?,
+            depth: documented!(RolloutPart, "depth").integer(params, "depth")? as usize,
+            limit: documented!(LimitPart, "limit").limit(params)?,
+            cursor: params.cursor()?,
+        })
+    }
+}
+
+/// `GET /api/v1/delivery`.
+#[derive(Debug)]
+pub struct DeliveryQuery {
+    pub selection: Selection,
+    /// The window in seconds.
+    pub window: u32,
+}
+
+#[allow(dead_code)]
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DeliveryPart {
+    /// How far back from now: a whole number of days (`30d`) or hours (`12h`), from 1 hour to
+    /// 90 days (default `30d`).
+    #[param(example = "30d")]
+    window: Option<String>,
+}
+
+route_query!(DeliveryQuery: AppPart, DeliveryPart, GroupPart, EnvironmentPart, LabelPart);
+
+impl DeliveryQuery {
+    fn from_params(params: &Params) -> Result<Self, ApiError> {
+        let window = match params.get("window") {
+            None => 30 * 86_400,
+            Some(text) => parse_window(text).ok_or_else(|| {
+                ApiError::bad(
+                    "window",
+                    format!("{text:?} is not a number of days (30d) or hours (12h) from 1h to 90d"),
+                )
+            })?,
+        };
+        Ok(DeliveryQuery {
+            selection: Selection::from_params(params)?,
+            window,
+        })
+    }
+}
+
+/// `30d` or `12h` in seconds, from 1 hour to 90 days.
+fn parse_window(text: &str) -> Option<u32> {
+    let (number, unit) = text.split_at(text.len().checked_sub(1)?);
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) || number.len() > 4 {
+        return None;
+    }
+    let n: u32 = number.parse().ok()?;
+    let seconds = match unit {
+        "d" => n.checked_mul(86_400)?,
+        "h" => n.checked_mul(3600)?,
+        _ => return None,
+    };
+    (3600..=90 * 86_400).contains(&seconds).then_some(seconds)
+}

@@ -243,6 +243,16 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
             max_apps: args.metrics_max_apps,
         },
     );
+    if !(0.0..=100.0).contains(&args.rollout_failure_budget) {
+        anyhow::bail!(
+            "--rollout-failure-budget {} is not a percentage from 0 to 100",
+            args.rollout_failure_budget
+        );
+    }
+    state.rollout_policy = fleetscope_engine::rollout_figures::RolloutPolicy {
+        stall_after: args.rollout_stall_after,
+        failure_budget_percent: args.rollout_failure_budget,
+    };
     let insecure = auth.is_insecure();
     let auth = LiveAuth::new(auth);
     if let Some((path, version)) = tokens_version {

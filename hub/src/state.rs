@@ -29,6 +29,8 @@ pub const READY_MAX_REFRESH_AGE: i64 = 30;
 pub struct AppState {
     pub index: Arc<Index>,
     pub policy: DriftPolicy,
+    /// When a rollout has stalled, and when one is a failed change.
+    pub rollout_policy: fleetscope_engine::rollout_figures::RolloutPolicy,
     pub cache: moka::future::Cache<String, Arc<dyn std::any::Any + Send + Sync>>,
     /// Fleets built at past moments (`at`), see [`fleetscope_engine::past`].
     pub past: fleetscope_engine::past::Past,
@@ -56,6 +58,7 @@ impl AppState {
         AppState {
             index,
             policy,
+            rollout_policy: Default::default(),
             cache: moka::future::Cache::builder()
                 .max_capacity(256)
                 .time_to_live(CACHE_TTL)

@@ -352,6 +352,10 @@ fn route_reads(samples: &Samples) -> Vec<CatalogEntry> {
             "desired version changes after a render",
             queries::desired_version_changes_query(store, None, 1),
         ),
+        render::<queries::RenderOriginRow>(
+            "the platform commits of the renders after one",
+            queries::render_origins_query(store, 1),
+        ),
         render::<crate::PlatformCommitRow>(
             "when a platform commit was made",
             queries::platform_commit_query(store, "platform-2"),

@@ -21,7 +21,7 @@ impl Fleet {
     /// Every (cluster, app) pair of one cluster, unclassified, sorted by app symbol. Only
     /// clusters of the inventory have pairs. Of several live objects stamped with one app, the
     /// most recently reported counts.
-    fn raw_pairs<'a>(
+    pub(crate) fn raw_pairs<'a>(
         &'a self,
         cluster: &'a ClusterRec,
     ) -> Vec<(u32, Option<&'a DesiredRec>, Option<Object>)> {
@@ -270,6 +270,11 @@ impl Fleet {
             self.upkeep.timers.insert((new, slot));
         }
         let changed = cluster.counted.as_deref() != counted.as_ref();
+        if changed || self.upkeep.rollout_moved.contains(&slot) {
+            let old = cluster.counted.clone();
+            self.follow_rollouts(slot, old.as_deref(), counted.as_ref());
+        }
+        let cluster = self.clusters.rec(slot);
         if changed {
             crate::rollups::replace(
                 Arc::make_mut(&mut self.cells),
@@ -330,6 +335,7 @@ impl Fleet {
             if counted.as_ref().is_some_and(|c| c.stale) {
                 Arc::make_mut(&mut self.stale).insert(*slot);
             }
+            self.follow_rollouts(*slot, None, counted.as_ref());
             if counted.is_none() && self.clusters.rec(*slot).deadline == deadline {
                 continue;
             }

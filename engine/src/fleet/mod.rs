@@ -22,6 +22,8 @@ pub mod objects;
 pub mod observed;
 pub mod questions;
 pub mod records;
+pub mod rollout_figures;
+mod rollouts;
 pub mod tables;
 
 pub use clusters::Clusters;
@@ -41,6 +43,8 @@ pub(crate) struct Upkeep {
     pub(crate) timers: BTreeSet<(i64, u32)>,
     /// The distinct label lists of the inventory, each held once.
     pub(crate) label_sets: HashSet<Arc<[(u32, u32)]>>,
+    /// Clusters a render's version changes moved since they were last worked out.
+    pub(crate) rollout_moved: BTreeSet<u32>,
 }
 
 /// Everything the hub knows, at one moment. The writer's copy changes; what readers get is a
@@ -58,6 +62,8 @@ pub struct Fleet {
     /// Since set symbol → (app symbol, desired since), sorted by app symbol.
     pub since_sets: Arc<HashMap<u32, Vec<(u32, u32)>>>,
     pub markers: Option<ChangeMarkers>,
+    /// Every app's rollouts and how far each got ([`crate::rollouts`]).
+    pub rollouts: crate::rollouts::Rollouts,
     /// The newest `received_at` of observed rows read so far.
     pub observed_watermark: u32,
     /// The newest `seen_at` of heartbeats read so far.
@@ -92,6 +98,7 @@ impl Fleet {
             reasons: self.reasons.clone(),
             since_sets: self.since_sets.clone(),
             markers: self.markers,
+            rollouts: self.rollouts.clone(),
             observed_watermark: self.observed_watermark,
             heartbeat_watermark: self.heartbeat_watermark,
             generation: self.generation,

@@ -1,14 +1,15 @@
 //! The renderer's tables and the inventory in the fleet: render group and reason set membership,
 //! desired rows, since sets, reasons, and the read of all of them from the store.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fleetscope_model::{GroupPath, Timestamp};
 use fleetscope_store::queries::ChangeMarkers;
 use fleetscope_store::{
-    ClusterRow, DesiredRow, ReasonSetRow, RenderContentsRow, SinceSetRow, Store,
+    ClusterRow, DesiredRow, DesiredVersionChangeRow, ReasonSetRow, RenderContentsRow, SinceSetRow,
+    Store,
 };
 
 use crate::fleet::records::ClusterInfo;
@@ -16,6 +17,7 @@ use crate::fleet::records::ClusterRec;
 use crate::fleet::records::DesiredRec;
 use crate::fleet::records::ReasonRec;
 use crate::fleet::Fleet;
+use crate::rollouts::RenderInfo;
 
 impl Fleet {
     /// Replaces the inventory with `rows` (the current row per cluster).
@@ -305,12 +307,35 @@ pub struct Tables {
     desired: Vec<DesiredRow>,
     reason_members: Vec<fleetscope_store::queries::CurrentReasonMemberRow>,
     reason_sets: Vec<ReasonSetRow>,
+    /// The desired version changes of the renders after the one the fleet applied last, up to
+    /// the newest published, with where those renders came from.
+    version_changes: Vec<DesiredVersionChangeRow>,
+    origins: BTreeMap<u64, RenderInfo>,
 }
 
 impl Tables {
     /// Reads the tables, then the newest render any of them holds rows of: a row read above
     /// was in before that second read, so a render whose rows were read is never missed.
-    pub async fn read(store: &Store, markers: ChangeMarkers) -> fleetscope_store::Result<Tables> {
+    /// The version changes read are those of the renders after `changes_after`.
+    pub async fn read(
+        store: &Store,
+        markers: ChangeMarkers,
+        changes_after: u64,
+    ) -> fleetscope_store::Result<Tables> {
+        let mut version_changes = store.desired_version_changes(None, changes_after).await?;
+        version_changes.retain(|r| r.render_id <= markers.last_render);
+        let origins = store
+            .render_origins(changes_after)
+            .await?
+            .into_iter()
+            .map(|o| {
+                let info = RenderInfo {
+                    platform_commit: o.platform_commit,
+                    committed_at: (o.committed_at != 0).then_some(o.committed_at),
+                };
+                (o.render_id, info)
+            })
+            .collect();
         let mut tables = Tables {
             markers,
             unfinished_render: None,
@@ -321,6 +346,8 @@ impl Tables {
             desired: store.desired_rows().await?,
             reason_members: store.current_reason_members().await?,
             reason_sets: store.reason_set_rows().await?,
+            version_changes,
+            origins,
         };
         let newest = store.newest_render_rows().await?.newest();
         tables.unfinished_render = (newest > markers.last_render).then_some(newest);
@@ -385,6 +412,8 @@ impl Tables {
             desired,
             reason_members: Vec::new(),
             reason_sets: Vec::new(),
+            version_changes: Vec::new(),
+            origins: BTreeMap::new(),
         }
     }
 
@@ -447,6 +476,7 @@ impl Fleet {
                 .collect(),
         );
         self.set_reason_sets(tables.reason_sets);
+        self.apply_version_changes(&tables.version_changes, &tables.origins);
         self.markers = Some(tables.markers);
     }
 }
@@ -459,7 +489,7 @@ pub(crate) async fn complete_tables(
 ) -> fleetscope_store::Result<Tables> {
     loop {
         let markers = store.change_markers().await?;
-        let tables = Tables::read(store, markers).await?;
+        let tables = Tables::read(store, markers, 0).await?;
         match tables.render_in_progress(clock()) {
             Some(render) => {
                 tracing::info!(

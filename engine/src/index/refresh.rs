@@ -40,7 +40,9 @@ impl Index {
         let current = self.current();
         let observed_since = Timestamp(i64::from(current.observed_watermark) - OVERLAP_SECONDS);
         let heartbeats_since = Timestamp(i64::from(current.heartbeat_watermark) - OVERLAP_SECONDS);
-        let tables = self.changed_tables(current.markers, now).await?;
+        let tables = self
+            .changed_tables(current.markers, current.rollouts.last_render, now)
+            .await?;
         // The renderer's tables go in first: the rows read next are applied as they arrive.
         let tables_reloaded = tables.is_some();
         if let Some(tables) = tables {
@@ -81,13 +83,14 @@ impl Index {
     async fn changed_tables(
         &self,
         known: Option<fleetscope_store::queries::ChangeMarkers>,
+        changes_after: u64,
         now: Timestamp,
     ) -> fleetscope_store::Result<Option<Tables>> {
         let markers = self.store.change_markers().await?;
         if known == Some(markers) {
             return Ok(None);
         }
-        let tables = Tables::read(&self.store, markers).await?;
+        let tables = Tables::read(&self.store, markers, changes_after).await?;
         Ok(
             match (
                 tables.render_in_progress(now),

@@ -17,9 +17,14 @@ use utoipa::{PartialSchema, ToSchema};
 
 mod gate;
 mod insights;
+mod rollouts;
 
 pub use gate::{GateAnswer, GateVerdict, HoldingBack};
 pub use insights::InsightsAnswer;
+pub use rollouts::{
+    AppDelivery, CurvePointItem, DeliveryAnswer, FromVersion, GroupCurve, RolloutAnswer,
+    RolloutItem, RolloutStatusName, RolloutsPage, Spread,
+};
 
 /// A string schema listing the wire names of one of the model's enums; the names come from the
 /// model itself, so the document lists exactly what the hub can send.

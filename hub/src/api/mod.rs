@@ -28,6 +28,7 @@ mod gate;
 mod history;
 mod insights;
 mod listings;
+mod rollouts;
 mod versions;
 
 pub use clusters::{__path_cluster, __path_explain, cluster, explain};
@@ -36,6 +37,7 @@ pub use gate::{__path_gate, gate};
 pub use history::{__path_history, history};
 pub use insights::{__path_insights_failures, insights_failures};
 pub use listings::{__path_drift, __path_stale, drift, stale};
+pub use rollouts::{__path_delivery, __path_rollout, __path_rollouts, delivery, rollout, rollouts};
 pub use versions::{__path_versions, versions};
 
 /// An answer's body, serialized once: built off the async workers where the answer borrows the

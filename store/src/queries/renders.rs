@@ -86,6 +86,33 @@ WHERE render_id > ? ORDER BY app, render_id, cluster_id",
     }
 }
 
+/// Where each render after `after` came from: its platform commit and when that was made (0
+/// when no time was recorded for it).
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct RenderOriginRow {
+    pub render_id: u64,
+    pub platform_commit: String,
+    pub committed_at: u32,
+}
+
+/// The origins of the renders after `after` ([`RenderOriginRow`]), oldest first. The commit
+/// time is looked up by a subquery per row's commit (no join: ClickHouse 18.16 joins need a
+/// strictness).
+pub fn render_origins_query(store: &Store, after: u64) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT render_id, platform_commit, \
+if(has(c.1, platform_commit), c.2[indexOf(c.1, platform_commit)], toUInt32(0)) AS committed_at \
+FROM (SELECT DISTINCT render_id, platform_commit FROM renders WHERE render_id > ?) \
+CROSS JOIN (SELECT tuple(groupArray(platform_commit), groupArray(committed_at)) AS c FROM platform_commits \
+WHERE platform_commit IN (SELECT platform_commit FROM renders WHERE render_id > ?)) \
+ORDER BY render_id",
+        )
+        .bind(after)
+        .bind(after)
+}
+
 /// When `platform_commit` was made, if a render recorded it.
 pub fn platform_commit_query(store: &Store, platform_commit: &str) -> Query {
     store
@@ -178,6 +205,14 @@ impl Store {
             .fetch_all()
             .await
             .context(|| "reading desired version changes".to_owned())
+    }
+
+    /// Where each render after `after` came from, oldest first.
+    pub async fn render_origins(&self, after: u64) -> Result<Vec<RenderOriginRow>> {
+        render_origins_query(self, after)
+            .fetch_all()
+            .await
+            .context(|| format!("reading the platform commits of the renders after {after}"))
     }
 
     /// When `platform_commit` was made (seconds since the epoch), if a render recorded it.

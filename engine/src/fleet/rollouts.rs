@@ -1,0 +1,97 @@
+//! The rollouts kept current in the fleet: each render's desired version changes applied as the
+//! renderer's tables are, and each cluster's pairs followed as they are worked out again, so
+//! that a cluster reaches (or fails in) the rollout it belongs to when its pair first becomes
+//! `in_sync` (or `failed`) there ([`crate::rollouts::progress`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use fleetscope_model::DriftState;
+use fleetscope_store::DesiredVersionChangeRow;
+
+use crate::fleet::Fleet;
+use crate::rollouts::progress::Seen;
+use crate::rollouts::RenderInfo;
+use crate::rollups::Counted;
+
+impl Fleet {
+    /// Applies the version changes of renders newer than those applied, and marks the clusters
+    /// they moved to be worked out again (a cluster already in sync at its new version reaches
+    /// its rollout at once).
+    pub(crate) fn apply_version_changes(
+        &mut self,
+        rows: &[DesiredVersionChangeRow],
+        origins: &BTreeMap<u64, RenderInfo>,
+    ) {
+        let after = self.rollouts.last_render;
+        let newer: Vec<DesiredVersionChangeRow> = rows
+            .iter()
+            .filter(|r| r.render_id > after)
+            .cloned()
+            .collect();
+        if newer.is_empty() {
+            return;
+        }
+        let clusters = &mut self.clusters;
+        let mut moved = Vec::with_capacity(newer.len());
+        self.rollouts
+            .apply_numbered(&newer, origins, &mut |cluster| {
+                let slot = clusters.slot_or_add(cluster);
+                moved.push(slot);
+                slot
+            });
+        for slot in moved {
+            self.upkeep.rollout_moved.insert(slot);
+            self.touch(slot);
+        }
+        self.generation += 1;
+    }
+
+    /// Follows the pairs of the cluster in `slot` from what it counted as (`old`) to what it
+    /// counts as now (`new`): each pair that became in sync or failed, or whose cluster a render
+    /// moved, is shown to its rollout.
+    pub(crate) fn follow_rollouts(
+        &mut self,
+        slot: u32,
+        old: Option<&Counted>,
+        new: Option<&Counted>,
+    ) {
+        let Some(new) = new else {
+            return;
+        };
+        let moved = self.upkeep.rollout_moved.remove(&slot);
+        // Rollouts number clusters by their slots.
+        let number = slot;
+        let mut seen: Vec<(u32, Seen)> = Vec::new();
+        for pair in new.pairs() {
+            let state = match pair.state() {
+                DriftState::InSync => Seen::InSync,
+                DriftState::Failed => Seen::Failed,
+                _ => continue,
+            };
+            let before = old.and_then(|o| o.pair(pair.app())).map(|p| p.state());
+            if !moved && before == Some(pair.state()) {
+                continue;
+            }
+            let app = self.rollouts.apps.get(self.symbols.text(pair.app()));
+            if app.is_some_and(|a| a.owner(number).is_some() && a.reached_at(number).is_none()) {
+                seen.push((pair.app(), state));
+            }
+        }
+        if seen.is_empty() {
+            return;
+        }
+        let cluster = self.clusters.rec(slot);
+        let entered: BTreeMap<u32, u32> = self
+            .raw_pairs(cluster)
+            .into_iter()
+            .filter_map(|(app, _, observed)| Some((app, observed?.transitioned_at)))
+            .collect();
+        for (app, state) in seen {
+            let at = entered.get(&app).copied().unwrap_or(0);
+            if let Some(rollouts) = self.rollouts.apps.get_mut(self.symbols.text(app)) {
+                Arc::make_mut(rollouts).observe(number, state, at);
+            }
+        }
+    }
+}
