@@ -1,4 +1,5 @@
-//! The four commands: their flags, the requests they make, and their tables.
+//! The commands about the fleet's state (`status`, `versions`, `drift`, `gate`): their flags,
+//! the requests they make, and their tables; the rollout commands are in `rollouts`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -8,6 +9,7 @@ use serde_json::Value;
 
 use crate::answers::{DriftPage, Gate, Summary, Versions};
 use crate::client::{HubClient, HubConnection, Output};
+pub use crate::selection::Selection;
 use crate::table::{duration, percent, shorten, thousands, Table};
 use crate::{parse, write_line, CliError, Outcome};
 
@@ -18,36 +20,9 @@ pub enum Command {
     Versions(VersionsArgs),
     Drift(DriftArgs),
     Gate(GateArgs),
-}
-
-/// The selection flags of the hub's routes (each a query parameter of the same name).
-#[derive(Debug, Clone, Args)]
-pub struct Selection {
-    /// Only clusters within this group subtree (`emea/de`).
-    #[arg(long, env = "FLEETSCOPE_GROUP")]
-    pub group: Option<String>,
-    /// Only clusters of this environment.
-    #[arg(long, env = "FLEETSCOPE_ENVIRONMENT")]
-    pub environment: Option<String>,
-    /// Only clusters with this label, `key=value`; repeatable, all must match.
-    #[arg(long, env = "FLEETSCOPE_LABEL", value_delimiter = ',')]
-    pub label: Vec<String>,
-}
-
-impl Selection {
-    fn query(&self) -> Vec<(&'static str, String)> {
-        let mut query = Vec::new();
-        if let Some(group) = &self.group {
-            query.push(("group", group.clone()));
-        }
-        if let Some(environment) = &self.environment {
-            query.push(("environment", environment.clone()));
-        }
-        for label in &self.label {
-            query.push(("label", label.clone()));
-        }
-        query
-    }
+    Rollouts(crate::rollouts::RolloutsArgs),
+    Rollout(crate::rollouts::RolloutArgs),
+    Delivery(crate::rollouts::DeliveryArgs),
 }
 
 /// `--at`: the hub's answer as of a past moment.
@@ -176,6 +151,9 @@ impl Command {
             Command::Versions(args) => versions(args, out).await,
             Command::Drift(args) => drift(args, out).await,
             Command::Gate(args) => gate(args, out).await,
+            Command::Rollouts(args) => crate::rollouts::rollouts(args, out).await,
+            Command::Rollout(args) => crate::rollouts::rollout(args, out).await,
+            Command::Delivery(args) => crate::rollouts::delivery(args, out).await,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The operators' command line: `fleetscope status`, `versions`, `drift` and `gate` ask a hub
+//! The operators' command line: `fleetscope status`, `versions`, `drift`, `gate`, `rollouts`,
+//! `rollout` and `delivery` ask a hub
 //! over its HTTP API and print the answer as aligned tables, or as the hub's JSON for scripts,
 //! with exit codes a pipeline can act on (`EXIT_*`). This crate knows the hub only by its
 //! JSON: it reads the few fields it prints (`answers`) and depends on no other part of
@@ -7,6 +8,8 @@
 pub mod answers;
 pub mod client;
 pub mod commands;
+pub mod rollouts;
+pub mod selection;
 pub mod table;
 
 use std::io::Write;
@@ -15,6 +18,7 @@ use std::process::ExitCode;
 
 pub use client::{HubClient, HubConnection, Output};
 pub use commands::{Command, DriftArgs, GateArgs, StatusArgs, VersionsArgs};
+pub use rollouts::{DeliveryArgs, RolloutArgs, RolloutsArgs};
 
 /// The command did what was asked (and a gate passed).
 pub const EXIT_OK: u8 = 0;

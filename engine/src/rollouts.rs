@@ -72,8 +72,8 @@ pub struct Rollout {
     pub superseded: u32,
     pub first_superseded_by: Option<u64>,
     pub removed: u32,
-    /// When it started (the render's id is its clock in milliseconds), its platform commit and
-    /// when that was made, where the render recorded them.
+    /// When it started (its render's time), its platform commit and when that was made,
+    /// where the render recorded them.
     pub started_at: u32,
     pub platform_commit: String,
     pub committed_at: Option<u32>,
@@ -143,7 +143,9 @@ impl AppRollouts {
             return;
         };
         let (app, render_id) = (first.app.as_str(), first.render_id);
-        let started_at = u32::try_from(render_id / 1000).unwrap_or(u32::MAX);
+        let started_at = render
+            .rendered_at
+            .unwrap_or_else(|| u32::try_from(render_id / 1000).unwrap_or(u32::MAX));
         let mut left = std::collections::BTreeSet::new();
         // Versions desired before this render decide which clusters join.
         let desired_before: std::collections::BTreeSet<String> = self
@@ -207,7 +209,7 @@ impl AppRollouts {
         }
         // Fewer clusters to reach can complete a rollout.
         for index in left {
-            self.rollouts[index].pass_milestones(started_at);
+            self.complete_if_done(index);
         }
     }
 
@@ -242,6 +244,8 @@ impl AppRollouts {
 /// What a render recorded about where it came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RenderInfo {
+    /// When the render was made; without it, its id is taken as its clock in milliseconds.
+    pub rendered_at: Option<u32>,
     pub platform_commit: String,
     pub committed_at: Option<u32>,
 }

@@ -77,6 +77,12 @@ pub enum Command {
     Drift(fleetscope_cli::DriftArgs),
     /// A rollout gate from a hub: exits 0 on pass, 1 on fail.
     Gate(fleetscope_cli::GateArgs),
+    /// Rollouts from a hub, newest first: status, clusters in sync, time to 50/90/100 %.
+    Rollouts(fleetscope_cli::RolloutsArgs),
+    /// One rollout from a hub: its progress as a text chart, and the clusters still missing.
+    Rollout(fleetscope_cli::RolloutArgs),
+    /// Delivery figures per app from a hub: deployments, lead time, failure rate, restore time.
+    Delivery(fleetscope_cli::DeliveryArgs),
     /// Receive agents' reports (and watch reachable clusters) and write them to ClickHouse.
     Collector {
         #[command(flatten)]
@@ -171,6 +177,9 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Versions(args) => fleetscope_cli::Command::Versions(args),
         Command::Drift(args) => fleetscope_cli::Command::Drift(args),
         Command::Gate(args) => fleetscope_cli::Command::Gate(args),
+        Command::Rollouts(args) => fleetscope_cli::Command::Rollouts(args),
+        Command::Rollout(args) => fleetscope_cli::Command::Rollout(args),
+        Command::Delivery(args) => fleetscope_cli::Command::Delivery(args),
         service => return run(service).await.map(|()| ExitCode::SUCCESS),
     };
     Ok(fleetscope_cli::main(client).await)
@@ -203,7 +212,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             collector,
             clickhouse,
         } => fleetscope_collector::args::run_collector(collector, clickhouse.connect()?).await,
-        Command::Status(_) | Command::Versions(_) | Command::Drift(_) | Command::Gate(_) => {
+        Command::Status(_)
+        | Command::Versions(_)
+        | Command::Drift(_)
+        | Command::Gate(_)
+        | Command::Rollouts(_)
+        | Command::Rollout(_)
+        | Command::Delivery(_) => {
             unreachable!("dispatch runs the client commands")
         }
     }

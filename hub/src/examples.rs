@@ -10,6 +10,7 @@ use crate::answers::{ByState, GroupCounts};
 pub(crate) fn examples() -> Vec<(&'static str, serde_json::Value)> {
     let mut examples = fleet_examples();
     examples.extend(question_examples());
+    examples.extend(rollout_examples());
     examples
 }
 
@@ -178,6 +179,73 @@ fn question_examples() -> Vec<(&'static str, serde_json::Value)> {
                       "render_id": 42, "reasons": ["policy/emea-prod"], "removed": false },
                 ],
                 "truncated": false,
+            }),
+        ),
+    ]
+}
+
+/// The examples of the rollout routes: the list, one rollout, delivery figures.
+fn rollout_examples() -> Vec<(&'static str, serde_json::Value)> {
+    let rollout = json!({
+        "id": "checkout@1795338000000@1.5.0", "app": "checkout", "version": "1.5.0",
+        "render_id": 1_795_338_000_000_u64, "started_at": "2026-11-22T09:00:00Z",
+        "platform_commit": "4b1f0c2e9d", "committed_at": "2026-11-22T08:52:10Z",
+        "status": "in_progress",
+        "from_versions": [{ "version": "1.4.2", "clusters": 118 }, { "version": null, "clusters": 2 }],
+        "targeted_at_start": 120, "joined": 1, "rolled_back": 0, "superseded": 0, "removed": 0,
+        "rolled_back_by": null, "superseded_by": null,
+        "targeted": 121, "in_sync": 110, "failed": 3, "stale": 2, "reached": 111,
+        "failed_before_reaching": 4,
+        "seconds_to_50_percent": 420, "seconds_to_90_percent": 2_580,
+        "seconds_to_99_percent": null, "seconds_to_100_percent": null,
+        "last_reached_at": "2026-11-22T09:58:41Z",
+    });
+    let point = |seconds: u32, at: &str, in_sync: u32, failed: u32, waiting: u32| json!({ "at": at, "seconds": seconds, "in_sync": in_sync, "failed": failed, "waiting": waiting });
+    vec![
+        (
+            "/api/v1/rollouts",
+            json!({ "items": [rollout.clone()], "next_cursor": null }),
+        ),
+        (
+            "/api/v1/rollouts/{rollout}",
+            json!({
+                "rollout": rollout,
+                "step_seconds": 60,
+                "curve": [
+                    point(0, "2026-11-22T09:00:00Z", 0, 0, 121),
+                    point(3_600, "2026-11-22T10:00:00Z", 111, 3, 7),
+                ],
+                "groups": [{
+                    "group": "emea", "targeted": 121,
+                    "curve": [
+                        point(0, "2026-11-22T09:00:00Z", 0, 0, 121),
+                        point(3_600, "2026-11-22T10:00:00Z", 111, 3, 7),
+                    ],
+                }],
+                "stragglers": [{
+                    "cluster": "berlin-01", "group": "emea/de/berlin", "environment": "prod",
+                    "app": "checkout", "state": "failed", "since": "2026-11-22T09:41:07Z",
+                    "desired_version": "1.5.0", "desired_content_hash": "9f2c41d0a7e3",
+                    "desired_since": "2026-11-22T09:00:00Z", "observed_version": "1.5.0",
+                    "observed_content_hash": "9f2c41d0a7e3", "revision": "main@sha1:4b1f0c2",
+                    "health": "degraded", "sync": "unknown", "reason": "HealthCheckFailed",
+                    "message": "Deployment/checkout: 0 of 3 replicas ready",
+                    "last_seen": "2026-11-22T10:00:03Z",
+                }],
+                "next_cursor": null,
+            }),
+        ),
+        (
+            "/api/v1/delivery",
+            json!({
+                "from": "2026-10-23T10:00:00Z", "to": "2026-11-22T10:00:00Z",
+                "failure_budget_percent": 5.0,
+                "apps": [{
+                    "app": "checkout", "deployments": 12, "deployments_per_day": 0.4,
+                    "lead_time": { "count": 12, "median_seconds": 3_120, "p90_seconds": 9_840 },
+                    "changes": 13, "failed_changes": 2, "change_failure_rate": 0.153_846_153_846_153_85,
+                    "time_to_restore": { "count": 9, "median_seconds": 640, "p90_seconds": 2_200 },
+                }],
             }),
         ),
     ]

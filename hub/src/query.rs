@@ -767,7 +767,7 @@ impl RolloutsQuery {
     }
 }
 
-/// `GET /api/v1/rollouts/{id}`.
+/// `GET /api/v1/rollouts/{rollout}`.
 #[derive(Debug)]
 pub struct RolloutQuery {
     pub selection: Selection,
@@ -839,15 +839,14 @@ impl DeliveryQuery {
 
 /// `30d` or `12h` in seconds, from 1 hour to 90 days.
 fn parse_window(text: &str) -> Option<u32> {
-    let (number, unit) = text.split_at(text.len().checked_sub(1)?);
+    let (number, unit) = match (text.strip_suffix('d'), text.strip_suffix('h')) {
+        (Some(days), _) => (days, 86_400),
+        (None, Some(hours)) => (hours, 3600),
+        (None, None) => return None,
+    };
     if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) || number.len() > 4 {
         return None;
     }
-    let n: u32 = number.parse().ok()?;
-    let seconds = match unit {
-        "d" => n.checked_mul(86_400)?,
-        "h" => n.checked_mul(3600)?,
-        _ => return None,
-    };
+    let seconds = number.parse::<u32>().ok()?.checked_mul(unit)?;
     (3600..=90 * 86_400).contains(&seconds).then_some(seconds)
 }

@@ -243,6 +243,9 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
             max_apps: args.metrics_max_apps,
         },
     );
+    if args.rollout_stall_after == 0 {
+        anyhow::bail!("--rollout-stall-after must be more than 0 seconds");
+    }
     if !(0.0..=100.0).contains(&args.rollout_failure_budget) {
         anyhow::bail!(
             "--rollout-failure-budget {} is not a percentage from 0 to 100",

@@ -357,6 +357,10 @@ fn route_reads(samples: &Samples) -> Vec<CatalogEntry> {
             queries::render_origins_query(store, 1),
         ),
         render::<crate::PlatformCommitRow>(
+            "when the platform commits of the renders after one were made",
+            queries::render_commit_times_query(store, 1),
+        ),
+        render::<crate::PlatformCommitRow>(
             "when a platform commit was made",
             queries::platform_commit_query(store, "platform-2"),
         ),

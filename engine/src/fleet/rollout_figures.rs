@@ -8,7 +8,7 @@ use fleetscope_model::DriftState;
 
 use crate::fleet::records::{ClusterRec, Filter};
 use crate::fleet::Fleet;
-use crate::rollouts::progress::{Status, COMPLETE, MILESTONES, NINETY};
+use crate::rollouts::progress::{milestones_of, Status, COMPLETE, NINETY};
 use crate::rollouts::{AppRollouts, Rollout};
 
 /// How rollouts are judged: when one has stalled, and when one counts as a failed change.
@@ -209,15 +209,15 @@ pub fn standing_of(rollout: &Rollout, members: &[Member<'_>], whole_fleet: bool)
     }
     standing.reached = reached.len() as u32;
     if whole_fleet {
-        standing.milestones = rollout.progress.milestones;
         standing.failed_before_reaching = rollout.progress.failed_before_reaching;
-    } else if standing.targeted > 0 {
-        reached.sort_unstable();
-        for (at, percent) in standing.milestones.iter_mut().zip(MILESTONES) {
-            let needed = (u64::from(percent) * u64::from(standing.targeted)).div_ceil(100) as usize;
-            *at = reached.get(needed.max(1) - 1).copied();
-        }
     }
+    standing.milestones = match rollout.completed_at() {
+        Some(_) if whole_fleet => rollout.progress.milestones,
+        _ => {
+            reached.sort_unstable();
+            milestones_of(&reached, standing.targeted)
+        }
+    };
     standing
 }
 
@@ -325,9 +325,8 @@ impl Fleet {
         };
         for rollout in &rollouts.rollouts {
             let started_within = within(Some(rollout.started_at));
-            let ends_within = within(rollout.progress.milestones[COMPLETE])
-                || within(rollout.progress.milestones[NINETY]);
-            if !started_within && !ends_within && whole_fleet {
+            // One that completed before the window has nothing in it.
+            if !started_within && rollout.completed_at().is_some_and(|c| c < from) {
                 continue;
             }
             let members = self.rollout_members(rollout, filter);

@@ -328,12 +328,13 @@ impl Tables {
             .render_origins(changes_after)
             .await?
             .into_iter()
-            .map(|o| {
+            .map(|(origin, committed_at)| {
                 let info = RenderInfo {
-                    platform_commit: o.platform_commit,
-                    committed_at: (o.committed_at != 0).then_some(o.committed_at),
+                    rendered_at: Some(origin.rendered_at),
+                    platform_commit: origin.platform_commit,
+                    committed_at,
                 };
-                (o.render_id, info)
+                (origin.render_id, info)
             })
             .collect();
         let mut tables = Tables {

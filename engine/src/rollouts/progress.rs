@@ -4,9 +4,11 @@
 //!   to the rollout, at the later of the rollout's start and the moment the app object entered
 //!   that state. A cluster that **failed** first (the pair `failed` before ever being in sync)
 //!   keeps when it did.
-//! - A **milestone** (50, 90, 99 or 100 %) is passed at the first moment at least that share of
-//!   the clusters the rollout targets at that moment have reached it: when a cluster reaches it,
-//!   or when clusters leave it. Once passed it stays passed; 100 % is its completion.
+//! - A rollout **completes** when every cluster it targets has reached it (the last one reaching
+//!   it, or the others leaving it). Its **milestones** (50, 90, 99 and 100 %) are the moments by
+//!   which that share of the clusters it targets had reached it: worked out from its clusters'
+//!   times while it runs, and fixed when it completes (clusters that join or leave it later do
+//!   not move them).
 //! - Its **status**: `rolled_back` once a later render moved any of its clusters back to a
 //!   version they were moved from; else `superseded` when, before it completed, a later render
 //!   moved some of its clusters on to another version or took the app from all that were left;
@@ -31,7 +33,7 @@ pub struct Progress {
     pub failed_before_reaching: u32,
     /// The last moment a cluster reached it.
     pub last_reached: Option<u32>,
-    /// When each of [`MILESTONES`] was passed.
+    /// When each of [`MILESTONES`] was passed, fixed when it completed; all `None` before.
     pub milestones: [Option<u32>; 4],
     pub superseded_before_complete: bool,
 }
@@ -77,24 +79,21 @@ pub enum Seen {
     Failed,
 }
 
-impl Rollout {
-    /// Passes every milestone the clusters that reached it now make up, at `at`.
-    pub(super) fn pass_milestones(&mut self, at: u32) {
-        let targeted = u64::from(self.targeted_now());
-        if targeted == 0 {
-            if self.progress.milestones[COMPLETE].is_none() {
-                self.progress.superseded_before_complete = true;
-            }
-            return;
-        }
-        let reached = u64::from(self.progress.reached);
-        for (passed, percent) in self.progress.milestones.iter_mut().zip(MILESTONES) {
-            if passed.is_none() && reached * 100 >= u64::from(percent) * targeted {
-                *passed = Some(at.max(self.started_at));
-            }
-        }
+/// The moments by which 50, 90, 99 and 100 % of clusters that reached a rollout at `reached`
+/// (sorted) had reached it, out of `targeted`; `None` for a share not reached yet.
+pub fn milestones_of(reached: &[u32], targeted: u32) -> [Option<u32>; 4] {
+    let mut milestones = [None; 4];
+    if targeted == 0 {
+        return milestones;
     }
+    for (at, percent) in milestones.iter_mut().zip(MILESTONES) {
+        let needed = (u64::from(percent) * u64::from(targeted)).div_ceil(100) as usize;
+        *at = reached.get(needed.max(1) - 1).copied();
+    }
+    milestones
+}
 
+impl Rollout {
     /// When it completed, if it has.
     pub fn completed_at(&self) -> Option<u32> {
         self.progress.milestones[COMPLETE]
@@ -122,16 +121,22 @@ impl AppRollouts {
     /// Cluster `number`'s pair became `seen` at `at` (when the app object entered that state).
     /// Returns whether that moved its rollout.
     pub fn observe(&mut self, number: u32, seen: Seen, at: u32) -> bool {
-        let Some(index) = self.owner(number) else {
-            return false;
-        };
+        let observed = self.observe_member(number, seen, at);
+        if let Some(index) = observed {
+            self.complete_if_done(index);
+        }
+        observed.is_some()
+    }
+
+    fn observe_member(&mut self, number: u32, seen: Seen, at: u32) -> Option<usize> {
+        let index = self.owner(number)?;
         let at_index = number as usize;
         if self.reached_at.len() <= at_index {
             self.reached_at.resize(at_index + 1, 0);
             self.failed_at.resize(at_index + 1, 0);
         }
         if self.reached_at[at_index] != 0 {
-            return false;
+            return None;
         }
         let rollout = &mut self.rollouts[index];
         let at = at.max(rollout.started_at).max(1);
@@ -141,16 +146,39 @@ impl AppRollouts {
                 rollout.progress.reached += 1;
                 let last = rollout.progress.last_reached.get_or_insert(at);
                 *last = (*last).max(at);
-                rollout.pass_milestones(at);
-                true
+                Some(index)
             }
             Seen::Failed if self.failed_at[at_index] == 0 => {
                 self.failed_at[at_index] = at;
                 rollout.progress.failed_before_reaching += 1;
-                true
+                Some(index)
             }
-            Seen::Failed => false,
+            Seen::Failed => None,
         }
+    }
+
+    /// Fixes the milestones of rollout `index` when every cluster it targets has reached it;
+    /// one whose clusters all left before that was superseded.
+    pub(super) fn complete_if_done(&mut self, index: usize) {
+        let rollout = &self.rollouts[index];
+        if rollout.completed_at().is_some() {
+            return;
+        }
+        let targeted = rollout.targeted_now();
+        if targeted == 0 {
+            self.rollouts[index].progress.superseded_before_complete = true;
+            return;
+        }
+        if rollout.progress.reached < targeted {
+            return;
+        }
+        let mut reached: Vec<u32> = self
+            .owners()
+            .filter(|(_, owner)| *owner == index)
+            .filter_map(|(number, _)| self.reached_at(number))
+            .collect();
+        reached.sort_unstable();
+        self.rollouts[index].progress.milestones = milestones_of(&reached, targeted);
     }
 
     /// Cluster `number` leaves rollout `index`: what it reached goes with it.

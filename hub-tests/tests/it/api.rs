@@ -625,6 +625,59 @@ async fn a_scoped_token_is_confined_on_every_route() {
                 mine["group"] = admin["group"].clone();
                 assert_eq!(mine, admin);
             }
+            "/api/v1/rollouts" => {
+                // The scope's clusters only: the answer of the scope asked for as a group,
+                // and fewer clusters than the whole fleet's.
+                let mine = hub.json(SCOPED, "/api/v1/rollouts?app=checkout").await;
+                let admin = hub
+                    .json(
+                        ADMIN,
+                        &format!("/api/v1/rollouts?app=checkout&group={SCOPE}"),
+                    )
+                    .await;
+                assert_eq!(mine, admin);
+                let everywhere = hub.json(ADMIN, "/api/v1/rollouts?app=checkout").await;
+                let targeted = |answer: &Value| -> u64 {
+                    answer["items"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|i| i["targeted"].as_u64().unwrap())
+                        .sum()
+                };
+                assert!(targeted(&mine) > 0);
+                assert!(targeted(&mine) < targeted(&everywhere));
+            }
+            "/api/v1/rollouts/{rollout}" => {
+                let listed = hub.json(ADMIN, "/api/v1/rollouts?app=checkout").await;
+                let id = listed["items"][0]["id"].as_str().unwrap().to_owned();
+                let mine = hub
+                    .json(SCOPED, &format!("/api/v1/rollouts/{id}?depth=2&limit=1000"))
+                    .await;
+                for g in mine["groups"].as_array().unwrap() {
+                    assert!(within(g["group"].as_str().unwrap(), SCOPE), "{g}");
+                }
+                for s in mine["stragglers"].as_array().unwrap() {
+                    assert!(within(s["group"].as_str().unwrap(), SCOPE), "{s}");
+                }
+                let admin = hub
+                    .json(
+                        ADMIN,
+                        &format!("/api/v1/rollouts/{id}?depth=2&limit=1000&group={SCOPE}"),
+                    )
+                    .await;
+                assert_eq!(mine, admin);
+            }
+            "/api/v1/delivery" => {
+                let mine = hub.json(SCOPED, "/api/v1/delivery?app=checkout").await;
+                let admin = hub
+                    .json(
+                        ADMIN,
+                        &format!("/api/v1/delivery?app=checkout&group={SCOPE}"),
+                    )
+                    .await;
+                assert_eq!(mine, admin);
+            }
             other => panic!("route {other} has no scope check in this test"),
         }
         checked.insert(route.path);

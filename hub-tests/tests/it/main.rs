@@ -16,5 +16,6 @@ mod otlp;
 mod params;
 mod past_moments;
 mod render_visibility;
+mod rollouts;
 mod serving;
 mod ties;

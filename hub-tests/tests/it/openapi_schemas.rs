@@ -183,6 +183,14 @@ async fn every_answer_fits_the_documented_schema() {
         .next()
         .unwrap()
         .to_owned();
+    let (_, rollouts) = c
+        .check(
+            r,
+            "/api/v1/rollouts",
+            &format!("/api/v1/rollouts?app={app}"),
+        )
+        .await;
+    let rollout = rollouts["items"][0]["id"].as_str().unwrap().to_owned();
 
     let ok: Vec<(&str, String)> = vec![
         ("/api/v1/summary", "/api/v1/summary".to_owned()),
@@ -287,6 +295,19 @@ async fn every_answer_fits_the_documented_schema() {
             "/api/v1/insights/failures",
             "/api/v1/insights/failures?app=no-such-app".to_owned(),
         ),
+        (
+            "/api/v1/rollouts",
+            format!("/api/v1/rollouts?status=complete&group={group}&limit=1"),
+        ),
+        (
+            "/api/v1/rollouts/{rollout}",
+            format!("/api/v1/rollouts/{rollout}?depth=2&limit=3"),
+        ),
+        ("/api/v1/delivery", "/api/v1/delivery".to_owned()),
+        (
+            "/api/v1/delivery",
+            format!("/api/v1/delivery?app={app}&group={group}&window=12h"),
+        ),
     ];
     for (template, uri) in &ok {
         let (status, _) = c.check(r, template, uri).await;
@@ -301,6 +322,8 @@ async fn every_answer_fits_the_documented_schema() {
             "/api/v1/insights/failures",
             format!("/api/v1/insights/failures?app={app}"),
         ),
+        ("/api/v1/rollouts", "/api/v1/rollouts".to_owned()),
+        ("/api/v1/delivery", format!("/api/v1/delivery?app={app}")),
     ] {
         let (status, _) = c.check(Some(SCOPED), template, &uri).await;
         assert_eq!(status, 200, "{uri}");
@@ -324,6 +347,7 @@ async fn every_answer_fits_the_documented_schema() {
         ("/api/v1/clusters/{id}", "/api/v1/clusters/no-such-cluster"),
         ("/api/v1/explain", "/api/v1/explain?cluster=no-such-cluster"),
         ("/api/v1/history", "/api/v1/history?cluster=no-such-cluster"),
+        ("/api/v1/rollouts/{rollout}", "/api/v1/rollouts/web@1@9.9.9"),
     ] {
         errors.push((r, template, uri.to_owned(), 404));
     }

@@ -496,6 +496,11 @@ async fn sampled_hub() -> (
         .as_str()
         .unwrap()
         .to_owned();
+    let rollouts = ok(&app, "/api/v1/rollouts?limit=1").await;
+    let rollout = rollouts["items"][0]["id"]
+        .as_str()
+        .expect("the fleet has a rollout")
+        .to_owned();
     let group = page["group"]
         .as_str()
         .unwrap()
@@ -523,6 +528,10 @@ async fn sampled_hub() -> (
         ("history_hours", "48".to_owned()),
         ("from", (spec.now.seconds() - 3_600).to_string()),
         ("to", "2027-01-15T09:00:00Z".to_owned()),
+        ("rollout", rollout),
+        ("since", (spec.now.seconds() - 86_400).to_string()),
+        ("status", "complete".to_owned()),
+        ("window", "7d".to_owned()),
     ]
     .into_iter()
     .collect();

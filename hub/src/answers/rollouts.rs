@@ -1,4 +1,4 @@
-//! The answers of `rollouts`, `rollouts/{id}` and `delivery`.
+//! The answers of `rollouts`, `rollouts/{rollout}` and `delivery`.
 
 use serde::Serialize;
 use utoipa::openapi::RefOr;
@@ -34,15 +34,17 @@ pub struct FromVersion {
     /// The version they desired before; null for clusters that did not desire the app.
     #[schema(example = "1.4.1")]
     pub version: Option<String>,
+    /// How many clusters it moved from that version.
     pub clusters: u32,
 }
 
 /// One rollout: an app's move to one version by one render.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RolloutItem {
-    /// `app@render@version`: the key of `GET /api/v1/rollouts/{id}`.
-    #[schema(example = "checkout@1795000000000@1.5.0")]
+    /// `app@render@version`: the key of `GET /api/v1/rollouts/{rollout}`.
+    #[schema(example = "checkout@1795338000000@1.5.0")]
     pub id: String,
+    /// The app.
     #[schema(example = "checkout")]
     pub app: String,
     /// The version it moves clusters to.
@@ -52,40 +54,52 @@ pub struct RolloutItem {
     pub render_id: u64,
     /// When it started: the render's time.
     pub started_at: Option<String>,
-    /// The platform repo commit the render was made from, and when it was committed; null
-    /// when the render did not record them.
+    /// The platform repo commit the render was made from; null when the render did not
+    /// record it.
     pub platform_commit: Option<String>,
+    /// When that commit was made (its committer time); null when not recorded.
     pub committed_at: Option<String>,
+    /// Its status now.
     #[schema(value_type = RolloutStatusName)]
     pub status: &'static str,
     /// The versions its clusters were moved from, with how many clusters each, at its start.
     pub from_versions: Vec<FromVersion>,
-    /// Clusters the render moved (in the whole fleet), and clusters that joined since.
+    /// Clusters the render moved (whole fleet).
     pub targeted_at_start: u32,
+    /// Clusters that joined it since (whole fleet): newly desiring the app at its version.
     pub joined: u32,
-    /// Clusters that left it since (whole fleet): moved back to a from-version, moved on to
-    /// another version, or no longer desiring the app.
+    /// Clusters a later render moved back to a version they were moved from (whole fleet).
     pub rolled_back: u32,
+    /// Clusters a later render moved on to another version (whole fleet).
     pub superseded: u32,
+    /// Clusters that no longer desire the app (whole fleet).
     pub removed: u32,
-    /// The renders that first moved clusters back, and on.
+    /// The first render that moved some of its clusters back; null when none did.
     pub rolled_back_by: Option<u64>,
+    /// The first render that moved some of its clusters on; null when none did.
     pub superseded_by: Option<u64>,
     /// Its clusters now that the selection holds.
     pub targeted: u32,
-    /// Of those, the ones whose pair is `in_sync`, `failed` or `stale` now.
+    /// Of `targeted`, those whose pair is `in_sync` now.
     pub in_sync: u32,
+    /// Of `targeted`, those whose pair is `failed` now.
     pub failed: u32,
+    /// Of `targeted`, those whose pair is `stale` now (the cluster is not reporting).
     pub stale: u32,
-    /// Of those, the ones that reached it, and the ones that failed at its version before
-    /// reaching it (for the whole fleet, those that left since included).
+    /// Of `targeted`, those that reached it (were in sync at its version once since it
+    /// started).
     pub reached: u32,
+    /// Clusters that failed at its version before reaching it: of `targeted` within a
+    /// selection; for the whole fleet, those that left it since included.
     pub failed_before_reaching: u32,
-    /// Seconds from its start to 50, 90, 99 and 100 % of the targeted clusters reached; null
-    /// while not passed.
+    /// Seconds from its start until 50 % of the clusters it targets had reached it; null while
+    /// not passed.
     pub seconds_to_50_percent: Option<u32>,
+    /// The same for 90 %.
     pub seconds_to_90_percent: Option<u32>,
+    /// The same for 99 %.
     pub seconds_to_99_percent: Option<u32>,
+    /// The same for 100 %: when it completed.
     pub seconds_to_100_percent: Option<u32>,
     /// The last time a cluster reached it (whole fleet); null while none has.
     pub last_reached_at: Option<String>,
@@ -103,6 +117,7 @@ pub struct RolloutsPage {
 /// A rollout's clusters at one moment.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CurvePointItem {
+    /// The moment.
     pub at: Option<String>,
     /// Seconds since the rollout's start.
     pub seconds: u32,
@@ -117,15 +132,19 @@ pub struct CurvePointItem {
 /// The curve of one group's clusters.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GroupCurve {
+    /// The group path, cut at `depth` levels.
     #[schema(example = "emea")]
     pub group: String,
+    /// The selected clusters of the group the rollout targets now.
     pub targeted: u32,
+    /// Their curve, at the same moments as the whole curve.
     pub curve: Vec<CurvePointItem>,
 }
 
-/// `GET /api/v1/rollouts/{id}`.
+/// `GET /api/v1/rollouts/{rollout}`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RolloutAnswer<'a> {
+    /// The rollout, as `rollouts` lists it.
     pub rollout: RolloutItem,
     /// Seconds between points of the curves.
     pub step_seconds: u32,
@@ -145,26 +164,31 @@ pub struct RolloutAnswer<'a> {
 pub struct Spread {
     /// How many durations it is built on.
     pub count: u32,
+    /// The median; null without durations.
     pub median_seconds: Option<u32>,
+    /// The 90th percentile; null without durations.
     pub p90_seconds: Option<u32>,
 }
 
 /// One app's delivery figures over the window.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AppDelivery {
+    /// The app.
     #[schema(example = "checkout")]
     pub app: String,
-    /// Rollouts that completed in the window (deployment frequency), and that per day.
+    /// Rollouts that completed in the window (deployment frequency).
     pub deployments: u32,
+    /// `deployments` per day of the window.
     pub deployments_per_day: f64,
     /// From platform commit to 90 % of the targeted clusters reached, of the rollouts that
     /// passed 90 % in the window with a known commit time.
     pub lead_time: Spread,
-    /// Rollouts started in the window, those of them that count as failed changes (rolled
-    /// back, or more clusters failed at the version before reaching it than the failure budget
-    /// allows), and their ratio (null without changes).
+    /// Rollouts started in the window.
     pub changes: u32,
+    /// Of `changes`, those that count as failed changes: rolled back, or more of their
+    /// clusters failed at the version before reaching it than the failure budget allows.
     pub failed_changes: u32,
+    /// `failed_changes / changes`; null without changes.
     pub change_failure_rate: Option<f64>,
     /// From a cluster first failing at a rollout's version to reaching it, over the clusters of
     /// rollouts started in the window that did both.
@@ -174,8 +198,9 @@ pub struct AppDelivery {
 /// `GET /api/v1/delivery`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveryAnswer {
-    /// The window: from, to (now).
+    /// The start of the window.
     pub from: Option<String>,
+    /// The end of the window: now.
     pub to: Option<String>,
     /// The hub's failure budget (`--rollout-failure-budget`), in percent of a rollout's
     /// clusters.

@@ -1,4 +1,4 @@
-//! `rollouts`, `rollouts/{id}` and `delivery`: every release as a record, how it spread, and
+//! `rollouts`, `rollouts/{rollout}` and `delivery`: every release as a record, how it spread, and
 //! the delivery figures of each app.
 
 use std::sync::Arc;
@@ -145,13 +145,13 @@ fn curve_items(points: Vec<CurvePoint>, start: u32) -> Vec<CurvePointItem> {
         .collect()
 }
 
-/// `GET /api/v1/rollouts/{id}`: one rollout with its curves and stragglers.
+/// `GET /api/v1/rollouts/{rollout}`: one rollout with its curves and stragglers.
 #[utoipa::path(
     get,
-    path = "/api/v1/rollouts/{id}",
+    path = "/api/v1/rollouts/{rollout}",
     summary = "One rollout: its figures, its progress curve (clusters in sync, failed and waiting over time since its start), the same per group at `depth`, and its stragglers.",
     description = "The curves are of the selected clusters it targets now. The step suits its length: the smallest of 1, 5, 15 and 30 minutes, 1, 3, 6 and 12 hours and 1 day that keeps a curve within 120 points; a curve ends now, or one step after the rollout completed. Stragglers are its clusters whose pair is not `in_sync` now, by cluster id. An id no rollout has is a 404.",
-    params(("id" = String, Path, description = "The rollout's `id`: `app@render@version`.", example = "checkout@1795000000000@1.5.0"), RolloutQuery),
+    params(("rollout" = String, Path, description = "The rollout's `id`: `app@render@version`.", example = "checkout@1795338000000@1.5.0"), RolloutQuery),
     responses(
         (status = 200, body = RolloutAnswer, description = "The rollout."),
         (status = 404, body = crate::answers::ErrorBody, description = "No rollout has this id."),
@@ -163,9 +163,9 @@ pub async fn rollout(
     id: Result<Path<String>, PathRejection>,
     ApiQuery(query): ApiQuery<RolloutQuery>,
 ) -> Result<Answer, ApiError> {
-    let text = path_value("id", id)?;
+    let text = path_value("rollout", id)?;
     let id = RolloutId::parse(&text)
-        .ok_or_else(|| ApiError::bad("id", format!("{text:?} is not app@render@version")))?;
+        .ok_or_else(|| ApiError::bad("rollout", format!("{text:?} is not app@render@version")))?;
     let RolloutQuery {
         selection,
         depth,

@@ -86,30 +86,35 @@ WHERE render_id > ? ORDER BY app, render_id, cluster_id",
     }
 }
 
-/// Where each render after `after` came from: its platform commit and when that was made (0
-/// when no time was recorded for it).
+/// A render's platform commit (`renders`).
 #[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct RenderOriginRow {
     pub render_id: u64,
     pub platform_commit: String,
-    pub committed_at: u32,
+    pub rendered_at: u32,
 }
 
-/// The origins of the renders after `after` ([`RenderOriginRow`]), oldest first. The commit
-/// time is looked up by a subquery per row's commit (no join: ClickHouse 18.16 joins need a
-/// strictness).
+/// The platform commits of the renders after `after` ([`RenderOriginRow`]), oldest first.
 pub fn render_origins_query(store: &Store, after: u64) -> Query {
     store
         .client()
         .query(
-            "SELECT render_id, platform_commit, \
-if(has(c.1, platform_commit), c.2[indexOf(c.1, platform_commit)], toUInt32(0)) AS committed_at \
-FROM (SELECT DISTINCT render_id, platform_commit FROM renders WHERE render_id > ?) \
-CROSS JOIN (SELECT tuple(groupArray(platform_commit), groupArray(committed_at)) AS c FROM platform_commits \
-WHERE platform_commit IN (SELECT platform_commit FROM renders WHERE render_id > ?)) \
+            "SELECT render_id, any(platform_commit) AS platform_commit, \
+any(rendered_at) AS rendered_at FROM renders WHERE render_id > ? GROUP BY render_id \
 ORDER BY render_id",
         )
         .bind(after)
+}
+
+/// When the platform commits of the renders after `after` were made.
+pub fn render_commit_times_query(store: &Store, after: u64) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT platform_commit, max(committed_at) AS committed_at FROM platform_commits \
+WHERE platform_commit IN (SELECT platform_commit FROM renders WHERE render_id > ?) \
+GROUP BY platform_commit ORDER BY platform_commit",
+        )
         .bind(after)
 }
 
@@ -207,12 +212,29 @@ impl Store {
             .context(|| "reading desired version changes".to_owned())
     }
 
-    /// Where each render after `after` came from, oldest first.
-    pub async fn render_origins(&self, after: u64) -> Result<Vec<RenderOriginRow>> {
-        render_origins_query(self, after)
+    /// Where each render after `after` came from, oldest first: when it was made, its platform
+    /// commit and when that was made (`None` when no time was recorded for it).
+    pub async fn render_origins(&self, after: u64) -> Result<Vec<(RenderOriginRow, Option<u32>)>> {
+        let what = || format!("reading the platform commits of the renders after {after}");
+        let origins: Vec<RenderOriginRow> = render_origins_query(self, after)
             .fetch_all()
             .await
-            .context(|| format!("reading the platform commits of the renders after {after}"))
+            .context(what)?;
+        let times: Vec<crate::PlatformCommitRow> = render_commit_times_query(self, after)
+            .fetch_all()
+            .await
+            .context(what)?;
+        let times: std::collections::HashMap<String, u32> = times
+            .into_iter()
+            .map(|t| (t.platform_commit, t.committed_at))
+            .collect();
+        Ok(origins
+            .into_iter()
+            .map(|o| {
+                let at = times.get(&o.platform_commit).copied();
+                (o, at)
+            })
+            .collect())
     }
 
     /// When `platform_commit` was made (seconds since the epoch), if a render recorded it.

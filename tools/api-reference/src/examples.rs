@@ -119,6 +119,30 @@ pub const EXAMPLES: &[Example] = &[
         ],
         note: None,
     },
+    Example {
+        method: "get",
+        path: "/api/v1/rollouts",
+        requests: &[
+            "/api/v1/rollouts?app=checkout&limit=10",
+            "/api/v1/rollouts?status=stalled&group=emea",
+        ],
+        note: None,
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/rollouts/{rollout}",
+        requests: &["/api/v1/rollouts/$ROLLOUT?depth=2&limit=20"],
+        note: Some("`$ROLLOUT` is an `id` from `/api/v1/rollouts`, such as `checkout@1795338000000@1.5.0`."),
+    },
+    Example {
+        method: "get",
+        path: "/api/v1/delivery",
+        requests: &[
+            "/api/v1/delivery",
+            "/api/v1/delivery?app=checkout&group=emea&window=7d",
+        ],
+        note: None,
+    },
 ];
 
 impl<'a> Reference<'a> {
