@@ -209,3 +209,6 @@ impl AppRollouts {
             .filter(|t| *t != 0)
     }
 }
+
+#[cfg(test)]
+mod tests;
