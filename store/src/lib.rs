@@ -21,6 +21,7 @@ pub mod retention;
 pub mod rows;
 pub mod schema;
 pub mod sizes;
+pub mod synthetic_releases;
 pub mod thinning;
 pub mod writer;
 

@@ -33,6 +33,7 @@ pub use questions::as_group_rollups;
 pub use records::{
     ClusterRec, DesiredRec, EnvironmentTable, Filter, Pair, ReasonRec, VersionsByGroup,
 };
+pub(crate) use rollouts::ChangeStream;
 pub use tables::{Tables, UNFINISHED_RENDER_GRACE, UNREPLICATED_RENDER_GRACE};
 
 /// What only the writer needs: clusters whose states must be worked out again, and every

@@ -29,13 +29,23 @@ impl Fleet {
             .filter(|r| r.render_id > after)
             .cloned()
             .collect();
+        self.apply_version_change_rows(&newer, origins);
+    }
+
+    /// Applies change rows in the store's order (app, render, cluster), each app's renders
+    /// after those of that app already applied.
+    fn apply_version_change_rows(
+        &mut self,
+        newer: &[DesiredVersionChangeRow],
+        origins: &BTreeMap<u64, RenderInfo>,
+    ) {
         if newer.is_empty() {
             return;
         }
         let clusters = &mut self.clusters;
         let mut moved = Vec::with_capacity(newer.len());
         self.rollouts
-            .apply_numbered(&newer, origins, &mut |cluster| {
+            .apply_numbered(newer, origins, &mut |cluster| {
                 let slot = clusters.slot_or_add(cluster);
                 moved.push(slot);
                 slot
@@ -93,5 +103,38 @@ impl Fleet {
                 Arc::make_mut(rollouts).observe(number, state, at);
             }
         }
+    }
+}
+
+/// The desired version changes of every render, streamed from the store in its order (app,
+/// render, cluster) and applied one (app, render) at a time, so that a long history is never
+/// held whole.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeStream {
+    batch: Vec<DesiredVersionChangeRow>,
+    pub(crate) rows: u64,
+}
+
+impl ChangeStream {
+    pub(crate) fn push(
+        &mut self,
+        fleet: &mut Fleet,
+        row: DesiredVersionChangeRow,
+        origins: &BTreeMap<u64, RenderInfo>,
+    ) {
+        if self
+            .batch
+            .first()
+            .is_some_and(|first| first.app != row.app || first.render_id != row.render_id)
+        {
+            self.flush(fleet, origins);
+        }
+        self.rows += 1;
+        self.batch.push(row);
+    }
+
+    pub(crate) fn flush(&mut self, fleet: &mut Fleet, origins: &BTreeMap<u64, RenderInfo>) {
+        fleet.apply_version_change_rows(&self.batch, origins);
+        self.batch.clear();
     }
 }

@@ -322,21 +322,15 @@ impl Tables {
         markers: ChangeMarkers,
         changes_after: u64,
     ) -> fleetscope_store::Result<Tables> {
-        let mut version_changes = store.desired_version_changes(None, changes_after).await?;
-        version_changes.retain(|r| r.render_id <= markers.last_render);
-        let origins = store
-            .render_origins(changes_after)
-            .await?
-            .into_iter()
-            .map(|(origin, committed_at)| {
-                let info = RenderInfo {
-                    rendered_at: Some(origin.rendered_at),
-                    platform_commit: origin.platform_commit,
-                    committed_at,
-                };
-                (origin.render_id, info)
-            })
-            .collect();
+        let mut version_changes = Vec::new();
+        if changes_after < markers.last_render {
+            store
+                .desired_version_changes_each(changes_after, markers.last_render, |row| {
+                    version_changes.push(row)
+                })
+                .await?;
+        }
+        let origins = render_origins(store, changes_after).await?;
         let mut tables = Tables {
             markers,
             unfinished_render: None,
@@ -482,6 +476,26 @@ impl Fleet {
     }
 }
 
+/// Where each render after `after` came from, by render.
+pub(crate) async fn render_origins(
+    store: &Store,
+    after: u64,
+) -> fleetscope_store::Result<BTreeMap<u64, RenderInfo>> {
+    Ok(store
+        .render_origins(after)
+        .await?
+        .into_iter()
+        .map(|(origin, committed_at)| {
+            let info = RenderInfo {
+                rendered_at: Some(origin.rendered_at),
+                platform_commit: origin.platform_commit,
+                committed_at,
+            };
+            (origin.render_id, info)
+        })
+        .collect())
+}
+
 /// The renderer's tables with no part of a render in them: read again, once a second, while a
 /// render is being published (see [`Tables::render_in_progress`]).
 pub(crate) async fn complete_tables(
@@ -490,7 +504,8 @@ pub(crate) async fn complete_tables(
 ) -> fleetscope_store::Result<Tables> {
     loop {
         let markers = store.change_markers().await?;
-        let tables = Tables::read(store, markers, 0).await?;
+        // The version changes are streamed by the load itself (`crate::index::load`).
+        let tables = Tables::read(store, markers, u64::MAX).await?;
         match tables.render_in_progress(clock()) {
             Some(render) => {
                 tracing::info!(

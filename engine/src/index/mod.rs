@@ -47,6 +47,16 @@ pub const OVERLAP_SECONDS: i64 = 60;
 pub async fn load(store: &Store, clock: fn() -> Timestamp) -> fleetscope_store::Result<Fleet> {
     let mut fleet = Fleet::default();
     fleet.set_tables(complete_tables(store, clock).await?);
+    let last_render = fleet.markers.map_or(0, |m| m.last_render);
+    let origins = crate::fleet::tables::render_origins(store, 0).await?;
+    let mut changes = crate::fleet::ChangeStream::default();
+    store
+        .desired_version_changes_each(0, last_render, |row| {
+            changes.push(&mut fleet, row, &origins);
+        })
+        .await?;
+    changes.flush(&mut fleet, &origins);
+    fleet.rollouts.last_render = fleet.rollouts.last_render.max(last_render);
     let heartbeats = store.heartbeats_since(Timestamp::EPOCH).await?;
     fleet.apply_heartbeats(heartbeats);
     store

@@ -237,6 +237,28 @@ impl Store {
             .collect())
     }
 
+    /// Streams the desired version changes of the renders in `(after, until]`, in the order
+    /// (app, render, cluster), to `each`; returns how many.
+    pub async fn desired_version_changes_each(
+        &self,
+        after: u64,
+        until: u64,
+        mut each: impl FnMut(crate::DesiredVersionChangeRow),
+    ) -> Result<u64> {
+        let what = || format!("reading the desired version changes of the renders after {after}");
+        let mut cursor = desired_version_changes_query(self, None, after)
+            .fetch::<crate::DesiredVersionChangeRow>()
+            .context(what)?;
+        let mut rows = 0;
+        while let Some(row) = cursor.next().await.context(what)? {
+            if row.render_id <= until {
+                rows += 1;
+                each(row);
+            }
+        }
+        Ok(rows)
+    }
+
     /// When `platform_commit` was made (seconds since the epoch), if a render recorded it.
     pub async fn platform_committed_at(&self, platform_commit: &str) -> Result<Option<u32>> {
         let row: Option<crate::PlatformCommitRow> = platform_commit_query(self, platform_commit)
