@@ -103,6 +103,9 @@ pub struct AppRollouts {
     /// while not ([`progress`]).
     reached_at: Vec<u32>,
     failed_at: Vec<u32>,
+    /// By cluster number: its pair's state as last noted (a `DriftState` index,
+    /// [`progress::NO_STATE`] for none), one byte a cluster.
+    states: Vec<u8>,
 }
 
 impl AppRollouts {
@@ -154,9 +157,9 @@ impl AppRollouts {
             .filter(|(_, n)| **n > 0)
             .map(|(v, _)| v.clone())
             .collect();
-        for row in rows {
-            let number = number(&row.cluster_id);
-            left.extend(self.leave(row, number, render_id));
+        let numbers: Vec<u32> = rows.iter().map(|row| number(&row.cluster_id)).collect();
+        for (row, number) in rows.iter().zip(&numbers) {
+            left.extend(self.leave(row, *number, render_id));
             if !row.from_version.is_empty() {
                 if let Some(n) = self.desiring.get_mut(&row.from_version) {
                     *n = n.saturating_sub(1);
@@ -165,11 +168,16 @@ impl AppRollouts {
         }
         // This render's rollouts, by version.
         let mut made: BTreeMap<&str, usize> = BTreeMap::new();
-        for row in rows {
+        for (row, number) in rows.iter().zip(&numbers) {
             if row.to_version.is_empty() {
                 continue;
             }
-            *self.desiring.entry(row.to_version.clone()).or_default() += 1;
+            match self.desiring.get_mut(&row.to_version) {
+                Some(n) => *n += 1,
+                None => {
+                    self.desiring.insert(row.to_version.clone(), 1);
+                }
+            }
             let joins = row.from_version.is_empty() && desired_before.contains(&row.to_version);
             let joined = joins
                 .then(|| {
@@ -198,14 +206,16 @@ impl AppRollouts {
                     });
                     let rollout = &mut self.rollouts[index];
                     rollout.targeted_at_start += 1;
-                    *rollout
-                        .from_versions
-                        .entry(row.from_version.clone())
-                        .or_default() += 1;
+                    match rollout.from_versions.get_mut(&row.from_version) {
+                        Some(n) => *n += 1,
+                        None => {
+                            rollout.from_versions.insert(row.from_version.clone(), 1);
+                        }
+                    }
                     index
                 }
             };
-            self.set_owner(number(&row.cluster_id), index as u32);
+            self.set_owner(*number, index as u32);
         }
         // Fewer clusters to reach can complete a rollout.
         for index in left {

@@ -284,10 +284,11 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
     client
         .measure("rollouts of one app", &per_app, samples)
         .await;
+    let status = items[0]["status"].as_str().unwrap().to_owned();
     client
         .measure(
-            "rollouts complete in a region",
-            &[format!("/api/v1/rollouts?status=complete&group={region}")],
+            &format!("rollouts {status} in a region"),
+            &[format!("/api/v1/rollouts?status={status}&group={region}")],
             samples,
         )
         .await;

@@ -17,6 +17,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use fleetscope_engine::rollout_figures::RolloutPolicy;
+use fleetscope_engine::rollouts::progress::Status;
 use fleetscope_engine::Fleet;
 use fleetscope_engine::{state_index, Counts};
 
@@ -323,6 +325,44 @@ fn register_fleet(registry: &mut Registry, fleet: &FleetSnapshot) {
         "(cluster, app) pairs per app and drift state, whole fleet",
         per_app,
     );
+    let rollouts = Family::<RolloutStatusLabels, Gauge>::default();
+    for (status, n) in &fleet.rollouts {
+        rollouts
+            .get_or_create(&RolloutStatusLabels {
+                status: (*status).to_owned(),
+            })
+            .set(*n as i64);
+    }
+    registry.register(
+        "fleetscope_rollouts",
+        "Rollouts per status (docs/hub.md, \"Rollouts\")",
+        rollouts,
+    );
+    let stalled = Family::<RolloutLabels, Gauge>::default();
+    for ((app, version), seconds) in &fleet.stalled {
+        stalled
+            .get_or_create(&RolloutLabels {
+                app: app.clone(),
+                version: version.clone(),
+            })
+            .set(*seconds as i64);
+    }
+    registry.register(
+        "fleetscope_rollout_stalled_seconds",
+        "Seconds since a cluster last reached a stalled rollout (or since it started), per app and version; only stalled rollouts have a series",
+        stalled,
+    );
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RolloutStatusLabels {
+    status: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RolloutLabels {
+    app: String,
+    version: String,
 }
 
 /// The index's size and the builds of past moments.
@@ -393,13 +433,23 @@ pub struct FleetSnapshot {
     pub groups: BTreeMap<String, GroupNumbers>,
     /// App (or `_other`) → pairs per state.
     pub apps: BTreeMap<String, [u64; 8]>,
+    /// Rollouts per status, every status present.
+    pub rollouts: BTreeMap<&'static str, u64>,
+    /// The stalled rollouts: (app, version) → seconds since a cluster last reached it (or
+    /// since it started); the most stalled `max_apps` of them.
+    pub stalled: BTreeMap<(String, String), u64>,
 }
 
 impl FleetSnapshot {
     /// The numbers of `fleet` at `now` (the moment its maintained states are right for): the
     /// counts from the maintained counters; the oldest heartbeat age per group from one pass
     /// over the clusters (not over their pairs).
-    pub fn take(fleet: &Fleet, now: Timestamp, config: &MetricsConfig) -> FleetSnapshot {
+    pub fn take(
+        fleet: &Fleet,
+        now: Timestamp,
+        config: &MetricsConfig,
+        rollouts: &RolloutPolicy,
+    ) -> FleetSnapshot {
         let mut groups: HashMap<String, GroupNumbers> = HashMap::new();
         for (prefix, environment, cell) in fleet.cells() {
             let depth = if prefix.is_empty() {
@@ -483,9 +533,47 @@ impl FleetSnapshot {
                 *a += b;
             }
         }
+        let (rollouts, stalled) = rollout_numbers(fleet, now, config, rollouts);
         FleetSnapshot {
             groups: out_groups,
             apps: out_apps,
+            rollouts,
+            stalled,
         }
     }
+}
+
+/// Rollouts per status, and the `max_apps` most stalled ones with their time without progress.
+#[allow(clippy::type_complexity)]
+fn rollout_numbers(
+    fleet: &Fleet,
+    now: Timestamp,
+    config: &MetricsConfig,
+    policy: &RolloutPolicy,
+) -> (BTreeMap<&'static str, u64>, BTreeMap<(String, String), u64>) {
+    let now = u32::try_from(now.seconds()).unwrap_or(u32::MAX);
+    let mut per_status: BTreeMap<&'static str, u64> =
+        Status::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+    let mut stalled: Vec<(u64, &str, &str)> = Vec::new();
+    for app in fleet.rollouts.apps.values() {
+        for rollout in &app.rollouts {
+            let status = rollout.status(now, policy.stall_after);
+            *per_status.entry(status.as_str()).or_default() += 1;
+            if status == Status::Stalled {
+                let since = rollout.progress.last_reached.unwrap_or(rollout.started_at);
+                stalled.push((
+                    u64::from(now.saturating_sub(since)),
+                    &rollout.app,
+                    &rollout.version,
+                ));
+            }
+        }
+    }
+    stalled.sort_by(|a, b| b.cmp(a));
+    let stalled = stalled
+        .into_iter()
+        .take(config.max_apps)
+        .map(|(seconds, app, version)| ((app.to_owned(), version.to_owned()), seconds))
+        .collect();
+    (per_status, stalled)
 }

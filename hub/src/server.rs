@@ -90,9 +90,10 @@ async fn metrics_endpoint(
         }
     }
     let config = state.metrics.config;
+    let rollouts = state.rollout_policy;
     let rollup = state
         .cached("metrics".to_owned(), move |fleet, now, _| {
-            crate::metrics::FleetSnapshot::take(fleet, now, &config)
+            crate::metrics::FleetSnapshot::take(fleet, now, &config, &rollouts)
         })
         .await?;
     let (generation, objects, symbols) = state

@@ -237,6 +237,76 @@ where
     }
 }
 
+/// The newest rollout of `app` as the hub lists it, against the simulator: its version, its
+/// clusters `[targeted, in_sync, failed, stale]` now (`truth`) and the clusters that failed at
+/// it before reaching it (`failed_first`, every wave's failures); and the app's delivery
+/// figures over the last day against its rollouts listed over the same day (changes, and
+/// failed changes by the documented rule with the default budget of 5 %). `None` when all agree.
+pub async fn rollout_mismatch(
+    hub: &HubClient,
+    app: &str,
+    version: &str,
+    truth: [u64; 4],
+    failed_first: u64,
+) -> anyhow::Result<Option<String>> {
+    let page = hub
+        .get(&format!("/api/v1/rollouts?app={app}&limit=1"))
+        .await?;
+    let Some(newest) = page["items"].get(0) else {
+        return Ok(Some(format!("rollouts: none of {app}")));
+    };
+    if newest["version"] != version {
+        return Ok(Some(format!(
+            "rollouts: the newest of {app} is of {}, not {version}",
+            newest["version"]
+        )));
+    }
+    let number = |v: &Value, field: &str| v[field].as_u64().unwrap_or(u64::MAX);
+    let got = [
+        number(newest, "targeted"),
+        number(newest, "in_sync"),
+        number(newest, "failed"),
+        number(newest, "stale"),
+        number(newest, "failed_before_reaching"),
+    ];
+    let want = [truth[0], truth[1], truth[2], truth[3], failed_first];
+    if got != want {
+        return Ok(Some(format!(
+            "rollout {}: [targeted, in_sync, failed, stale, failed_before_reaching] is {got:?}, the simulator says {want:?}",
+            newest["id"]
+        )));
+    }
+    let delivery = hub
+        .get(&format!("/api/v1/delivery?app={app}&window=1d"))
+        .await?;
+    let from = delivery["from"].as_str().unwrap_or_default().to_owned();
+    let listed = hub
+        .get(&format!(
+            "/api/v1/rollouts?app={app}&since={from}&limit=1000"
+        ))
+        .await?;
+    let items = listed["items"].as_array().cloned().unwrap_or_default();
+    let failed = items
+        .iter()
+        .filter(|r| {
+            !r["rolled_back_by"].is_null()
+                || number(r, "failed_before_reaching") * 100
+                    > 5 * (number(r, "targeted_at_start") + number(r, "joined"))
+        })
+        .count() as u64;
+    let figures = &delivery["apps"][0];
+    let got = [
+        number(figures, "changes"),
+        number(figures, "failed_changes"),
+    ];
+    let want = [items.len() as u64, failed];
+    Ok((got != want).then(|| {
+        format!(
+            "delivery of {app} over a day: [changes, failed_changes] is {got:?}, its rollouts listed say {want:?}"
+        )
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

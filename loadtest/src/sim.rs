@@ -333,6 +333,37 @@ impl SimFleet {
         self.apps.iter().position(|a| a == name).map(|i| i as u16)
     }
 
+    /// The clusters that desire `version` of `app`, and how many of their pairs of it are
+    /// `in_sync`, `failed` and `stale` at `now`: `[targeted, in_sync, failed, stale]`.
+    pub fn rollout_truth(&self, app: &str, version: &str, now: Timestamp) -> [u64; 4] {
+        let mut truth = [0; 4];
+        let Some(app_id) = self.app_index(app) else {
+            return truth;
+        };
+        for cluster in &self.clusters {
+            if !cluster
+                .wants
+                .iter()
+                .any(|w| w.app == app_id && &*w.version == version)
+            {
+                continue;
+            }
+            truth[0] += 1;
+            let state = self
+                .pair_states(cluster, now)
+                .into_iter()
+                .find(|(a, _)| *a == app_id)
+                .map(|(_, s)| s);
+            match state {
+                Some(DriftState::InSync) => truth[1] += 1,
+                Some(DriftState::Failed) => truth[2] += 1,
+                Some(DriftState::Stale) => truth[3] += 1,
+                _ => {}
+            }
+        }
+        truth
+    }
+
     /// Takes a new render: clusters whose (app) content hash changed desire the new version
     /// since `published_at`. Render groups must not have moved clusters.
     pub fn apply_render(

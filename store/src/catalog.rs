@@ -356,6 +356,14 @@ fn route_reads(samples: &Samples) -> Vec<CatalogEntry> {
             "the platform commits of the renders after one",
             queries::render_origins_query(store, 1),
         ),
+        render::<crate::DesiredVersionChangeRow>(
+            "one app's desired version changes between two renders",
+            queries::app_version_changes_query(store, SAMPLE_APP, 0, 2),
+        ),
+        render::<String>(
+            "the apps with desired version changes after a render",
+            queries::changed_apps_query(store, 0),
+        ),
         render::<crate::PlatformCommitRow>(
             "when the platform commits of the renders after one were made",
             queries::render_commit_times_query(store, 1),

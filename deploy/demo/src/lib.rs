@@ -73,6 +73,10 @@ pub struct DemoArgs {
     /// Share of a wave's clusters on which the new version fails.
     #[arg(long, default_value_t = 0.05)]
     pub failure_rate: f64,
+    /// Every this many rollouts, the last one is rolled back (the platform repo takes the app
+    /// back to the version before, rendered and taken again by the same clusters); 0: never.
+    #[arg(long, default_value_t = 3)]
+    pub rollback_every: u64,
     /// Share of clusters dark at a time (they come back, and others go dark, between rollouts).
     #[arg(long, default_value_t = 0.02)]
     pub dark_share: f64,
@@ -508,10 +512,28 @@ async fn drive(
             println!("The platform repo has no apps: nothing to roll out.");
             std::future::pending::<()>().await;
         }
-        for app in apps.iter().cycle() {
+        for (n, app) in apps.iter().cycle().enumerate() {
             let mut notes = Vec::new();
             ctx.rollout_of(app, &mut rng, &mut notes).await?;
             let report = ctx.rollout.lock().expect("rollout lock").clone();
+            let report = match report {
+                Some(report)
+                    if args.rollback_every > 0
+                        && (n as u64 + 1).is_multiple_of(args.rollback_every) =>
+                {
+                    println!(
+                        "{} rolling {} back from {} to {}",
+                        now_clock(),
+                        report.app,
+                        report.to_version,
+                        report.from_version
+                    );
+                    ctx.roll_back(app, &report.from_version, &mut rng, &mut notes)
+                        .await?;
+                    ctx.rollout.lock().expect("rollout lock").clone()
+                }
+                other => other,
+            };
             if let Some(report) = report {
                 let failed: u64 = report.waves.iter().map(|w| w.failed).sum();
                 let clusters: u64 = report.waves.iter().map(|w| w.clusters).sum();

@@ -2,7 +2,7 @@
 //! the pairs' maintained states: which rollouts there are, where each one's clusters stand,
 //! its progress over time, and the delivery figures of an app over a window.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use fleetscope_model::DriftState;
 
@@ -138,42 +138,116 @@ impl Fleet {
 
     /// The clusters that belong to `rollout` now and that `filter` selects, by cluster id.
     pub fn rollout_members<'a>(&'a self, rollout: &Rollout, filter: &Filter) -> Vec<Member<'a>> {
-        let Some(app) = self.rollouts.apps.get(&rollout.app) else {
-            return Vec::new();
-        };
-        let Some(index) = app
-            .rollouts
-            .iter()
-            .position(|r| r.render_id == rollout.render_id && r.version == rollout.version)
-        else {
-            return Vec::new();
-        };
-        let app_symbol = self.symbols.find(&rollout.app);
-        let mut members: Vec<Member<'a>> = app
-            .owners()
-            .filter(|(_, owner)| *owner == index)
-            .filter_map(|(slot, _)| {
-                if slot as usize >= self.clusters.len() {
-                    return None;
-                }
-                let rec = self.clusters.rec(slot);
-                if !self.cluster_matches(rec, filter) {
-                    return None;
-                }
-                let state = app_symbol
-                    .and_then(|a| rec.state_of(a))
-                    .unwrap_or(DriftState::Unknown);
-                Some(Member {
-                    cluster: self.clusters.id(slot),
-                    rec,
-                    state,
-                    reached_at: app.reached_at(slot),
-                    failed_at: app.failed_at(slot),
-                })
-            })
-            .collect();
+        let mut members = self
+            .members_of_each(&[rollout], filter)
+            .pop()
+            .unwrap_or_default();
         members.sort_by(|a, b| a.cluster.cmp(b.cluster));
         members
+    }
+
+    /// The clusters of each of `listed` that `filter` selects, in no order: one pass over each
+    /// app's clusters, whichever of its rollouts are listed.
+    pub fn members_of_each<'a>(
+        &'a self,
+        listed: &[&Rollout],
+        filter: &Filter,
+    ) -> Vec<Vec<Member<'a>>> {
+        let mut members: Vec<Vec<Member<'a>>> = vec![Vec::new(); listed.len()];
+        // App → (the rollout's index in the app's rollouts → its place in `listed`).
+        let mut by_app: BTreeMap<&str, HashMap<usize, usize>> = BTreeMap::new();
+        for (place, rollout) in listed.iter().enumerate() {
+            let Some(app) = self.rollouts.apps.get(&rollout.app) else {
+                continue;
+            };
+            if let Some(index) = app
+                .rollouts
+                .iter()
+                .position(|r| r.render_id == rollout.render_id && r.version == rollout.version)
+            {
+                by_app
+                    .entry(rollout.app.as_str())
+                    .or_default()
+                    .insert(index, place);
+            }
+        }
+        let whole_fleet = selects_all(filter);
+        for (name, places) in by_app {
+            let app = &self.rollouts.apps[name];
+            for (slot, owner) in app.owners() {
+                let Some(place) = places.get(&owner) else {
+                    continue;
+                };
+                if slot as usize >= self.clusters.len() {
+                    continue;
+                }
+                let rec = self.clusters.rec(slot);
+                if !whole_fleet && !self.cluster_matches(rec, filter) {
+                    continue;
+                }
+                members[*place].push(Member {
+                    cluster: self.clusters.id(slot),
+                    rec,
+                    state: app.state(slot).unwrap_or(DriftState::Unknown),
+                    reached_at: app.reached_at(slot),
+                    failed_at: app.failed_at(slot),
+                });
+            }
+        }
+        members
+    }
+
+    /// Where the clusters of each of `listed` that `filter` selects stand, with the times from
+    /// failing first to reaching of those that did both: one pass over each app's numbers (its
+    /// clusters' records are read only to select them, when `filter` narrows).
+    pub fn standings_of_each(
+        &self,
+        listed: &[&Rollout],
+        filter: &Filter,
+    ) -> Vec<(Standing, Vec<u32>)> {
+        let whole_fleet = selects_all(filter);
+        let mut tallies: Vec<Tally> = (0..listed.len()).map(|_| Tally::default()).collect();
+        let mut by_app: BTreeMap<&str, Vec<(usize, usize)>> = BTreeMap::new();
+        for (place, rollout) in listed.iter().enumerate() {
+            let Some(app) = self.rollouts.apps.get(&rollout.app) else {
+                continue;
+            };
+            if let Some(index) = app
+                .rollouts
+                .iter()
+                .position(|r| r.render_id == rollout.render_id && r.version == rollout.version)
+            {
+                by_app
+                    .entry(rollout.app.as_str())
+                    .or_default()
+                    .push((index, place));
+            }
+        }
+        for (name, wanted) in by_app {
+            let app = &self.rollouts.apps[name];
+            let mut places = vec![usize::MAX; app.rollouts.len()];
+            for (index, place) in wanted {
+                places[index] = place;
+            }
+            for (slot, owner) in app.owners() {
+                let place = places[owner];
+                if place == usize::MAX {
+                    continue;
+                }
+                if !whole_fleet
+                    && (slot as usize >= self.clusters.len()
+                        || !self.cluster_matches(self.clusters.rec(slot), filter))
+                {
+                    continue;
+                }
+                tallies[place].add(app, slot);
+            }
+        }
+        listed
+            .iter()
+            .zip(tallies)
+            .map(|(rollout, tally)| tally.standing(rollout, whole_fleet))
+            .collect()
     }
 
     /// Where the clusters of `rollout` that `filter` selects stand. Without a narrower selection
@@ -183,6 +257,62 @@ impl Fleet {
     pub fn rollout_standing(&self, rollout: &Rollout, filter: &Filter) -> Standing {
         let members = self.rollout_members(rollout, filter);
         standing_of(rollout, &members, selects_all(filter))
+    }
+}
+
+/// What one pass over an app's clusters gathers for one rollout.
+#[derive(Debug, Default)]
+struct Tally {
+    targeted: u32,
+    in_sync: u32,
+    failed: u32,
+    stale: u32,
+    reached: Vec<u32>,
+    failed_first: u32,
+    restores: Vec<u32>,
+}
+
+impl Tally {
+    fn add(&mut self, app: &AppRollouts, slot: u32) {
+        self.targeted += 1;
+        match app.state(slot) {
+            Some(DriftState::InSync) => self.in_sync += 1,
+            Some(DriftState::Failed) => self.failed += 1,
+            Some(DriftState::Stale) => self.stale += 1,
+            _ => {}
+        }
+        let reached = app.reached_at(slot);
+        if let Some(t) = reached {
+            self.reached.push(t);
+        }
+        if let Some(failed) = app.failed_at(slot) {
+            self.failed_first += 1;
+            if let Some(reached) = reached {
+                self.restores.push(reached.saturating_sub(failed));
+            }
+        }
+    }
+
+    fn standing(mut self, rollout: &Rollout, whole_fleet: bool) -> (Standing, Vec<u32>) {
+        self.reached.sort_unstable();
+        let milestones = match rollout.completed_at() {
+            Some(_) if whole_fleet => rollout.progress.milestones,
+            _ => milestones_of(&self.reached, self.targeted),
+        };
+        let standing = Standing {
+            targeted: self.targeted,
+            in_sync: self.in_sync,
+            failed: self.failed,
+            stale: self.stale,
+            reached: self.reached.len() as u32,
+            failed_before_reaching: if whole_fleet {
+                rollout.progress.failed_before_reaching
+            } else {
+                self.failed_first
+            },
+            milestones,
+        };
+        (standing, self.restores)
     }
 }
 
@@ -323,17 +453,18 @@ impl Fleet {
         let Some(rollouts) = self.rollouts.apps.get(app) else {
             return delivery;
         };
-        for rollout in &rollouts.rollouts {
+        // One that completed before the window has nothing in it.
+        let listed: Vec<&Rollout> = rollouts
+            .rollouts
+            .iter()
+            .filter(|r| within(Some(r.started_at)) || r.completed_at().is_none_or(|c| c >= from))
+            .collect();
+        let standings = self.standings_of_each(&listed, filter);
+        for (rollout, (standing, restores)) in listed.into_iter().zip(standings) {
             let started_within = within(Some(rollout.started_at));
-            // One that completed before the window has nothing in it.
-            if !started_within && rollout.completed_at().is_some_and(|c| c < from) {
+            if !whole_fleet && standing.targeted == 0 {
                 continue;
             }
-            let members = self.rollout_members(rollout, filter);
-            if !whole_fleet && members.is_empty() {
-                continue;
-            }
-            let standing = standing_of(rollout, &members, whole_fleet);
             if within(standing.milestones[COMPLETE]) {
                 delivery.deployments += 1;
             }
@@ -349,11 +480,7 @@ impl Fleet {
                 if failed_change(rollout, &standing, whole_fleet, policy) {
                     delivery.failed_changes += 1;
                 }
-                for m in &members {
-                    if let (Some(failed), Some(reached)) = (m.failed_at, m.reached_at) {
-                        delivery.restore_times.push(reached.saturating_sub(failed));
-                    }
-                }
+                delivery.restore_times.extend(restores);
             }
         }
         delivery.lead_times.sort_unstable();

@@ -29,15 +29,17 @@ impl Fleet {
             .filter(|r| r.render_id > after)
             .cloned()
             .collect();
-        self.apply_version_change_rows(&newer, origins);
+        self.apply_version_change_rows(&newer, origins, true);
     }
 
     /// Applies change rows in the store's order (app, render, cluster), each app's renders
-    /// after those of that app already applied.
+    /// after those of that app already applied; with `follow`, the clusters they moved are
+    /// worked out again (a fleet being loaded works out every cluster anyway).
     fn apply_version_change_rows(
         &mut self,
         newer: &[DesiredVersionChangeRow],
         origins: &BTreeMap<u64, RenderInfo>,
+        follow: bool,
     ) {
         if newer.is_empty() {
             return;
@@ -47,7 +49,9 @@ impl Fleet {
         self.rollouts
             .apply_numbered(newer, origins, &mut |cluster| {
                 let slot = clusters.slot_or_add(cluster);
-                moved.push(slot);
+                if follow {
+                    moved.push(slot);
+                }
                 slot
             });
         for slot in moved {
@@ -58,8 +62,9 @@ impl Fleet {
     }
 
     /// Follows the pairs of the cluster in `slot` from what it counted as (`old`) to what it
-    /// counts as now (`new`): each pair that became in sync or failed, or whose cluster a render
-    /// moved, is shown to its rollout.
+    /// counts as now (`new`): each pair whose state changed, or whose cluster a render moved,
+    /// has its state noted with its rollout, and one that became in sync or failed is shown to
+    /// it.
     pub(crate) fn follow_rollouts(
         &mut self,
         slot: u32,
@@ -74,17 +79,25 @@ impl Fleet {
         let number = slot;
         let mut seen: Vec<(u32, Seen)> = Vec::new();
         for pair in new.pairs() {
+            let before = old.and_then(|o| o.pair(pair.app())).map(|p| p.state());
+            if !moved && before == Some(pair.state()) {
+                continue;
+            }
+            let Some(app) = self.rollouts.apps.get_mut(self.symbols.text(pair.app())) else {
+                continue;
+            };
+            if app.owner(number).is_none() {
+                continue;
+            }
+            if app.state(number) != Some(pair.state()) {
+                Arc::make_mut(app).set_state(number, pair.state());
+            }
             let state = match pair.state() {
                 DriftState::InSync => Seen::InSync,
                 DriftState::Failed => Seen::Failed,
                 _ => continue,
             };
-            let before = old.and_then(|o| o.pair(pair.app())).map(|p| p.state());
-            if !moved && before == Some(pair.state()) {
-                continue;
-            }
-            let app = self.rollouts.apps.get(self.symbols.text(pair.app()));
-            if app.is_some_and(|a| a.owner(number).is_some() && a.reached_at(number).is_none()) {
+            if app.reached_at(number).is_none() {
                 seen.push((pair.app(), state));
             }
         }
@@ -134,7 +147,7 @@ impl ChangeStream {
     }
 
     pub(crate) fn flush(&mut self, fleet: &mut Fleet, origins: &BTreeMap<u64, RenderInfo>) {
-        fleet.apply_version_change_rows(&self.batch, origins);
+        fleet.apply_version_change_rows(&self.batch, origins, false);
         self.batch.clear();
     }
 }

@@ -15,7 +15,12 @@
 //!   else `complete`; else `stalled` when no cluster reached it for the stall time (counted from
 //!   its start while none has); else `in_progress`.
 
+use fleetscope_model::DriftState;
+
 use super::{AppRollouts, Rollout};
+
+/// No state noted (in [`AppRollouts`]'s states).
+pub(super) const NO_STATE: u8 = u8::MAX;
 
 /// The milestones, in percent of the clusters targeted.
 pub const MILESTONES: [u32; 4] = [50, 90, 99, 100];
@@ -181,7 +186,8 @@ impl AppRollouts {
         self.rollouts[index].progress.milestones = milestones_of(&reached, targeted);
     }
 
-    /// Cluster `number` leaves rollout `index`: what it reached goes with it.
+    /// Cluster `number` leaves rollout `index`: what it reached, and its pair's state, go
+    /// with it.
     pub(super) fn forget_progress(&mut self, number: u32, index: usize) {
         let at = number as usize;
         if self.reached_at.get(at).is_some_and(|t| *t != 0) {
@@ -191,6 +197,26 @@ impl AppRollouts {
             self.reached_at[at] = 0;
             self.failed_at[at] = 0;
         }
+        if at < self.states.len() {
+            self.states[at] = NO_STATE;
+        }
+    }
+
+    /// The state of cluster `number`'s pair as last noted for the rollout it belongs to.
+    pub fn state(&self, number: u32) -> Option<DriftState> {
+        self.states
+            .get(number as usize)
+            .filter(|s| **s != NO_STATE)
+            .map(|s| DriftState::ALL[usize::from(*s)])
+    }
+
+    /// Notes the state of cluster `number`'s pair.
+    pub fn set_state(&mut self, number: u32, state: DriftState) {
+        let at = number as usize;
+        if self.states.len() <= at {
+            self.states.resize(at + 1, NO_STATE);
+        }
+        self.states[at] = crate::state_index(state) as u8;
     }
 
     /// When cluster `number` reached the rollout it belongs to, if it has.

@@ -81,7 +81,7 @@ async fn series_stay_bounded_at_30000_clusters() {
             .await
             .unwrap();
         let (fleet, now) = index.view(spec.now, &spec.policy);
-        fleetscope_hub::FleetSnapshot::take(&fleet, now, &unbounded)
+        fleetscope_hub::FleetSnapshot::take(&fleet, now, &unbounded, &Default::default())
     };
     assert!(
         snapshot.groups.len() > groups,

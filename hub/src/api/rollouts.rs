@@ -93,37 +93,46 @@ pub async fn rollouts(
     let rendered = on_fleet(&state, move |fleet, _| {
         let whole_fleet =
             filter.groups.is_empty() && filter.environment.is_none() && filter.labels.is_empty();
-        let mut items = Vec::new();
-        let mut next_cursor = None;
+        let mut candidates = Vec::new();
         let mut after_cursor = cursor.is_none();
         for rollout in fleet.rollouts_newest_first(app.as_deref()) {
             if since.is_some_and(|s| i64::from(rollout.started_at) < s.seconds()) {
                 // Newest first: every rollout after this one started earlier still.
                 break;
             }
-            let id = RolloutId::of(rollout).to_string();
             if !after_cursor {
-                after_cursor = cursor.as_deref() == Some(id.as_str());
+                after_cursor =
+                    cursor.as_deref() == Some(RolloutId::of(rollout).to_string().as_str());
                 continue;
             }
             let rollout_status = fleet.rollout_status(rollout, &policy);
-            if status.is_some_and(|s| s != rollout_status) {
-                continue;
+            if status.is_none_or(|s| s == rollout_status) {
+                candidates.push((rollout, rollout_status));
             }
-            let standing = if whole_fleet {
-                standing_of(rollout, &fleet.rollout_members(rollout, &filter), true)
-            } else {
-                let standing = fleet.rollout_standing(rollout, &filter);
-                if standing.targeted == 0 {
+        }
+        let mut items = Vec::new();
+        let mut next_cursor = None;
+        // For the whole fleet every candidate is listed: the page and one more tell whether
+        // another page follows. Within a selection a rollout without selected clusters is left
+        // out, so candidates are taken in parts until the page is full.
+        let part = if whole_fleet {
+            limit + 1
+        } else {
+            limit.max(100)
+        };
+        'parts: for part in candidates.chunks(part) {
+            let listed: Vec<&Rollout> = part.iter().map(|(r, _)| *r).collect();
+            let standings = fleet.standings_of_each(&listed, &filter);
+            for ((rollout, rollout_status), (standing, _)) in part.iter().zip(standings) {
+                if !whole_fleet && standing.targeted == 0 {
                     continue;
                 }
-                standing
-            };
-            if items.len() == limit {
-                next_cursor = items.last().map(|i: &RolloutItem| encode_cursor(&i.id));
-                break;
+                if items.len() == limit {
+                    next_cursor = items.last().map(|i: &RolloutItem| encode_cursor(&i.id));
+                    break 'parts;
+                }
+                items.push(rollout_item(rollout, &standing, rollout_status.as_str()));
             }
-            items.push(rollout_item(rollout, &standing, rollout_status.as_str()));
         }
         Rendered::json(&RolloutsPage { items, next_cursor })
     })

@@ -15,7 +15,7 @@ use super::prober::Probe;
 use super::{clock_time, Knobs, Prober, RolloutReport, SteadyWindow};
 use crate::agents::Agents;
 use crate::hubcheck::{
-    converge, first_rollup_mismatch, inventory_mismatch, CheckOutcome, HubClient,
+    converge, first_rollup_mismatch, inventory_mismatch, rollout_mismatch, CheckOutcome, HubClient,
 };
 
 /// Everything the scenarios share.
@@ -103,9 +103,11 @@ impl Ctx {
     async fn check_one(&self, hub: &HubClient) -> CheckOutcome {
         let agents = self.agents.clone();
         let hub = hub.clone();
+        let rollout = self.rollout.lock().expect("rollout lock").clone();
         converge(self.knobs.check_timeout, || {
             let agents = agents.clone();
             let hub = hub.clone();
+            let rollout = rollout.clone();
             async move {
                 let hub_rollups = hub.rollups().await?;
                 let a = agents.clone();
@@ -126,6 +128,30 @@ impl Ctx {
                     .await?;
                     if let Some(m) = inventory_mismatch(app, &got, &expected) {
                         return Ok(Some(m));
+                    }
+                }
+                if let Some(report) = rollout {
+                    let (app, version) = (report.app.clone(), report.to_version.clone());
+                    let a = agents.clone();
+                    let truth = tokio::task::spawn_blocking(move || {
+                        a.fleet.lock().expect("fleet lock").rollout_truth(
+                            &app,
+                            &version,
+                            clock::now(),
+                        )
+                    })
+                    .await?;
+                    let failed_first = report.waves.iter().map(|w| w.failed).sum();
+                    let m = rollout_mismatch(
+                        &hub,
+                        &report.app,
+                        &report.to_version,
+                        truth,
+                        failed_first,
+                    )
+                    .await?;
+                    if m.is_some() {
+                        return Ok(m);
                     }
                 }
                 Ok(None)

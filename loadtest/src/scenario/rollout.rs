@@ -78,8 +78,52 @@ impl Ctx {
             changed_pairs,
             waves: Vec::new(),
         };
+        let failure_rate = self.knobs.rollout.failure_rate;
         let changes = self
-            .roll_out_in_waves(&app, &to, app_id, &targets, rng, &mut report)
+            .roll_out_in_waves(&app, &to, app_id, &targets, failure_rate, rng, &mut report)
+            .await?;
+        *self.live_status.lock().expect("status lock") = None;
+        *self.rollout.lock().expect("rollout lock") = Some(report);
+        Ok(changes)
+    }
+
+    /// Takes `app` back to `version` (the one its last rollout moved clusters from): the
+    /// platform repo is changed back, rendered and published, and the clusters that take it
+    /// run it again, in the same waves, without failures. Returns the changes made.
+    pub async fn roll_back(
+        &self,
+        app: &str,
+        version: &str,
+        rng: &mut SplitMix64,
+        notes: &mut Vec<String>,
+    ) -> anyhow::Result<u64> {
+        let from = set_version(&self.platform_dir, app, |_| Ok(version.to_owned()))?;
+        let release = self.render_and_publish().await?;
+        let Taken {
+            changed_pairs,
+            targets,
+            app_id,
+        } = self.take_render(&release, app)?;
+        notes.push(format!(
+            "{app} {from} rolled back to {version}: {changed_pairs} pairs changed, {} delivering clusters run it again",
+            targets.len()
+        ));
+        self.say(&format!(
+            "{app} {from} rolled back to {version} in the platform repo: rendered and published; {}",
+            release.outcome.summary
+        ));
+        let mut report = RolloutReport {
+            app: app.to_owned(),
+            from_version: from,
+            to_version: version.to_owned(),
+            render_seconds: release.render_seconds,
+            publish_seconds: release.publish_seconds,
+            render_summary: release.outcome.summary.clone(),
+            changed_pairs,
+            waves: Vec::new(),
+        };
+        let changes = self
+            .roll_out_in_waves(app, version, app_id, &targets, 0.0, rng, &mut report)
             .await?;
         *self.live_status.lock().expect("status lock") = None;
         *self.rollout.lock().expect("rollout lock") = Some(report);
@@ -154,14 +198,16 @@ impl Ctx {
         })
     }
 
-    /// Takes the targets through the waves, adding each wave's report to `report`; returns the
-    /// changes made.
+    /// Takes the targets through the waves, each cluster failing at `failure_rate`, adding each
+    /// wave's report to `report`; returns the changes made.
+    #[allow(clippy::too_many_arguments)]
     async fn roll_out_in_waves(
         &self,
         app: &str,
         to: &str,
         app_id: u16,
         targets: &[(String, usize)],
+        failure_rate: f64,
         rng: &mut SplitMix64,
         report: &mut RolloutReport,
     ) -> anyhow::Result<u64> {
@@ -174,6 +220,7 @@ impl Ctx {
             app_id,
             chunks: targets.len().div_ceil(per_wave),
             half: Duration::from_millis(self.knobs.rollout.wave_seconds * 500),
+            failure_rate,
         };
         let mut changes = 0;
         let bar = if self.knobs.live {
@@ -269,7 +316,7 @@ impl Ctx {
         let mut fleet = self.agents.fleet.lock().expect("fleet lock");
         let now = clock::now();
         for (n, &(_, c)) in slice.iter().enumerate() {
-            let fails = rng.chance(self.knobs.rollout.failure_rate);
+            let fails = rng.chance(plan.failure_rate);
             failed += u64::from(fails);
             let version = fleet.clusters[c]
                 .wants
@@ -355,6 +402,8 @@ struct WavePlan<'a> {
     chunks: usize,
     /// Half a wave: progressing for this long, then settled for this long.
     half: Duration,
+    /// The share of the clusters on which the version fails.
+    failure_rate: f64,
 }
 
 /// The groups of a wave's clusters, cut to their first two levels, in order.
@@ -371,6 +420,32 @@ fn wave_groups(slice: &[(String, usize)]) -> Vec<String> {
 /// patch number becomes 0. The app is looked for in every YAML file under `apps/` as a document
 /// with `name: <app>` followed by `version: <major.minor.patch>`. Returns (old, new).
 pub fn bump_version(platform_dir: &Path, app: &str) -> anyhow::Result<(String, String)> {
+    let mut new = String::new();
+    let old = set_version(platform_dir, app, |old| {
+        let mut parts: Vec<u64> = old
+            .split('.')
+            .map(|p| p.parse::<u64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| anyhow::anyhow!("version {old:?} of {app} is not major.minor.patch"))?;
+        anyhow::ensure!(
+            parts.len() == 3,
+            "version {old:?} of {app} is not major.minor.patch"
+        );
+        parts[1] += 1;
+        parts[2] = 0;
+        new = format!("{}.{}.{}", parts[0], parts[1], parts[2]);
+        Ok(new.clone())
+    })?;
+    Ok((old, new))
+}
+
+/// Sets the version of `app` in the platform repo to what `new` makes of the current one
+/// (looked for as in [`bump_version`]); returns the version it had.
+pub fn set_version(
+    platform_dir: &Path,
+    app: &str,
+    new: impl FnOnce(&str) -> anyhow::Result<String>,
+) -> anyhow::Result<String> {
     let apps = platform_dir.join("apps");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&apps)
         .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", apps.display()))?
@@ -387,20 +462,9 @@ pub fn bump_version(platform_dir: &Path, app: &str) -> anyhow::Result<(String, S
         let at = found + marker.len();
         let end = at + text[at..].find('\n').unwrap_or(text.len() - at);
         let old = text[at..end].trim().to_owned();
-        let mut parts: Vec<u64> = old
-            .split('.')
-            .map(|p| p.parse::<u64>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| anyhow::anyhow!("version {old:?} of {app} is not major.minor.patch"))?;
-        anyhow::ensure!(
-            parts.len() == 3,
-            "version {old:?} of {app} is not major.minor.patch"
-        );
-        parts[1] += 1;
-        parts[2] = 0;
-        let new = format!("{}.{}.{}", parts[0], parts[1], parts[2]);
-        std::fs::write(&path, format!("{}{new}{}", &text[..at], &text[end..]))?;
-        return Ok((old, new));
+        let version = new(&old)?;
+        std::fs::write(&path, format!("{}{version}{}", &text[..at], &text[end..]))?;
+        return Ok(old);
     }
     anyhow::bail!("app {app} is not in any YAML file of {}", apps.display())
 }

@@ -118,6 +118,28 @@ GROUP BY platform_commit ORDER BY platform_commit",
         .bind(after)
 }
 
+/// The apps with desired version changes after render `after`, by name.
+pub fn changed_apps_query(store: &Store, after: u64) -> Query {
+    store
+        .client()
+        .query("SELECT DISTINCT app FROM desired_version_changes WHERE render_id > ? ORDER BY app")
+        .bind(after)
+}
+
+/// One app's desired version changes of the renders in `(after, until]`, by render and cluster,
+/// each once (a row inserted twice is read through).
+pub fn app_version_changes_query(store: &Store, app: &str, after: u64, until: u64) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT DISTINCT ?fields FROM desired_version_changes \
+WHERE app = ? AND render_id > ? AND render_id <= ? ORDER BY render_id, cluster_id",
+        )
+        .bind(app)
+        .bind(after)
+        .bind(until)
+}
+
 /// When `platform_commit` was made, if a render recorded it.
 pub fn platform_commit_query(store: &Store, platform_commit: &str) -> Query {
     store
@@ -238,7 +260,9 @@ impl Store {
     }
 
     /// Streams the desired version changes of the renders in `(after, until]`, in the order
-    /// (app, render, cluster), to `each`; returns how many.
+    /// (app, render, cluster), to `each`, one app at a time (each app's rows are one range of
+    /// the table's key, made distinct and sorted by the server on their own). Returns how many
+    /// rows came.
     pub async fn desired_version_changes_each(
         &self,
         after: u64,
@@ -246,12 +270,16 @@ impl Store {
         mut each: impl FnMut(crate::DesiredVersionChangeRow),
     ) -> Result<u64> {
         let what = || format!("reading the desired version changes of the renders after {after}");
-        let mut cursor = desired_version_changes_query(self, None, after)
-            .fetch::<crate::DesiredVersionChangeRow>()
+        let apps: Vec<String> = changed_apps_query(self, after)
+            .fetch_all::<String>()
+            .await
             .context(what)?;
         let mut rows = 0;
-        while let Some(row) = cursor.next().await.context(what)? {
-            if row.render_id <= until {
+        for app in apps {
+            let mut cursor = app_version_changes_query(self, &app, after, until)
+                .fetch::<crate::DesiredVersionChangeRow>()
+                .context(what)?;
+            while let Some(row) = cursor.next().await.context(what)? {
                 rows += 1;
                 each(row);
             }
