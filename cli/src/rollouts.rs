@@ -339,10 +339,13 @@ pub fn delivery_table(answer: &Delivery) -> Table {
         "APP",
         "DEPLOYS",
         "PER_DAY",
+        "LEADS",
         "LEAD_MEDIAN",
         "LEAD_P90",
-        "FAILED/CHANGES",
+        "CHANGES",
+        "FAILED",
         "FAILURE_RATE",
+        "RESTORES",
         "RESTORE_MEDIAN",
         "RESTORE_P90",
     ]);
@@ -351,20 +354,15 @@ pub fn delivery_table(answer: &Delivery) -> Table {
             a.app.clone(),
             a.deployments.to_string(),
             format!("{:.2}", a.deployments_per_day),
-            format!(
-                "{} ({})",
-                seconds(a.lead_time.median_seconds),
-                a.lead_time.count
-            ),
+            a.lead_time.count.to_string(),
+            seconds(a.lead_time.median_seconds),
             seconds(a.lead_time.p90_seconds),
-            format!("{}/{}", a.failed_changes, a.changes),
+            a.changes.to_string(),
+            a.failed_changes.to_string(),
             a.change_failure_rate
                 .map_or_else(|| "-".to_owned(), |r| format!("{:.1}%", r * 100.0)),
-            format!(
-                "{} ({})",
-                seconds(a.time_to_restore.median_seconds),
-                a.time_to_restore.count
-            ),
+            a.time_to_restore.count.to_string(),
+            seconds(a.time_to_restore.median_seconds),
             seconds(a.time_to_restore.p90_seconds),
         ]);
     }

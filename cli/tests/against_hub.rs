@@ -32,6 +32,9 @@ enum Sub {
     Versions(VersionsArgs),
     Drift(DriftArgs),
     Gate(GateArgs),
+    Rollouts(fleetscope_cli::RolloutsArgs),
+    Rollout(fleetscope_cli::RolloutArgs),
+    Delivery(fleetscope_cli::DeliveryArgs),
 }
 
 /// What a command run printed and how it ended.
@@ -50,6 +53,9 @@ async fn run(args: &[&str]) -> Run {
         Sub::Versions(a) => fleetscope_cli::Command::Versions(a),
         Sub::Drift(a) => fleetscope_cli::Command::Drift(a),
         Sub::Gate(a) => fleetscope_cli::Command::Gate(a),
+        Sub::Rollouts(a) => fleetscope_cli::Command::Rollouts(a),
+        Sub::Rollout(a) => fleetscope_cli::Command::Rollout(a),
+        Sub::Delivery(a) => fleetscope_cli::Command::Delivery(a),
     };
     let mut out = Vec::new();
     let (code, error) = match command.run(&mut out).await {
@@ -652,4 +658,88 @@ async fn a_hub_url_that_is_not_one_is_a_usage_error() {
         "{}",
         bad.error
     );
+}
+
+#[tokio::test]
+async fn rollouts_rollout_and_delivery_print_the_hubs_figures() {
+    let hub = Hub::start().await;
+    let answer = hub.json("/api/v1/rollouts?limit=5").await;
+    let listed = hub.run("rollouts", &["--limit", "5"]).await;
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let table = rows(&listed.stdout);
+    assert_eq!(
+        table[0],
+        [
+            "APP", "VERSION", "STARTED", "STATUS", "TARGETED", "IN_SYNC", "FAILED", "TO_50%",
+            "TO_90%", "TO_100%", "ID"
+        ]
+    );
+    let items = answer["items"].as_array().unwrap();
+    assert_eq!(table.len(), items.len() + 1);
+    for (row, item) in table[1..].iter().zip(items) {
+        assert_eq!(row[0], item["app"].as_str().unwrap());
+        assert_eq!(row[3], item["status"].as_str().unwrap());
+        assert_eq!(row[4], item["targeted"].to_string());
+        assert_eq!(row[5], item["in_sync"].to_string());
+        assert_eq!(row[10], item["id"].as_str().unwrap());
+    }
+    let json = hub.run("rollouts", &["--limit", "5", "-o", "json"]).await;
+    assert_eq!(parse_json(&json.stdout), answer);
+
+    // One rollout: its headline, the chart (8 rows and an axis), and its stragglers.
+    let id = items[0]["id"].as_str().unwrap();
+    let one = hub.run("rollout", &[id]).await;
+    assert_eq!(one.code, 0, "{one:?}");
+    let detail = hub
+        .json(&format!("/api/v1/rollouts/{id}?depth=0&limit=20"))
+        .await;
+    let first = one.stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!(
+            "{} {} ({})",
+            detail["rollout"]["app"].as_str().unwrap(),
+            detail["rollout"]["version"].as_str().unwrap(),
+            detail["rollout"]["status"].as_str().unwrap()
+        )),
+        "{first}"
+    );
+    let chart: Vec<&str> = one.stdout.lines().filter(|l| l.contains(" |")).collect();
+    assert_eq!(chart.len(), 8, "{}", one.stdout);
+    let stragglers = detail["stragglers"].as_array().unwrap();
+    if stragglers.is_empty() {
+        assert!(one.stdout.contains("no stragglers"), "{}", one.stdout);
+    } else {
+        for s in stragglers {
+            assert!(
+                one.stdout.contains(s["cluster"].as_str().unwrap()),
+                "{}",
+                one.stdout
+            );
+        }
+    }
+    let unknown = hub.run("rollout", &["web@1@9.9.9"]).await;
+    assert_eq!(unknown.code, 3, "{unknown:?}");
+
+    let delivery = hub.run("delivery", &["--window", "7d"]).await;
+    assert_eq!(delivery.code, 0, "{delivery:?}");
+    let figures = hub.json("/api/v1/delivery?window=7d").await;
+    let lines: Vec<&str> = delivery.stdout.lines().collect();
+    assert!(lines[0].starts_with("from "), "{}", delivery.stdout);
+    let table = rows(&lines[1..].join("\n"));
+    assert_eq!(table.len(), figures["apps"].as_array().unwrap().len() + 1);
+    for (row, app) in table[1..].iter().zip(figures["apps"].as_array().unwrap()) {
+        assert_eq!(row[0], app["app"].as_str().unwrap());
+        assert_eq!(row[1], app["deployments"].to_string());
+        assert_eq!(row[3], app["lead_time"]["count"].to_string(), "{row:?}");
+        assert_eq!(row[6], app["changes"].to_string(), "{row:?}");
+        assert_eq!(row[7], app["failed_changes"].to_string(), "{row:?}");
+        assert_eq!(
+            row[9],
+            app["time_to_restore"]["count"].to_string(),
+            "{row:?}"
+        );
+    }
+    let bad = hub.run("delivery", &["--window", "3w"]).await;
+    assert_eq!(bad.code, 3, "{bad:?}");
+    assert!(bad.error.contains("window"), "{bad:?}");
 }
