@@ -257,6 +257,14 @@ fn api_examples(e: &Endpoints) -> Vec<(String, Vec<String>)> {
     }
     examples.extend([
         (
+            "every release as a rollout, newest first: its waves, its status (every third one is rolled back)".into(),
+            vec![format!("{curl} '{hub}/api/v1/rollouts?limit=5'")],
+        ),
+        (
+            "delivery figures per app over the last day".into(),
+            vec![format!("{curl} '{hub}/api/v1/delivery?window=1d'")],
+        ),
+        (
             format!("clusters not heard from for {} s", e.stale_after),
             vec![format!("{curl} '{hub}/api/v1/stale?limit=5'")],
         ),
@@ -324,6 +332,11 @@ fn command_line_example(e: &Endpoints) -> Vec<String> {
             "{fleetscope} gate --app {app} --version {version} --threshold 0.9; echo \"exit $?\""
         ));
     }
+    commands.push(format!("{fleetscope} rollouts {app}"));
+    commands.push(format!(
+        "{fleetscope} rollout \"$({fleetscope} rollouts {app} --limit 1 | awk 'NR == 2 {{ print $NF }}')\""
+    ));
+    commands.push(format!("{fleetscope} delivery --window 1d"));
     commands
 }
 
@@ -485,6 +498,10 @@ mod tests {
               curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/apps/checkout/versions'
               # the rollout gate of checkout 1.5.0, the version rolled out first (pass at 90% in sync)
               curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/gate?app=checkout&version=1.5.0&threshold=0.9'
+              # every release as a rollout, newest first: its waves, its status (every third one is rolled back)
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/rollouts?limit=5'
+              # delivery figures per app over the last day
+              curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/delivery?window=1d'
               # clusters not heard from for 120 s
               curl -s -H "Authorization: Bearer demo-read-token-fleet" 'http://127.0.0.1:8080/api/v1/stale?limit=5'
               # one cluster: desired, actual, history
@@ -508,6 +525,9 @@ mod tests {
               '/src/fleet scope/target/release/fleetscope' drift --state failed --limit 5
               '/src/fleet scope/target/release/fleetscope' status --at "$(date -u -d '5 minutes ago' +%Y-%m-%dT%H:%M:%SZ)"
               '/src/fleet scope/target/release/fleetscope' gate --app checkout --version 1.5.0 --threshold 0.9; echo "exit $?"
+              '/src/fleet scope/target/release/fleetscope' rollouts checkout
+              '/src/fleet scope/target/release/fleetscope' rollout "$('/src/fleet scope/target/release/fleetscope' rollouts checkout --limit 1 | awk 'NR == 2 { print $NF }')"
+              '/src/fleet scope/target/release/fleetscope' delivery --window 1d
         "#]]
         .assert_eq(&(examples.join("\n") + "\n"));
         assert_eq!(shell_word("/usr/bin/fleetscope"), "/usr/bin/fleetscope");

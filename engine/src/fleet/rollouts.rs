@@ -79,8 +79,8 @@ impl Fleet {
         let number = slot;
         let mut seen: Vec<(u32, Seen)> = Vec::new();
         for pair in new.pairs() {
-            let before = old.and_then(|o| o.pair(pair.app())).map(|p| p.state());
-            if !moved && before == Some(pair.state()) {
+            // The state, or the version it was observed at, changed.
+            if !moved && old.and_then(|o| o.pair(pair.app())) == Some(pair) {
                 continue;
             }
             let Some(app) = self.rollouts.apps.get_mut(self.symbols.text(pair.app())) else {
@@ -92,9 +92,13 @@ impl Fleet {
             if app.state(number) != Some(pair.state()) {
                 Arc::make_mut(app).set_state(number, pair.state());
             }
+            // Failing counts only at the rollout's version: a cluster still running the version
+            // before, failing there, has not failed at this one.
             let state = match pair.state() {
                 DriftState::InSync => Seen::InSync,
-                DriftState::Failed => Seen::Failed,
+                DriftState::Failed if pair.observed_version() == pair.desired_version() => {
+                    Seen::Failed
+                }
                 _ => continue,
             };
             if app.reached_at(number).is_none() {

@@ -2,8 +2,8 @@
 //!
 //! - A cluster **reaches** a rollout when its pair of the app is first in sync while it belongs
 //!   to the rollout, at the later of the rollout's start and the moment the app object entered
-//!   that state. A cluster that **failed** first (the pair `failed` before ever being in sync)
-//!   keeps when it did.
+//!   that state. A cluster that **failed** first (the pair `failed` at the rollout's version
+//!   before ever being in sync) keeps when it did.
 //! - A rollout **completes** when every cluster it targets has reached it (the last one reaching
 //!   it, or the others leaving it). Its **milestones** (50, 90, 99 and 100 %) are the moments by
 //!   which that share of the clusters it targets had reached it: worked out from its clusters'

@@ -289,8 +289,11 @@ async fn served_on(on_a_cluster: bool) -> (Fleet, String) {
     fleet.report("c1", "api", "3.0", "healthy", T + 2100).await;
     fleet.refresh(T + 2110).await;
     fleet.report("c4", "web", "2.0", "healthy", T + 2400).await;
+    // c5 fails at 1.0 before the third wave takes it to 2.0: not a failure at 2.0.
+    fleet.report("c5", "web", "1.0", "degraded", T + 2450).await;
     fleet.refresh(T + 2500).await;
-    // T+3000: the third wave (c5 in sync at +3100; c6 never reports 2.0).
+    // T+3000: the third wave (c5, failing at 1.0 until then, in sync at +3100; c6 never
+    // reports 2.0).
     fleet
         .render(
             T + 3000,
@@ -300,6 +303,7 @@ async fn served_on(on_a_cluster: bool) -> (Fleet, String) {
             &[("c5", "web", "1.0", "2.0"), ("c6", "web", "1.0", "2.0")],
         )
         .await;
+    fleet.refresh(T + 3050).await;
     fleet.report("c5", "web", "2.0", "healthy", T + 3100).await;
     fleet.refresh(T + 3200).await;
     // T+3500: a new cluster c7 gets web 2.0 (in sync at +3600): it joins the third wave.
