@@ -479,6 +479,25 @@ pub fn platform_commit(platform_dir: &Path) -> Option<PlatformCommit> {
     })
 }
 
+/// Commits everything in `platform_dir` as the platform team would (a Git repository is made
+/// there when it has none), for simulations that change a platform repo: its renders then carry
+/// the commit and its time. Returns the commit's id.
+pub fn commit_platform(platform_dir: &Path, message: &str) -> Result<String, git2::Error> {
+    let repo = match Repository::open(platform_dir) {
+        Ok(repo) => repo,
+        Err(_) => Repository::init(platform_dir)?,
+    };
+    let mut index = repo.index()?;
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+    index.write()?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    let signature = Signature::now("Fleetscope simulation", "simulation@fleetscope.invalid")?;
+    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let id = repo.commit(Some("HEAD"), &signature, &signature, message, &tree, &parents)?;
+    Ok(id.to_string())
+}
+
 /// The branch's commit, if there is one.
 pub fn head_commit(repo: &Repository) -> Option<String> {
     repo.find_reference(BRANCH)
@@ -537,5 +556,22 @@ mod tests {
                 "the bytes a new encoder writes"
             );
         }
+    }
+
+    #[test]
+    fn a_platform_directory_committed_twice_has_the_second_commit_as_its_head() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(platform_commit(dir.path()).map(|c| c.id), None);
+        std::fs::write(dir.path().join("apps.yaml"), "version: 1.0.0\n").unwrap();
+        let first = commit_platform(dir.path(), "first").unwrap();
+        std::fs::write(dir.path().join("apps.yaml"), "version: 1.1.0\n").unwrap();
+        let second = commit_platform(dir.path(), "second").unwrap();
+        assert_ne!(first, second);
+        let head = platform_commit(dir.path()).unwrap();
+        assert_eq!(head.id, second);
+        let repo = Repository::open(dir.path()).unwrap();
+        let commit = repo.find_commit(Oid::from_str(&second).unwrap()).unwrap();
+        assert_eq!(commit.parent_id(0).unwrap().to_string(), first);
+        assert_eq!(commit.message().ok(), Some("second"));
     }
 }

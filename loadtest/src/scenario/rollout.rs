@@ -48,6 +48,7 @@ impl Ctx {
     ) -> anyhow::Result<u64> {
         let app = app.to_owned();
         let (from, to) = bump_version(&self.platform_dir, &app)?;
+        fleetscope_renderer::git::commit_platform(&self.platform_dir, &format!("{app} {to}"))?;
         let release = self.render_and_publish().await?;
         let Taken {
             changed_pairs,
@@ -98,6 +99,10 @@ impl Ctx {
         notes: &mut Vec<String>,
     ) -> anyhow::Result<u64> {
         let from = set_version(&self.platform_dir, app, |_| Ok(version.to_owned()))?;
+        fleetscope_renderer::git::commit_platform(
+            &self.platform_dir,
+            &format!("{app} back to {version}"),
+        )?;
         let release = self.render_and_publish().await?;
         let Taken {
             changed_pairs,
