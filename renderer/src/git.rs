@@ -494,7 +494,14 @@ pub fn commit_platform(platform_dir: &Path, message: &str) -> Result<String, git
     let signature = Signature::now("Fleetscope simulation", "simulation@fleetscope.invalid")?;
     let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    let id = repo.commit(Some("HEAD"), &signature, &signature, message, &tree, &parents)?;
+    let id = repo.commit(
+        Some("HEAD"),
+        &signature,
+        &signature,
+        message,
+        &tree,
+        &parents,
+    )?;
     Ok(id.to_string())
 }
 
