@@ -99,10 +99,10 @@ pub struct AppRollouts {
     owners: Vec<u32>,
     /// Version → how many clusters desire it.
     desiring: BTreeMap<String, u32>,
-    /// By cluster number: when it reached (and first failed at) its rollout's version, 0
-    /// while not ([`progress`]).
+    /// By cluster number: when it reached its rollout, 0 while not; and, for the few that
+    /// failed at its version before reaching it, when they first did ([`progress`]).
     reached_at: Vec<u32>,
-    failed_at: Vec<u32>,
+    failed_at: BTreeMap<u32, u32>,
     /// By cluster number: its pair's state as last noted (a `DriftState` index,
     /// [`progress::NO_STATE`] for none), one byte a cluster.
     states: Vec<u8>,

@@ -138,7 +138,6 @@ impl AppRollouts {
         let at_index = number as usize;
         if self.reached_at.len() <= at_index {
             self.reached_at.resize(at_index + 1, 0);
-            self.failed_at.resize(at_index + 1, 0);
         }
         if self.reached_at[at_index] != 0 {
             return None;
@@ -153,8 +152,8 @@ impl AppRollouts {
                 *last = (*last).max(at);
                 Some(index)
             }
-            Seen::Failed if self.failed_at[at_index] == 0 => {
-                self.failed_at[at_index] = at;
+            Seen::Failed if !self.failed_at.contains_key(&number) => {
+                self.failed_at.insert(number, at);
                 rollout.progress.failed_before_reaching += 1;
                 Some(index)
             }
@@ -195,8 +194,8 @@ impl AppRollouts {
         }
         if at < self.reached_at.len() {
             self.reached_at[at] = 0;
-            self.failed_at[at] = 0;
         }
+        self.failed_at.remove(&number);
         if at < self.states.len() {
             self.states[at] = NO_STATE;
         }
@@ -229,10 +228,7 @@ impl AppRollouts {
 
     /// When cluster `number` first failed at its rollout's version before reaching it, if it did.
     pub fn failed_at(&self, number: u32) -> Option<u32> {
-        self.failed_at
-            .get(number as usize)
-            .copied()
-            .filter(|t| *t != 0)
+        self.failed_at.get(&number).copied()
     }
 }
 
