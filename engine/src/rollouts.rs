@@ -19,6 +19,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use chunked::Chunked;
+
 use fleetscope_store::DesiredVersionChangeRow;
 
 /// Cluster ids as small numbers, shared by every app's records: each id's text is held once.
@@ -49,9 +51,6 @@ impl ClusterIds {
         &self.names[number as usize]
     }
 }
-
-/// No rollout (in [`AppRollouts`]'s owners).
-const NO_ROLLOUT: u32 = u32::MAX;
 
 /// One rollout: an app's move to `version` by render `render_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -94,44 +93,40 @@ impl Rollout {
 pub struct AppRollouts {
     /// In render order (then version).
     pub rollouts: Vec<Rollout>,
-    /// By cluster number ([`ClusterIds`]): the index in `rollouts` of the rollout that last set
-    /// its version, [`NO_ROLLOUT`] where the app is not desired. Four bytes a cluster.
-    owners: Vec<u32>,
+    /// By cluster number ([`ClusterIds`]): one more than the index in `rollouts` of the rollout
+    /// that last set its version, 0 where the app is not desired. Four bytes a cluster.
+    owners: Chunked<u32>,
     /// Version → how many clusters desire it.
     desiring: BTreeMap<String, u32>,
     /// By cluster number: when it reached its rollout, 0 while not; and, for the few that
     /// failed at its version before reaching it, when they first did ([`progress`]).
-    reached_at: Vec<u32>,
+    reached_at: Chunked<u32>,
     failed_at: BTreeMap<u32, u32>,
-    /// By cluster number: its pair's state as last noted (a `DriftState` index,
-    /// [`progress::NO_STATE`] for none), one byte a cluster.
-    states: Vec<u8>,
+    /// By cluster number: its pair's state as last noted (one more than its `DriftState`
+    /// index, 0 for none), one byte a cluster.
+    states: Chunked<u8>,
 }
 
 impl AppRollouts {
     /// The index in `rollouts` of the rollout cluster `number` belongs to now, if any.
     pub fn owner(&self, number: u32) -> Option<usize> {
-        self.owners
-            .get(number as usize)
-            .filter(|o| **o != NO_ROLLOUT)
-            .map(|o| *o as usize)
+        match self.owners.get(number as usize) {
+            0 => None,
+            o => Some(o as usize - 1),
+        }
     }
 
     /// Every cluster that belongs to a rollout now, with that rollout's index.
     pub fn owners(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
-        self.owners
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| **o != NO_ROLLOUT)
-            .map(|(n, o)| (n as u32, *o as usize))
+        self.owners.iter().map(|(n, o)| (n as u32, o as usize - 1))
     }
 
-    fn set_owner(&mut self, number: u32, owner: u32) {
-        let at = number as usize;
-        if at >= self.owners.len() {
-            self.owners.resize(at + 1, NO_ROLLOUT);
-        }
-        self.owners[at] = owner;
+    /// Cluster `number` belongs to rollout `owner` now (`None`: to none).
+    fn set_owner(&mut self, number: u32, owner: Option<usize>) {
+        let value = owner.map_or(0, |o| {
+            u32::try_from(o + 1).expect("fewer than 4 billion rollouts")
+        });
+        self.owners.set(number as usize, value);
     }
 
     /// Applies one render's rows (all of one app and one render, any order), with `number`
@@ -215,7 +210,7 @@ impl AppRollouts {
                     index
                 }
             };
-            self.set_owner(*number, index as u32);
+            self.set_owner(*number, Some(index));
         }
         // Fewer clusters to reach can complete a rollout.
         for index in left {
@@ -232,7 +227,7 @@ impl AppRollouts {
         render_id: u64,
     ) -> Option<usize> {
         let index = self.owner(number)?;
-        self.set_owner(number, NO_ROLLOUT);
+        self.set_owner(number, None);
         self.forget_progress(number, index);
         let rollout = &mut self.rollouts[index];
         if row.to_version.is_empty() {
@@ -323,6 +318,7 @@ pub fn from_rows(rows: &[DesiredVersionChangeRow]) -> Rollouts {
     rollouts
 }
 
+pub mod chunked;
 pub mod progress;
 #[cfg(test)]
 mod tests;

@@ -19,9 +19,6 @@ use fleetscope_model::DriftState;
 
 use super::{AppRollouts, Rollout};
 
-/// No state noted (in [`AppRollouts`]'s states).
-pub(super) const NO_STATE: u8 = u8::MAX;
-
 /// The milestones, in percent of the clusters targeted.
 pub const MILESTONES: [u32; 4] = [50, 90, 99, 100];
 /// The index of completion (100 %) in [`MILESTONES`].
@@ -136,17 +133,14 @@ impl AppRollouts {
     fn observe_member(&mut self, number: u32, seen: Seen, at: u32) -> Option<usize> {
         let index = self.owner(number)?;
         let at_index = number as usize;
-        if self.reached_at.len() <= at_index {
-            self.reached_at.resize(at_index + 1, 0);
-        }
-        if self.reached_at[at_index] != 0 {
+        if self.reached_at.get(at_index) != 0 {
             return None;
         }
         let rollout = &mut self.rollouts[index];
         let at = at.max(rollout.started_at).max(1);
         match seen {
             Seen::InSync => {
-                self.reached_at[at_index] = at;
+                self.reached_at.set(at_index, at);
                 rollout.progress.reached += 1;
                 let last = rollout.progress.last_reached.get_or_insert(at);
                 *last = (*last).max(at);
@@ -189,41 +183,31 @@ impl AppRollouts {
     /// with it.
     pub(super) fn forget_progress(&mut self, number: u32, index: usize) {
         let at = number as usize;
-        if self.reached_at.get(at).is_some_and(|t| *t != 0) {
+        if self.reached_at.get(at) != 0 {
             self.rollouts[index].progress.reached -= 1;
         }
-        if at < self.reached_at.len() {
-            self.reached_at[at] = 0;
-        }
+        self.reached_at.set(at, 0);
         self.failed_at.remove(&number);
-        if at < self.states.len() {
-            self.states[at] = NO_STATE;
-        }
+        self.states.set(at, 0);
     }
 
     /// The state of cluster `number`'s pair as last noted for the rollout it belongs to.
     pub fn state(&self, number: u32) -> Option<DriftState> {
-        self.states
-            .get(number as usize)
-            .filter(|s| **s != NO_STATE)
-            .map(|s| DriftState::ALL[usize::from(*s)])
+        match self.states.get(number as usize) {
+            0 => None,
+            s => Some(DriftState::ALL[usize::from(s) - 1]),
+        }
     }
 
     /// Notes the state of cluster `number`'s pair.
     pub fn set_state(&mut self, number: u32, state: DriftState) {
-        let at = number as usize;
-        if self.states.len() <= at {
-            self.states.resize(at + 1, NO_STATE);
-        }
-        self.states[at] = crate::state_index(state) as u8;
+        self.states
+            .set(number as usize, crate::state_index(state) as u8 + 1);
     }
 
     /// When cluster `number` reached the rollout it belongs to, if it has.
     pub fn reached_at(&self, number: u32) -> Option<u32> {
-        self.reached_at
-            .get(number as usize)
-            .copied()
-            .filter(|t| *t != 0)
+        Some(self.reached_at.get(number as usize)).filter(|t| *t != 0)
     }
 
     /// When cluster `number` first failed at its rollout's version before reaching it, if it did.
