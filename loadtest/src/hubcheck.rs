@@ -252,14 +252,45 @@ pub async fn rollout_mismatch(
     let page = hub
         .get(&format!("/api/v1/rollouts?app={app}&limit=1"))
         .await?;
+    let delivery = hub
+        .get(&format!("/api/v1/delivery?app={app}&window=1d"))
+        .await?;
+    let from = delivery["from"].as_str().unwrap_or_default().to_owned();
+    let listed = hub
+        .get(&format!(
+            "/api/v1/rollouts?app={app}&since={from}&limit=1000"
+        ))
+        .await?;
+    Ok(rollout_answers_mismatch(
+        app,
+        version,
+        truth,
+        failed_first,
+        &page,
+        &delivery,
+        &listed,
+    ))
+}
+
+/// [`rollout_mismatch`] on the answers read: `page` (the newest rollout of `app`), `delivery`
+/// (the app's over a day) and `listed` (its rollouts of that day).
+pub fn rollout_answers_mismatch(
+    app: &str,
+    version: &str,
+    truth: [u64; 4],
+    failed_first: u64,
+    page: &Value,
+    delivery: &Value,
+    listed: &Value,
+) -> Option<String> {
     let Some(newest) = page["items"].get(0) else {
-        return Ok(Some(format!("rollouts: none of {app}")));
+        return Some(format!("rollouts: none of {app}"));
     };
     if newest["version"] != version {
-        return Ok(Some(format!(
+        return Some(format!(
             "rollouts: the newest of {app} is of {}, not {version}",
             newest["version"]
-        )));
+        ));
     }
     let number = |v: &Value, field: &str| v[field].as_u64().unwrap_or(u64::MAX);
     let got = [
@@ -271,27 +302,19 @@ pub async fn rollout_mismatch(
     ];
     let want = [truth[0], truth[1], truth[2], truth[3], failed_first];
     if got != want {
-        return Ok(Some(format!(
+        return Some(format!(
             "rollout {}: [targeted, in_sync, failed, stale, failed_before_reaching] is {got:?}, the simulator says {want:?}",
             newest["id"]
-        )));
+        ));
     }
-    let delivery = hub
-        .get(&format!("/api/v1/delivery?app={app}&window=1d"))
-        .await?;
-    let from = delivery["from"].as_str().unwrap_or_default().to_owned();
-    let listed = hub
-        .get(&format!(
-            "/api/v1/rollouts?app={app}&since={from}&limit=1000"
-        ))
-        .await?;
     let items = listed["items"].as_array().cloned().unwrap_or_default();
     let failed = items
         .iter()
         .filter(|r| {
             !r["rolled_back_by"].is_null()
-                || number(r, "failed_before_reaching") * 100
-                    > 5 * (number(r, "targeted_at_start") + number(r, "joined"))
+                || number(r, "failed_before_reaching").saturating_mul(100)
+                    > (number(r, "targeted_at_start").saturating_add(number(r, "joined")))
+                        .saturating_mul(5)
         })
         .count() as u64;
     let figures = &delivery["apps"][0];
@@ -300,16 +323,17 @@ pub async fn rollout_mismatch(
         number(figures, "failed_changes"),
     ];
     let want = [items.len() as u64, failed];
-    Ok((got != want).then(|| {
+    (got != want).then(|| {
         format!(
             "delivery of {app} over a day: [changes, failed_changes] is {got:?}, its rollouts listed say {want:?}"
         )
-    }))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn group(clusters: u64, stale: u64, in_sync: u64, failed: u64) -> GroupTruth {
         GroupTruth {
@@ -378,5 +402,60 @@ mod tests {
         .await;
         assert!(!outcome.passed);
         assert_eq!(outcome.mismatch.as_deref(), Some("never"));
+    }
+
+    #[test]
+    fn rollout_answers_agree_only_with_the_simulators_figures() {
+        let rollout = |failed_first: u64, rolled_back: bool| {
+            json!({"id": "app-001@1@1.2.0", "version": "1.2.0", "targeted": 100, "in_sync": 90,
+                "failed": 6, "stale": 4, "failed_before_reaching": failed_first,
+                "targeted_at_start": 100, "joined": 0,
+                "rolled_back_by": if rolled_back { json!(2) } else { Value::Null }})
+        };
+        let page = json!({"items": [rollout(6, false)]});
+        // Two rollouts of the day: this one (6 of 100 failed first: over 5 %) and one rolled back.
+        let listed = json!({"items": [rollout(6, false), rollout(0, true)]});
+        let delivery = |changes: u64, failed: u64| {
+            json!({"from": "2026-11-27T00:00:00Z",
+                "apps": [{"app": "app-001", "changes": changes, "failed_changes": failed}]})
+        };
+        let check = |version: &str, truth: [u64; 4], failed_first: u64, delivery: &Value| {
+            rollout_answers_mismatch(
+                "app-001",
+                version,
+                truth,
+                failed_first,
+                &page,
+                delivery,
+                &listed,
+            )
+        };
+        assert_eq!(check("1.2.0", [100, 90, 6, 4], 6, &delivery(2, 2)), None);
+        let wrong_state = check("1.2.0", [100, 91, 5, 4], 6, &delivery(2, 2)).unwrap();
+        assert!(
+            wrong_state.contains("[100, 90, 6, 4, 6]")
+                && wrong_state.contains("[100, 91, 5, 4, 6]"),
+            "{wrong_state}"
+        );
+        assert!(check("1.2.0", [100, 90, 6, 4], 5, &delivery(2, 2)).is_some());
+        assert!(check("1.3.0", [100, 90, 6, 4], 6, &delivery(2, 2))
+            .unwrap()
+            .contains("not 1.3.0"));
+        let delivered = check("1.2.0", [100, 90, 6, 4], 6, &delivery(2, 1)).unwrap();
+        assert!(
+            delivered.contains("[2, 1]") && delivered.contains("[2, 2]"),
+            "{delivered}"
+        );
+        assert!(check("1.2.0", [100, 90, 6, 4], 6, &delivery(3, 2)).is_some());
+        let empty = rollout_answers_mismatch(
+            "app-001",
+            "1.2.0",
+            [0; 4],
+            0,
+            &json!({"items": []}),
+            &delivery(0, 0),
+            &json!({"items": []}),
+        );
+        assert_eq!(empty.as_deref(), Some("rollouts: none of app-001"));
     }
 }
