@@ -358,6 +358,43 @@ async fn prometheus_raises_the_alerts_the_generated_fleet_calls_for() {
     assert_eq!(got, failed_apps, "{summary:#?}");
     assert!(failed.iter().all(|a| a.state == "pending"), "{summary:#?}");
 
+    // Stalled rollouts: pending (10 minutes to go) for exactly the rollouts the hub exports as
+    // stalled. The generated fleet's rollouts started three days before its `now`, and those
+    // with a cluster that never reached them (failed, stale, drifting) have stalled.
+    let exported = reqwest::get(format!("http://{hub}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let stalled: BTreeSet<(String, String)> = exported
+        .lines()
+        .filter_map(|line| line.strip_prefix("fleetscope_rollout_stalled_seconds{"))
+        .map(|rest| {
+            let labels = rest.split_once('}').expect("labels end").0;
+            let value = |name: &str| {
+                labels
+                    .split(',')
+                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                    .and_then(|v| v.strip_suffix('"'))
+                    .expect("the label")
+                    .to_owned()
+            };
+            (value("app"), value("version"))
+        })
+        .collect();
+    assert!(
+        !stalled.is_empty(),
+        "the fleet has stalled rollouts:\n{exported}"
+    );
+    let alerted = alerts_named(&alerts, "FleetscopeRolloutStalled");
+    let got: BTreeSet<(String, String)> = alerted
+        .iter()
+        .map(|a| (a.label("app").to_owned(), a.label("version").to_owned()))
+        .collect();
+    assert_eq!(got, stalled, "{summary:#?}");
+    assert!(alerted.iter().all(|a| a.state == "pending"), "{summary:#?}");
+
     // The collector is absent: pending, with the job it misses.
     let absent = alerts_named(&alerts, "FleetscopeCollectorAbsent");
     assert_eq!(absent.len(), 1, "{summary:#?}");
