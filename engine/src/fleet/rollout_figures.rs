@@ -2,7 +2,7 @@
 //! the pairs' maintained states: which rollouts there are, where each one's clusters stand,
 //! its progress over time, and the delivery figures of an app over a window.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use fleetscope_model::DriftState;
 
@@ -146,16 +146,10 @@ impl Fleet {
         members
     }
 
-    /// The clusters of each of `listed` that `filter` selects, in no order: one pass over each
-    /// app's clusters, whichever of its rollouts are listed.
-    pub fn members_of_each<'a>(
-        &'a self,
-        listed: &[&Rollout],
-        filter: &Filter,
-    ) -> Vec<Vec<Member<'a>>> {
-        let mut members: Vec<Vec<Member<'a>>> = vec![Vec::new(); listed.len()];
-        // App → (the rollout's index in the app's rollouts → its place in `listed`).
-        let mut by_app: BTreeMap<&str, HashMap<usize, usize>> = BTreeMap::new();
+    /// For each app with rollouts in `listed`: by the index of each of its rollouts, that
+    /// rollout's place in `listed` (`usize::MAX` for one not listed).
+    fn places_by_app<'a>(&self, listed: &[&'a Rollout]) -> BTreeMap<&'a str, Vec<usize>> {
+        let mut by_app: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (place, rollout) in listed.iter().enumerate() {
             let Some(app) = self.rollouts.apps.get(&rollout.app) else {
                 continue;
@@ -167,17 +161,28 @@ impl Fleet {
             {
                 by_app
                     .entry(rollout.app.as_str())
-                    .or_default()
-                    .insert(index, place);
+                    .or_insert_with(|| vec![usize::MAX; app.rollouts.len()])[index] = place;
             }
         }
+        by_app
+    }
+
+    /// The clusters of each of `listed` that `filter` selects, in no order: one pass over each
+    /// app's clusters, whichever of its rollouts are listed.
+    pub fn members_of_each<'a>(
+        &'a self,
+        listed: &[&Rollout],
+        filter: &Filter,
+    ) -> Vec<Vec<Member<'a>>> {
+        let mut members: Vec<Vec<Member<'a>>> = vec![Vec::new(); listed.len()];
         let whole_fleet = selects_all(filter);
-        for (name, places) in by_app {
+        for (name, places) in self.places_by_app(listed) {
             let app = &self.rollouts.apps[name];
             for (slot, owner) in app.owners() {
-                let Some(place) = places.get(&owner) else {
+                let place = &places[owner];
+                if *place == usize::MAX {
                     continue;
-                };
+                }
                 if slot as usize >= self.clusters.len() {
                     continue;
                 }
@@ -207,28 +212,8 @@ impl Fleet {
     ) -> Vec<(Standing, Vec<u32>)> {
         let whole_fleet = selects_all(filter);
         let mut tallies: Vec<Tally> = (0..listed.len()).map(|_| Tally::default()).collect();
-        let mut by_app: BTreeMap<&str, Vec<(usize, usize)>> = BTreeMap::new();
-        for (place, rollout) in listed.iter().enumerate() {
-            let Some(app) = self.rollouts.apps.get(&rollout.app) else {
-                continue;
-            };
-            if let Some(index) = app
-                .rollouts
-                .iter()
-                .position(|r| r.render_id == rollout.render_id && r.version == rollout.version)
-            {
-                by_app
-                    .entry(rollout.app.as_str())
-                    .or_default()
-                    .push((index, place));
-            }
-        }
-        for (name, wanted) in by_app {
+        for (name, places) in self.places_by_app(listed) {
             let app = &self.rollouts.apps[name];
-            let mut places = vec![usize::MAX; app.rollouts.len()];
-            for (index, place) in wanted {
-                places[index] = place;
-            }
             for (slot, owner) in app.owners() {
                 let place = places[owner];
                 if place == usize::MAX {
@@ -248,15 +233,6 @@ impl Fleet {
             .zip(tallies)
             .map(|(rollout, tally)| tally.standing(rollout, whole_fleet))
             .collect()
-    }
-
-    /// Where the clusters of `rollout` that `filter` selects stand. Without a narrower selection
-    /// than the whole fleet, the milestones are the rollout's own (passed as its clusters came
-    /// and went); within one, each is the moment by which that share of the selected clusters
-    /// it targets now had reached it.
-    pub fn rollout_standing(&self, rollout: &Rollout, filter: &Filter) -> Standing {
-        let members = self.rollout_members(rollout, filter);
-        standing_of(rollout, &members, selects_all(filter))
     }
 }
 
@@ -316,7 +292,7 @@ impl Tally {
     }
 }
 
-/// [`Fleet::rollout_standing`] from the members already listed.
+/// Where the clusters `members` of `rollout` stand (see [`Fleet::standings_of_each`]).
 pub fn standing_of(rollout: &Rollout, members: &[Member<'_>], whole_fleet: bool) -> Standing {
     let mut standing = Standing {
         targeted: members.len() as u32,

@@ -129,7 +129,6 @@ impl Fleet {
 #[derive(Debug, Default)]
 pub(crate) struct ChangeStream {
     batch: Vec<DesiredVersionChangeRow>,
-    pub(crate) rows: u64,
 }
 
 impl ChangeStream {
@@ -146,7 +145,6 @@ impl ChangeStream {
         {
             self.flush(fleet, origins);
         }
-        self.rows += 1;
         self.batch.push(row);
     }
 
