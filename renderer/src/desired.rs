@@ -679,6 +679,12 @@ pub async fn publish(
     // What it wrote, for readers of a ClickHouse cluster, whose nodes may hold the `renders`
     // row before the rest (each table replicates on its own).
     store
+        .insert_rows(&[fleetscope_store::RenderChangeCountRow {
+            render_id,
+            version_changes: rows.version_changes.len() as u32,
+        }])
+        .await?;
+    store
         .insert_rows(&[fleetscope_store::RenderContentsRow {
             render_id,
             desired: rows.desired.len() as u32,

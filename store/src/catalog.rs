@@ -302,6 +302,14 @@ fn index_reads(samples: &Samples) -> Vec<CatalogEntry> {
             "what a render wrote",
             queries::render_contents_query(store, 1),
         ),
+        render::<crate::RenderChangeCountRow>(
+            "how many version changes renders wrote",
+            queries::render_change_counts_query(store, 0, 2),
+        ),
+        render::<crate::RenderChangeCountRow>(
+            "how many version changes of renders a node holds",
+            queries::stored_change_counts_query(store, 0, 2),
+        ),
         render::<HeartbeatRow>(
             "heartbeats since",
             queries::heartbeats_since_query(store, week_ago),

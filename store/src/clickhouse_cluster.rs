@@ -119,6 +119,7 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("render_contents", Placement::Everywhere),
     ("desired_version_changes", Placement::Everywhere),
     ("platform_commits", Placement::Everywhere),
+    ("render_change_counts", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

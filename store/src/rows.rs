@@ -92,6 +92,13 @@ pub struct RenderContentsRow {
     pub members: u32,
 }
 
+/// How many desired version change rows a render wrote (`render_change_counts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct RenderChangeCountRow {
+    pub render_id: u64,
+    pub version_changes: u32,
+}
+
 /// One (cluster, app) whose desired version a render changed (`desired_version_changes`):
 /// `""` for "not desired" on either side.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Row, Serialize, Deserialize)]
@@ -356,6 +363,9 @@ impl Table for DesiredRow {
 }
 impl Table for RenderContentsRow {
     const TABLE: &'static str = "render_contents";
+}
+impl Table for RenderChangeCountRow {
+    const TABLE: &'static str = "render_change_counts";
 }
 impl Table for DesiredVersionChangeRow {
     const TABLE: &'static str = "desired_version_changes";

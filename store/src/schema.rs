@@ -397,6 +397,13 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             platform_commit String,
             committed_at DateTime
         ) ENGINE = ReplacingMergeTree ORDER BY platform_commit",
+        // How many version change rows each render wrote, written with `render_contents`
+        // (before the `renders` row): on a ClickHouse cluster the hub applies a render's
+        // changes to its rollouts only once it has read them all.
+        "CREATE TABLE IF NOT EXISTS render_change_counts (
+            render_id UInt64,
+            version_changes UInt32
+        ) ENGINE = ReplacingMergeTree ORDER BY render_id",
     ],
 }];
 

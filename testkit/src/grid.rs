@@ -268,6 +268,8 @@ pub struct GridRows {
     pub renders: Vec<fleetscope_store::RenderRow>,
     /// What each of the two renders wrote.
     pub render_contents: Vec<fleetscope_store::RenderContentsRow>,
+    /// How many distinct version change rows each of the two renders wrote.
+    pub change_counts: Vec<fleetscope_store::RenderChangeCountRow>,
     /// Each case's desired version changes: from none to 0.1.0 in render 1, then to its own
     /// version (or away) in render 2 where that differs; the first written twice.
     pub version_changes: Vec<fleetscope_store::DesiredVersionChangeRow>,
@@ -398,6 +400,17 @@ impl GridRows {
                     render_id,
                     desired: count(&mut self.desired.iter().map(|d| d.render_id)),
                     members: count(&mut self.members.iter().map(|m| m.render_id)),
+                });
+            let changes: std::collections::BTreeSet<_> = self
+                .version_changes
+                .iter()
+                .filter(|c| c.render_id == render_id)
+                .map(|c| (&c.app, &c.cluster_id))
+                .collect();
+            self.change_counts
+                .push(fleetscope_store::RenderChangeCountRow {
+                    render_id,
+                    version_changes: changes.len() as u32,
                 });
         }
     }
@@ -669,6 +682,7 @@ impl GridRows {
         let mut out = Vec::new();
         out.extend(table_inserts("renders", &self.renders));
         out.extend(table_inserts("render_contents", &self.render_contents));
+        out.extend(table_inserts("render_change_counts", &self.change_counts));
         out.extend(table_inserts(
             "desired_version_changes",
             &self.version_changes,

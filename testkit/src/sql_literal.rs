@@ -87,7 +87,7 @@ pub fn table_inserts<T: SqlRow>(table: &str, rows: &[T]) -> Vec<String> {
 use fleetscope_store::{
     ArrivalWriterRow, ClusterRow, DesiredRow, DesiredVersionChangeRow, HeartbeatRow,
     MemberSinceRow, MembershipRow, ObservedRow, PlatformCommitRow, ReasonMemberRow, ReasonSetRow,
-    RenderContentsRow, RenderRow, RollupSnapshotRow, SinceSetRow,
+    RenderChangeCountRow, RenderContentsRow, RenderRow, RollupSnapshotRow, SinceSetRow,
 };
 
 impl SqlRow for ClusterRow {
@@ -259,6 +259,12 @@ impl SqlRow for RenderContentsRow {
             self.desired.literal(),
             self.members.literal(),
         ]
+    }
+}
+
+impl SqlRow for RenderChangeCountRow {
+    fn values(&self) -> Vec<String> {
+        vec![self.render_id.literal(), self.version_changes.literal()]
     }
 }
 

@@ -129,6 +129,8 @@ impl Fleet {
 #[derive(Debug, Default)]
 pub(crate) struct ChangeStream {
     batch: Vec<DesiredVersionChangeRow>,
+    /// How many rows of each render were streamed.
+    pub(crate) held: BTreeMap<u64, u32>,
 }
 
 impl ChangeStream {
@@ -145,6 +147,7 @@ impl ChangeStream {
         {
             self.flush(fleet, origins);
         }
+        *self.held.entry(row.render_id).or_default() += 1;
         self.batch.push(row);
     }
 

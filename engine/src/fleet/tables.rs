@@ -295,11 +295,12 @@ pub struct Tables {
     /// newest render published (`markers.last_render`): its publication was under way, so the
     /// read may hold part of it.
     pub(crate) unfinished_render: Option<u64>,
-    /// The newest render published (`markers.last_render`) when the tables read hold fewer of
-    /// its rows than it wrote (`render_contents`), or when what it wrote could not be read yet:
-    /// on a ClickHouse cluster each table replicates on its own, so the node that answered may
-    /// hold its `renders` row and not yet the rest.
-    /// With whether what it wrote was read (then rows are missing) or not.
+    /// A render published (up to `markers.last_render`) whose rows the tables read hold fewer
+    /// of than it wrote (`render_contents` for the newest render's desired and membership rows,
+    /// `render_change_counts` for every render's version changes), or whose counts could not
+    /// be read yet: on a ClickHouse cluster each table replicates on its own, so the node that
+    /// answered may hold a `renders` row and not yet the rest. Of several, the one held back
+    /// the longest; with whether what it wrote was read (then rows are missing) or not.
     pub(crate) unreplicated_render: Option<(u64, bool)>,
     inventory: Vec<ClusterRow>,
     members: Vec<fleetscope_store::queries::CurrentMemberRow>,
@@ -323,11 +324,15 @@ impl Tables {
         changes_after: u64,
     ) -> fleetscope_store::Result<Tables> {
         let mut version_changes = Vec::new();
+        let mut change_counts = Vec::new();
         if changes_after < markers.last_render {
             store
                 .desired_version_changes_each(changes_after, markers.last_render, |row| {
                     version_changes.push(row)
                 })
+                .await?;
+            change_counts = store
+                .render_change_counts(changes_after, markers.last_render)
                 .await?;
         }
         let origins = render_origins(store, changes_after).await?;
@@ -357,6 +362,18 @@ impl Tables {
                 Err(known) => Some((render, known)),
             };
         }
+        let mut held: BTreeMap<u64, u32> = BTreeMap::new();
+        for change in &tables.version_changes {
+            *held.entry(change.render_id).or_default() += 1;
+        }
+        let renders = tables.origins.keys().copied();
+        let short = short_of_changes(
+            renders.filter(|&r| r <= markers.last_render),
+            &change_counts,
+            &held,
+            store.cluster().is_some(),
+        );
+        tables.unreplicated_render = held_longer(tables.unreplicated_render, short);
         Ok(tables)
     }
 
@@ -428,11 +445,9 @@ impl Tables {
         {
             return Some(render);
         }
-        match self.unreplicated_render {
-            Some((render, true)) if younger(render, UNREPLICATED_RENDER_GRACE) => Some(render),
-            Some((render, false)) if younger(render, UNFINISHED_RENDER_GRACE) => Some(render),
-            _ => None,
-        }
+        self.unreplicated_render
+            .filter(|&(render, known)| younger(render, grace(known)))
+            .map(|(render, _)| render)
     }
 }
 
@@ -494,6 +509,110 @@ pub(crate) async fn render_origins(
             (origin.render_id, info)
         })
         .collect())
+}
+
+/// The grace a render is held back for: [`UNREPLICATED_RENDER_GRACE`] when some of the rows it
+/// wrote are known to be missing, [`UNFINISHED_RENDER_GRACE`] when what it wrote is unknown.
+fn grace(known: bool) -> Duration {
+    if known {
+        UNREPLICATED_RENDER_GRACE
+    } else {
+        UNFINISHED_RENDER_GRACE
+    }
+}
+
+/// Of two renders held back (`(render, whether rows are known to be missing)`), the one held
+/// the longer.
+fn held_longer(a: Option<(u64, bool)>, b: Option<(u64, bool)>) -> Option<(u64, bool)> {
+    let until = |(render, known): (u64, bool)| render + grace(known).as_millis() as u64;
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if until(b) > until(a) { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Of `renders`, the one held back the longest because fewer of its version change rows were
+/// read (`held`, by render) than it wrote (`written`), or because what it wrote was not read on
+/// a ClickHouse cluster (`clustered`), where each table replicates on its own. On one server the
+/// renderer writes its count before the `renders` row, so a render without one was published by
+/// a renderer that did not count.
+pub(crate) fn short_of_changes(
+    renders: impl IntoIterator<Item = u64>,
+    written: &[fleetscope_store::RenderChangeCountRow],
+    held: &BTreeMap<u64, u32>,
+    clustered: bool,
+) -> Option<(u64, bool)> {
+    let written: BTreeMap<u64, u32> = written
+        .iter()
+        .map(|c| (c.render_id, c.version_changes))
+        .collect();
+    renders
+        .into_iter()
+        .filter_map(|render| match written.get(&render) {
+            Some(&count) => {
+                (held.get(&render).copied().unwrap_or(0) < count).then_some((render, true))
+            }
+            None => clustered.then_some((render, false)),
+        })
+        .fold(None, |longest, short| held_longer(longest, Some(short)))
+}
+
+/// Of the renders up to `last_render` young enough at `now` to be held back for (see
+/// [`Tables::render_in_progress`]), one that wrote more version change rows than `held` (by
+/// render) counts.
+pub(crate) async fn young_and_short(
+    store: &Store,
+    last_render: u64,
+    held: &BTreeMap<u64, u32>,
+    now: Timestamp,
+) -> fleetscope_store::Result<Option<u64>> {
+    let now_ms = now.seconds().max(0) as u64 * 1000;
+    let after = now_ms.saturating_sub(UNREPLICATED_RENDER_GRACE.as_millis() as u64);
+    if after >= last_render {
+        return Ok(None);
+    }
+    let written = store.render_change_counts(after, last_render).await?;
+    let renders = render_origins(store, after).await?;
+    let renders = renders.keys().copied().filter(|&r| r <= last_render);
+    Ok(
+        match short_of_changes(renders, &written, held, store.cluster().is_some()) {
+            Some((render, known)) if now_ms < render + grace(known).as_millis() as u64 => {
+                Some(render)
+            }
+            _ => None,
+        },
+    )
+}
+
+/// Waits, a second at a time, until the store's node holds every version change row of the
+/// renders up to `last_render` that are young enough to be held back for, so that a load
+/// reads each render's changes whole.
+pub(crate) async fn await_version_changes(
+    store: &Store,
+    last_render: u64,
+    clock: fn() -> Timestamp,
+) -> fleetscope_store::Result<()> {
+    loop {
+        let now = clock();
+        let after = (now.seconds().max(0) as u64 * 1000)
+            .saturating_sub(UNREPLICATED_RENDER_GRACE.as_millis() as u64);
+        let held: BTreeMap<u64, u32> = store
+            .stored_change_counts(after, last_render)
+            .await?
+            .into_iter()
+            .map(|c| (c.render_id, c.version_changes))
+            .collect();
+        match young_and_short(store, last_render, &held, now).await? {
+            Some(render) => {
+                tracing::info!(
+                    render,
+                    "some version changes of a render have not reached the ClickHouse node read; reading them once they have"
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            None => return Ok(()),
+        }
+    }
 }
 
 /// The renderer's tables with no part of a render in them: read again, once a second, while a
@@ -608,5 +727,63 @@ mod tests {
         assert_eq!(t.render_in_progress(at(61)), None);
         t.unreplicated_render = None;
         assert_eq!(t.render_in_progress(at(5)), None);
+    }
+
+    fn written(counts: &[(u64, u32)]) -> Vec<fleetscope_store::RenderChangeCountRow> {
+        counts
+            .iter()
+            .map(
+                |&(render_id, version_changes)| fleetscope_store::RenderChangeCountRow {
+                    render_id,
+                    version_changes,
+                },
+            )
+            .collect()
+    }
+
+    #[test]
+    fn a_render_is_short_of_changes_when_fewer_were_read_than_it_wrote() {
+        let renders = [RENDER - 2, RENDER - 1, RENDER];
+        let written = written(&[(RENDER - 2, 3), (RENDER - 1, 0), (RENDER, 2)]);
+        let all: BTreeMap<u64, u32> = [(RENDER - 2, 3), (RENDER, 2)].into();
+        for clustered in [false, true] {
+            assert_eq!(short_of_changes(renders, &written, &all, clustered), None);
+        }
+        let older_short: BTreeMap<u64, u32> = [(RENDER - 2, 2), (RENDER, 2)].into();
+        assert_eq!(
+            short_of_changes(renders, &written, &older_short, false),
+            Some((RENDER - 2, true)),
+            "an older render's changes count as much as the newest's"
+        );
+        let newest_missing: BTreeMap<u64, u32> = [(RENDER - 2, 3)].into();
+        assert_eq!(
+            short_of_changes(renders, &written, &newest_missing, false),
+            Some((RENDER, true))
+        );
+        let uncounted = [RENDER - 2, RENDER - 1, RENDER, RENDER + 1];
+        assert_eq!(
+            short_of_changes(uncounted, &written, &all, false),
+            None,
+            "on one server a render without a count was published by a renderer that did not count"
+        );
+        assert_eq!(
+            short_of_changes(uncounted, &written, &all, true),
+            Some((RENDER + 1, false)),
+            "on a cluster its count may not have arrived"
+        );
+    }
+
+    #[test]
+    fn of_two_renders_held_back_the_one_held_longer_is_kept() {
+        // Missing rows hold a render for ten minutes, an unknown count for one.
+        let missing = Some((RENDER, true));
+        let unknown_newer = Some((RENDER + 120_000, false));
+        let unknown_much_newer = Some((RENDER + 600_000, false));
+        assert_eq!(held_longer(missing, unknown_newer), missing);
+        assert_eq!(held_longer(unknown_newer, missing), missing);
+        assert_eq!(held_longer(missing, unknown_much_newer), unknown_much_newer);
+        assert_eq!(held_longer(None, missing), missing);
+        assert_eq!(held_longer(missing, None), missing);
+        assert_eq!(held_longer(None, None), None);
     }
 }

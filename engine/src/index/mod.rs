@@ -49,13 +49,26 @@ pub async fn load(store: &Store, clock: fn() -> Timestamp) -> fleetscope_store::
     fleet.set_tables(complete_tables(store, clock).await?);
     let last_render = fleet.markers.map_or(0, |m| m.last_render);
     let origins = crate::fleet::tables::render_origins(store, 0).await?;
-    let mut changes = crate::fleet::ChangeStream::default();
-    store
-        .desired_version_changes_each(0, last_render, |row| {
-            changes.push(&mut fleet, row, &origins);
-        })
-        .await?;
-    changes.flush(&mut fleet, &origins);
+    loop {
+        crate::fleet::tables::await_version_changes(store, last_render, clock).await?;
+        let mut changes = crate::fleet::ChangeStream::default();
+        store
+            .desired_version_changes_each(0, last_render, |row| {
+                changes.push(&mut fleet, row, &origins);
+            })
+            .await?;
+        changes.flush(&mut fleet, &origins);
+        // On a ClickHouse cluster the stream may have been answered by another node than the
+        // wait: a render young enough to wait for whose changes were not all read is read
+        // again, whole.
+        let short =
+            crate::fleet::tables::young_and_short(store, last_render, &changes.held, clock())
+                .await?;
+        if short.is_none() {
+            break;
+        }
+        fleet.rollouts = Default::default();
+    }
     fleet.rollouts.last_render = fleet.rollouts.last_render.max(last_render);
     let heartbeats = store.heartbeats_since(Timestamp::EPOCH).await?;
     fleet.apply_heartbeats(heartbeats);

@@ -117,7 +117,7 @@ impl Index {
                 (None, None, Some((render, _))) => {
                     tracing::warn!(
                         render,
-                        "some rows of the newest render have not reached the ClickHouse node read within the grace: applying the tables as they are"
+                        "some rows of a render have not reached the ClickHouse node read within the grace: applying the tables as they are"
                     );
                     Some(tables)
                 }

@@ -7,8 +7,8 @@
 use fleetscope_engine::{Fleet, Index, UNFINISHED_RENDER_GRACE, UNREPLICATED_RENDER_GRACE};
 use fleetscope_model::{DriftState, Timestamp};
 use fleetscope_store::{
-    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderContentsRow, RenderRow,
-    Store,
+    ClusterRow, DesiredRow, DesiredVersionChangeRow, HeartbeatRow, MembershipRow, ObservedRow,
+    RenderChangeCountRow, RenderContentsRow, RenderRow, Store,
 };
 use fleetscope_testkit::TestStore;
 
@@ -264,4 +264,98 @@ async fn a_render_whose_rows_have_not_all_arrived_is_held_back() {
         Some(third),
         "taken as it is after the grace"
     );
+}
+
+fn change(render_id: u64, cluster: &str) -> DesiredVersionChangeRow {
+    DesiredVersionChangeRow {
+        app: "checkout".into(),
+        render_id,
+        cluster_id: cluster.into(),
+        from_version: "1.0.0".into(),
+        to_version: "2.0.0".into(),
+    }
+}
+
+/// The newest rollout of `checkout`: its version and how many clusters it targets.
+fn newest_rollout(fleet: &Fleet) -> Option<(String, u32)> {
+    fleet
+        .rollouts_newest_first(Some("checkout"))
+        .first()
+        .map(|r| (r.version.clone(), r.targeted_now()))
+}
+
+/// A render's version change rows replicate on their own too: the hub applies a render only
+/// once it has read as many as the render's `render_change_counts` row says it wrote (else a
+/// rollout would start without them and never take them in), and a hub starting meanwhile
+/// waits for them.
+#[tokio::test]
+async fn a_render_whose_version_changes_have_not_all_arrived_is_held_back() {
+    let (test, index, at) = first_render_loaded().await;
+    let store = test.store.clone();
+    assert_eq!(index.read(newest_rollout), None, "no version changes yet");
+
+    // The second render moves both clusters to 2.0.0; one of its two change rows is in.
+    let second = now().seconds() as u64 * 1000;
+    store
+        .insert_rows(&[desired(second, "2.0.0", at)])
+        .await
+        .unwrap();
+    store
+        .insert_rows(&[change(second, "store-1")])
+        .await
+        .unwrap();
+    store
+        .insert_rows(&[RenderChangeCountRow {
+            render_id: second,
+            version_changes: 2,
+        }])
+        .await
+        .unwrap();
+    store
+        .insert_rows(&[RenderContentsRow {
+            render_id: second,
+            desired: 1,
+            members: 0,
+        }])
+        .await
+        .unwrap();
+    store.insert_rows(&[render(second, at)]).await.unwrap();
+    for _ in 0..3 {
+        index.refresh().await.unwrap();
+        assert_eq!(
+            index.read(in_sync_and_not),
+            (2, 0),
+            "a render was applied without all its version changes"
+        );
+        assert_eq!(index.read(newest_rollout), None);
+    }
+
+    // A hub starting now waits for the missing row.
+    let starting = tokio::spawn({
+        let store = store.clone();
+        async move {
+            Index::load(store, fleetscope_runtime::clock::now)
+                .await
+                .unwrap()
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(
+        !starting.is_finished(),
+        "a hub started with a render's version changes missing"
+    );
+
+    // The row arrives: the render and its whole rollout are shown.
+    store
+        .insert_rows(&[change(second, "store-2")])
+        .await
+        .unwrap();
+    index.refresh().await.unwrap();
+    assert_eq!(index.read(in_sync_and_not), (0, 2));
+    assert_eq!(index.read(newest_rollout), Some(("2.0.0".into(), 2)));
+    let started = tokio::time::timeout(std::time::Duration::from_secs(30), starting)
+        .await
+        .expect("the starting hub goes on once the row is in")
+        .unwrap();
+    assert_eq!(started.read(newest_rollout), Some(("2.0.0".into(), 2)));
 }

@@ -99,6 +99,29 @@ async fn render_and_check(
         .unwrap();
     assert_eq!(written, expected_changes(&before, &after, render_id));
     assert_eq!(published.version_change_rows, written.len());
+    let counted = store
+        .render_change_counts(render_id - 1, render_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        counted
+            .iter()
+            .map(|c| (c.render_id, c.version_changes as usize))
+            .collect::<Vec<_>>(),
+        vec![(render_id, written.len())],
+        "the render records how many change rows it wrote"
+    );
+    let held = store
+        .stored_change_counts(render_id - 1, render_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        held.iter()
+            .map(|c| c.version_changes as usize)
+            .sum::<usize>(),
+        written.len(),
+        "the store counts the same rows"
+    );
     written
 }
 

@@ -64,6 +64,32 @@ pub fn render_contents_query(store: &Store, render_id: u64) -> Query {
         .bind(render_id)
 }
 
+/// How many version change rows each render in `(after, until]` wrote, by render.
+pub fn render_change_counts_query(store: &Store, after: u64, until: u64) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM render_change_counts WHERE render_id > ? AND render_id <= ? \
+ORDER BY render_id LIMIT 1 BY render_id",
+        )
+        .bind(after)
+        .bind(until)
+}
+
+/// How many distinct version change rows this node holds of each render in `(after, until]`,
+/// as [`RenderChangeCountRow`](crate::RenderChangeCountRow)s, by render.
+pub fn stored_change_counts_query(store: &Store, after: u64, until: u64) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT render_id, toUInt32(count()) AS version_changes FROM \
+(SELECT DISTINCT app, render_id, cluster_id FROM desired_version_changes \
+WHERE render_id > ? AND render_id <= ?) GROUP BY render_id ORDER BY render_id",
+        )
+        .bind(after)
+        .bind(until)
+}
+
 /// The desired version changes of the renders after `after`, of one app or of all, in the
 /// table's order (app, render, cluster), each once.
 pub fn desired_version_changes_query(store: &Store, app: Option<&str>, after: u64) -> Query {
@@ -294,6 +320,32 @@ impl Store {
             .await
             .context(|| format!("reading when platform commit {platform_commit} was made"))?;
         Ok(row.map(|r| r.committed_at))
+    }
+
+    /// How many version change rows each render in `(after, until]` wrote, for the renders
+    /// whose `render_change_counts` row this store's node holds.
+    pub async fn render_change_counts(
+        &self,
+        after: u64,
+        until: u64,
+    ) -> Result<Vec<crate::RenderChangeCountRow>> {
+        render_change_counts_query(self, after, until)
+            .fetch_all()
+            .await
+            .context(|| format!("reading how many version changes the renders after {after} wrote"))
+    }
+
+    /// How many distinct version change rows this store's node holds of each render in
+    /// `(after, until]` (renders with none left out).
+    pub async fn stored_change_counts(
+        &self,
+        after: u64,
+        until: u64,
+    ) -> Result<Vec<crate::RenderChangeCountRow>> {
+        stored_change_counts_query(self, after, until)
+            .fetch_all()
+            .await
+            .context(|| format!("counting the version changes held of the renders after {after}"))
     }
 
     /// What render `render_id` wrote, when this store's node holds its `render_contents` row.
