@@ -24,6 +24,8 @@ pub const GRAFANA: Slots<'static> = Slots {
     app: "${app:sqlstring}",
     version: "${version:sqlstring}",
     cluster: "${cluster:sqlstring}",
+    rollout: "${rollout:sqlstring}",
+    failure_budget: "${failure_budget_percent}",
     stale_after_seconds: "${stale_after_seconds}",
     grace_seconds: "${grace_seconds}",
     from: "$__fromTime",

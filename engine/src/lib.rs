@@ -25,6 +25,7 @@ mod symbols;
 
 pub use counts::{state_index, Counts};
 pub use fleet::rollout_figures;
+pub use fleet::rollout_records;
 pub use fleet::{
     as_group_rollups, ClusterRec, EnvironmentTable, Filter, Fleet, Pair, VersionsByGroup,
     UNFINISHED_RENDER_GRACE, UNREPLICATED_RENDER_GRACE,

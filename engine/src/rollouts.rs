@@ -121,6 +121,30 @@ impl AppRollouts {
         self.owners.iter().map(|(n, o)| (n as u32, o as usize - 1))
     }
 
+    /// The cluster numbers whose rollout, reaching or first failure differ from `before`'s
+    /// (every cluster with one when there is no `before`), in order, each once.
+    pub fn changed_clusters(&self, before: Option<&AppRollouts>) -> Vec<u32> {
+        let empty = AppRollouts::default();
+        let before = before.unwrap_or(&empty);
+        let mut numbers: std::collections::BTreeSet<u32> = self
+            .owners
+            .changed_since(&before.owners)
+            .chain(self.reached_at.changed_since(&before.reached_at))
+            .map(|n| n as u32)
+            .collect();
+        for (number, at) in &self.failed_at {
+            if before.failed_at.get(number) != Some(at) {
+                numbers.insert(*number);
+            }
+        }
+        for number in before.failed_at.keys() {
+            if !self.failed_at.contains_key(number) {
+                numbers.insert(*number);
+            }
+        }
+        numbers.into_iter().collect()
+    }
+
     /// Cluster `number` belongs to rollout `owner` now (`None`: to none).
     fn set_owner(&mut self, number: u32, owner: Option<usize>) {
         let value = owner.map_or(0, |o| {

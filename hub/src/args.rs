@@ -52,6 +52,14 @@ pub struct HubArgs {
     /// multiples of the interval, so replicas write identical rows that ClickHouse collapses.
     #[arg(long, env = "FLEETSCOPE_HUB_SNAPSHOT_EVERY", default_value_t = 300)]
     pub snapshot_every: u64,
+    /// Seconds between writes of the rollouts that changed into `rollout_records` and
+    /// `rollout_clusters`, for the dashboards (0: none).
+    #[arg(
+        long,
+        env = "FLEETSCOPE_HUB_ROLLOUT_RECORDS_EVERY",
+        default_value_t = 15
+    )]
+    pub rollout_records_every: u64,
     /// Deepest group level the snapshots keep.
     #[arg(long, env = "FLEETSCOPE_HUB_SNAPSHOT_DEPTH", default_value_t = 3)]
     pub snapshot_depth: usize,

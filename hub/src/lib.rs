@@ -20,6 +20,7 @@ mod metrics;
 mod openapi;
 mod params;
 mod query;
+pub mod rollout_records;
 mod server;
 mod state;
 pub mod telemetry;

@@ -278,6 +278,12 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
             args.snapshot_depth,
         );
     }
+    if args.rollout_records_every > 0 {
+        crate::rollout_records::spawn_rollout_records(
+            state.clone(),
+            Duration::from_secs(args.rollout_records_every),
+        );
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

@@ -120,6 +120,8 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("desired_version_changes", Placement::Everywhere),
     ("platform_commits", Placement::Everywhere),
     ("render_change_counts", Placement::Everywhere),
+    ("rollout_records", Placement::Everywhere),
+    ("rollout_clusters", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

@@ -33,8 +33,8 @@ pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
     ArrivalWriterRow, ClusterRow, DesiredRow, DesiredVersionChangeRow, HeartbeatRow,
     MemberSinceRow, MembershipRow, ObservedRef, ObservedRow, PlatformCommitRow, ReasonMemberRow,
-    ReasonSetRow, RenderChangeCountRow, RenderContentsRow, RenderRow, RollupSnapshotRow,
-    SinceSetRow,
+    ReasonSetRow, RenderChangeCountRow, RenderContentsRow, RenderRow, RolloutClusterRow,
+    RolloutRecordRow, RollupSnapshotRow, SinceSetRow,
 };
 pub use sizes::TableSize;
 pub use writer::{BatchOutcome, BatchWriter, BatchWriterConfig, Receipt, WriteError};

@@ -323,6 +323,59 @@ pub struct RollupSnapshotRow {
     pub unknown: u64,
 }
 
+/// A rollout as the hub last saw it (`rollout_records`): moments in seconds since the epoch,
+/// 0 for none; counts and milestones of the whole fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Row, Serialize, Deserialize)]
+pub struct RolloutRecordRow {
+    pub app: String,
+    pub render_id: u64,
+    pub version: String,
+    pub started_at: u32,
+    pub platform_commit: String,
+    pub committed_at: u32,
+    pub status: String,
+    /// The versions its clusters were moved from (`""`: not desired), with how many each.
+    pub from_versions: Vec<String>,
+    pub from_counts: Vec<u32>,
+    pub targeted_at_start: u32,
+    pub joined: u32,
+    pub rolled_back: u32,
+    pub superseded: u32,
+    pub removed: u32,
+    /// The first render that moved some of its clusters back, or on; 0 for none.
+    pub rolled_back_by: u64,
+    pub superseded_by: u64,
+    pub superseded_before_complete: u8,
+    pub targeted: u32,
+    pub in_sync: u32,
+    pub failed: u32,
+    pub stale: u32,
+    pub reached: u32,
+    pub failed_before_reaching: u32,
+    /// When 50, 90, 99 and 100 % of the clusters it targets had reached it.
+    pub reached_50: u32,
+    pub reached_90: u32,
+    pub reached_99: u32,
+    pub reached_100: u32,
+    /// When it completed (its milestones fixed then).
+    pub completed_at: u32,
+    pub last_reached_at: u32,
+    pub written_ms: u64,
+}
+
+/// An (app, cluster)'s rollout as the hub last saw it (`rollout_clusters`): render 0 and
+/// version `""` when it belongs to none; moments 0 for none.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct RolloutClusterRow {
+    pub app: String,
+    pub cluster_id: String,
+    pub render_id: u64,
+    pub version: String,
+    pub reached_at: u32,
+    pub failed_at: u32,
+    pub written_ms: u64,
+}
+
 /// The tables rows are written to, by row type.
 pub trait Table:
     clickhouse::RowOwned + clickhouse::RowWrite + Send + Sync + std::fmt::Debug + 'static
@@ -363,6 +416,12 @@ impl Table for DesiredRow {
 }
 impl Table for RenderContentsRow {
     const TABLE: &'static str = "render_contents";
+}
+impl Table for RolloutRecordRow {
+    const TABLE: &'static str = "rollout_records";
+}
+impl Table for RolloutClusterRow {
+    const TABLE: &'static str = "rollout_clusters";
 }
 impl Table for RenderChangeCountRow {
     const TABLE: &'static str = "render_change_counts";

@@ -405,6 +405,59 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             version_changes UInt32
         ) ENGINE = ReplacingMergeTree ORDER BY render_id",
     ],
+}, Migration {
+    version: 9,
+    name: "the hub's rollout records",
+    statements: &[
+        // Every rollout as the hub last saw it, written by the hub when it changes, for the
+        // dashboards and for a hub starting again. Moments are seconds since the epoch, 0 for
+        // none; `written_ms` (the writing hub's clock in milliseconds) orders the versions of
+        // a rollout's row.
+        "CREATE TABLE IF NOT EXISTS rollout_records (
+            app String,
+            render_id UInt64,
+            version String,
+            started_at DateTime,
+            platform_commit String,
+            committed_at UInt32,
+            status String,
+            from_versions Array(String),
+            from_counts Array(UInt32),
+            targeted_at_start UInt32,
+            joined UInt32,
+            rolled_back UInt32,
+            superseded UInt32,
+            removed UInt32,
+            rolled_back_by UInt64,
+            superseded_by UInt64,
+            superseded_before_complete UInt8,
+            targeted UInt32,
+            in_sync UInt32,
+            failed UInt32,
+            stale UInt32,
+            reached UInt32,
+            failed_before_reaching UInt32,
+            reached_50 UInt32,
+            reached_90 UInt32,
+            reached_99 UInt32,
+            reached_100 UInt32,
+            completed_at UInt32,
+            last_reached_at UInt32,
+            written_ms UInt64
+        ) ENGINE = ReplacingMergeTree(written_ms) ORDER BY (app, render_id, version)",
+        // Each (app, cluster)'s rollout as the hub last saw it: the rollout it belongs to
+        // (render 0 and version '' for none) and when it reached it and first failed at its
+        // version before reaching it.
+        "CREATE TABLE IF NOT EXISTS rollout_clusters (
+            app String,
+            cluster_id String,
+            render_id UInt64,
+            version String,
+            reached_at UInt32,
+            failed_at UInt32,
+            written_ms UInt64
+        ) ENGINE = ReplacingMergeTree(written_ms) ORDER BY (app, cluster_id)",
+    ],
 }];
 
 /// The columns of an observed row, as `observed_transitions`, `observed_arrivals` and

@@ -40,6 +40,18 @@ macro_rules! number_literal {
 }
 number_literal!(u8, u32, u64, i64);
 
+impl Literal for Vec<u32> {
+    fn literal(&self) -> String {
+        format!(
+            "[{}]",
+            self.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
 impl Literal for Vec<String> {
     fn literal(&self) -> String {
         format!(
@@ -87,7 +99,8 @@ pub fn table_inserts<T: SqlRow>(table: &str, rows: &[T]) -> Vec<String> {
 use fleetscope_store::{
     ArrivalWriterRow, ClusterRow, DesiredRow, DesiredVersionChangeRow, HeartbeatRow,
     MemberSinceRow, MembershipRow, ObservedRow, PlatformCommitRow, ReasonMemberRow, ReasonSetRow,
-    RenderChangeCountRow, RenderContentsRow, RenderRow, RollupSnapshotRow, SinceSetRow,
+    RenderChangeCountRow, RenderContentsRow, RenderRow, RolloutClusterRow, RolloutRecordRow,
+    RollupSnapshotRow, SinceSetRow,
 };
 
 impl SqlRow for ClusterRow {
@@ -258,6 +271,58 @@ impl SqlRow for RenderContentsRow {
             self.render_id.literal(),
             self.desired.literal(),
             self.members.literal(),
+        ]
+    }
+}
+
+impl SqlRow for RolloutRecordRow {
+    fn values(&self) -> Vec<String> {
+        let r = self;
+        vec![
+            r.app.literal(),
+            r.render_id.literal(),
+            r.version.literal(),
+            r.started_at.literal(),
+            r.platform_commit.literal(),
+            r.committed_at.literal(),
+            r.status.literal(),
+            r.from_versions.literal(),
+            r.from_counts.literal(),
+            r.targeted_at_start.literal(),
+            r.joined.literal(),
+            r.rolled_back.literal(),
+            r.superseded.literal(),
+            r.removed.literal(),
+            r.rolled_back_by.literal(),
+            r.superseded_by.literal(),
+            r.superseded_before_complete.literal(),
+            r.targeted.literal(),
+            r.in_sync.literal(),
+            r.failed.literal(),
+            r.stale.literal(),
+            r.reached.literal(),
+            r.failed_before_reaching.literal(),
+            r.reached_50.literal(),
+            r.reached_90.literal(),
+            r.reached_99.literal(),
+            r.reached_100.literal(),
+            r.completed_at.literal(),
+            r.last_reached_at.literal(),
+            r.written_ms.literal(),
+        ]
+    }
+}
+
+impl SqlRow for RolloutClusterRow {
+    fn values(&self) -> Vec<String> {
+        vec![
+            self.app.literal(),
+            self.cluster_id.literal(),
+            self.render_id.literal(),
+            self.version.literal(),
+            self.reached_at.literal(),
+            self.failed_at.literal(),
+            self.written_ms.literal(),
         ]
     }
 }

@@ -23,6 +23,7 @@ pub mod observed;
 pub mod questions;
 pub mod records;
 pub mod rollout_figures;
+pub mod rollout_records;
 mod rollouts;
 pub mod tables;
 

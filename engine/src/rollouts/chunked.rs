@@ -33,6 +33,22 @@ impl<T: Copy + Default + PartialEq> Chunked<T> {
         Arc::make_mut(&mut self.chunks[chunk])[at % CHUNK] = value;
     }
 
+    /// The cluster numbers whose number differs from `before`'s, in order: chunks both share
+    /// are passed over without reading them.
+    pub fn changed_since<'a>(&'a self, before: &'a Chunked<T>) -> impl Iterator<Item = usize> + 'a {
+        let chunks = self.chunks.len().max(before.chunks.len());
+        (0..chunks).flat_map(move |c| {
+            let (now, then) = (self.chunks.get(c), before.chunks.get(c));
+            let shared = matches!((now, then), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
+            let numbers = if shared {
+                0..0
+            } else {
+                c * CHUNK..(c + 1) * CHUNK
+            };
+            numbers.filter(move |&at| self.get(at) != before.get(at))
+        })
+    }
+
     /// Every number that is not none, with its cluster number.
     pub fn iter(&self) -> impl Iterator<Item = (usize, T)> + '_ {
         self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
@@ -70,5 +86,17 @@ mod tests {
             a.iter().collect::<Vec<_>>(),
             vec![(5, 7), (6, 8), (3 * CHUNK + 1, 9)]
         );
+        a.set(5 * CHUNK, 1);
+        a.set(3 * CHUNK + 1, 0);
+        assert_eq!(
+            a.changed_since(&snapshot).collect::<Vec<_>>(),
+            vec![6, 3 * CHUNK + 1, 5 * CHUNK]
+        );
+        assert_eq!(
+            snapshot.changed_since(&a).collect::<Vec<_>>(),
+            vec![6, 3 * CHUNK + 1, 5 * CHUNK],
+            "either way round, chunks past the other's end included"
+        );
+        assert_eq!(a.changed_since(&a.clone()).count(), 0);
     }
 }

@@ -20,6 +20,8 @@ use serde_json::{json, Value};
 
 use crate::common;
 
+mod panels;
+
 const T: u32 = 1_800_000_000;
 
 fn render_id(at: u32) -> u64 {
@@ -236,6 +238,46 @@ async fn served() -> (Fleet, String) {
 }
 
 async fn served_on(on_a_cluster: bool) -> (Fleet, String) {
+    let (fleet, _, base) = built(on_a_cluster, None).await;
+    (fleet, base)
+}
+
+/// The hub's state at `at` over the fleet's index.
+fn state_at(fleet: &Fleet, at: u32) -> Arc<AppState> {
+    let mut state = AppState::new(
+        fleet.index.clone(),
+        DriftPolicy::default(),
+        MetricsConfig::default(),
+    );
+    state.fixed_now = Some(Timestamp(i64::from(at)));
+    Arc::new(state)
+}
+
+/// The hub's writes of its rollout records, from one moment to the next.
+#[derive(Default)]
+struct Recording {
+    recorder: fleetscope_engine::rollout_records::RolloutRecorder,
+    last_ms: u64,
+}
+
+impl Recording {
+    async fn write(&mut self, state: &Arc<AppState>) {
+        fleetscope_hub::rollout_records::write_rollout_records(
+            state,
+            &mut self.recorder,
+            &mut self.last_ms,
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// The fleet, the hub's state at its end and the address serving it; with `recording`, the
+/// hub writes its rollout records at `T + 3200` and at the end.
+async fn built(
+    on_a_cluster: bool,
+    mut recording: Option<&mut Recording>,
+) -> (Fleet, Arc<AppState>, String) {
     let mut fleet = Fleet::start(on_a_cluster).await;
     let all = ["c1", "c2", "c3", "c4", "c5", "c6"];
     // T: web 1.0 on six clusters, api 3.0 on two; all in sync 60 s later.
@@ -306,6 +348,9 @@ async fn served_on(on_a_cluster: bool) -> (Fleet, String) {
     fleet.refresh(T + 3050).await;
     fleet.report("c5", "web", "2.0", "healthy", T + 3100).await;
     fleet.refresh(T + 3200).await;
+    if let Some(recording) = recording.as_deref_mut() {
+        recording.write(&state_at(&fleet, T + 3200)).await;
+    }
     // T+3500: a new cluster c7 gets web 2.0 (in sync at +3600): it joins the third wave.
     fleet
         .render(
@@ -319,14 +364,12 @@ async fn served_on(on_a_cluster: bool) -> (Fleet, String) {
     fleet.report("c7", "web", "2.0", "healthy", T + 3600).await;
     fleet.refresh(T + 3700).await;
     fleet.refresh(T + 7300).await;
-    let mut state = AppState::new(
-        fleet.index.clone(),
-        DriftPolicy::default(),
-        MetricsConfig::default(),
-    );
-    state.fixed_now = Some(Timestamp(i64::from(T + 7300)));
-    let base = common::serve(router(Arc::new(state), Arc::new(Auth::Insecure), false)).await;
-    (fleet, base)
+    let state = state_at(&fleet, T + 7300);
+    if let Some(recording) = recording {
+        recording.write(&state).await;
+    }
+    let base = common::serve(router(state.clone(), Arc::new(Auth::Insecure), false)).await;
+    (fleet, state, base)
 }
 
 async fn get(base: &str, path: &str) -> (u16, Value) {

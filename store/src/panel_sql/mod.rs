@@ -19,8 +19,8 @@
 //! a subquery only with `GLOBAL IN`.
 //!
 //! One file per dashboard area: `variables`, `fleet` (the overview), `apps` (app versions),
-//! `insights` (failure insights), `cluster_detail`, `deployments` (deployment history) and
-//! `environments` (environment comparison); `filters` holds the conditions and columns they
+//! `insights` (failure insights), `cluster_detail`, `deployments` (deployment history),
+//! `environments` (environment comparison) and `rollouts` (rollouts and delivery); `filters` holds the conditions and columns they
 //! share, and this module the relations they select from.
 
 use fleetscope_model::DriftState;
@@ -37,6 +37,7 @@ mod environments;
 mod filters;
 mod fleet;
 mod insights;
+mod rollouts;
 mod variables;
 
 pub use apps::{
@@ -57,6 +58,10 @@ pub use fleet::{
     selected_group_rollup, stale_cluster_list,
 };
 pub use insights::{failure_insights, INSIGHT_COLUMNS, INSIGHT_MIN_FAILING_WITH};
+pub use rollouts::{
+    delivery, delivery_by_group, rollout_curve, rollout_groups, rollout_list, rollout_values,
+    stalled_rollouts,
+};
 pub use variables::{app_values, cluster_values, environment_values, group_values, version_values};
 
 /// The expressions a dashboard puts into its queries. String slots are SQL string
@@ -74,6 +79,11 @@ pub struct Slots<'a> {
     pub version: &'a str,
     /// The selected cluster.
     pub cluster: &'a str,
+    /// The selected rollout, `app@render@version`.
+    pub rollout: &'a str,
+    /// The share of a rollout's clusters, in percent, that may fail at its version before
+    /// reaching it without the rollout counting as a failed change (a number expression).
+    pub failure_budget: &'a str,
     /// Seconds without a heartbeat after which a cluster is stale (an integer expression).
     pub stale_after_seconds: &'a str,
     /// Seconds a new desired state may take to arrive (an integer expression).

@@ -13,6 +13,8 @@ const SAMPLE: Slots<'static> = Slots {
     app: "'checkout'",
     version: "'1.2.0'",
     cluster: "'emea-1'",
+    rollout: "'checkout@1@1.2.0'",
+    failure_budget: "5",
     stale_after_seconds: "600",
     grace_seconds: "900",
     from: "toDateTime(1)",

@@ -32,6 +32,8 @@ fn slots() -> Slots<'static> {
         app: "'checkout'",
         version: "'1.2.0'",
         cluster: "'case-0017'",
+        rollout: "'checkout@2@1.2.0'",
+        failure_budget: "5",
         stale_after_seconds: "600",
         grace_seconds: "900",
         from: FROM,
@@ -104,6 +106,12 @@ fn every_panel_query(slots: &Slots) -> Vec<(&'static str, PanelQuery)> {
             "states by environment",
             panel_sql::states_by_environment(slots),
         ),
+        ("rollout list", panel_sql::rollout_list(slots)),
+        ("stalled rollouts", panel_sql::stalled_rollouts(slots)),
+        ("rollout curve", panel_sql::rollout_curve(slots)),
+        ("rollout groups", panel_sql::rollout_groups(slots)),
+        ("delivery", panel_sql::delivery(slots)),
+        ("delivery by group", panel_sql::delivery_by_group(slots)),
     ]
 }
 

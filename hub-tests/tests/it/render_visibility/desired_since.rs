@@ -200,6 +200,8 @@ async fn dashboard_since(
             app: "''",
             version: "''",
             cluster: &cluster,
+            rollout: "''",
+            failure_budget: "5",
             stale_after_seconds: "600",
             grace_seconds: "900",
             from: "toDateTime(0)",
