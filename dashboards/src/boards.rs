@@ -1,4 +1,4 @@
-//! The six dashboards: what each panel asks, how it is drawn, and where its links lead.
+//! The seven dashboards: what each panel asks, how it is drawn, and where its links lead.
 
 use fleetscope_store::panel_sql;
 use serde_json::json;
@@ -12,6 +12,7 @@ pub const CLUSTER: &str = "fleetscope-cluster";
 pub const HISTORY: &str = "fleetscope-history";
 pub const ENVIRONMENTS: &str = "fleetscope-environments";
 pub const HEALTH: &str = "fleetscope-health";
+pub const ROLLOUTS: &str = "fleetscope-rollouts";
 
 fn group_variable() -> Variable {
     Variable::ClickHouse {
@@ -77,6 +78,7 @@ pub fn all() -> Vec<Dashboard> {
         cluster_detail(),
         deployment_history(),
         environment_comparison(),
+        rollouts_and_delivery(),
         fleetscope_health(),
     ]
 }
@@ -394,6 +396,132 @@ pub fn deployment_history() -> Dashboard {
         .query(Query::table(panel_sql::group_transitions(&GRAFANA)))
         .links("cluster_id", &[to_cluster()])
         .links("app", &to_app())
+        .size(24, 10),
+    )
+    .build()
+}
+
+fn to_rollout() -> Link {
+    drill("This rollout's progress", ROLLOUTS, "rollout")
+}
+
+pub fn rollouts_and_delivery() -> Dashboard {
+    let seconds = |panel: Panel, columns: &[&str]| {
+        columns
+            .iter()
+            .fold(panel, |panel, column| panel.field_unit(column, "s"))
+    };
+    let milestones = [
+        "seconds_to_50_percent",
+        "seconds_to_90_percent",
+        "seconds_to_99_percent",
+        "seconds_to_100_percent",
+    ];
+    let delivery_seconds = [
+        "lead_time_median_seconds",
+        "lead_time_p90_seconds",
+        "time_to_restore_median_seconds",
+        "time_to_restore_p90_seconds",
+    ];
+    Builder::new(
+        "rollouts-and-delivery",
+        ROLLOUTS,
+        "Fleetscope: rollouts and delivery",
+        "How every release spreads through the fleet: the rollouts of an app, the stalled ones, one rollout's progress and groups, and delivery figures per group, from the rollout records the hub writes",
+    )
+    .time_from("now-30d")
+    .variable(Variable::clickhouse_source())
+    .variable(app_variable(true))
+    .variable(group_variable())
+    .variable(environment_variable())
+    .variable(Variable::ClickHouse {
+        name: "rollout",
+        label: "Rollout",
+        description: "One rollout (app@render@version) of the selected app, newest first",
+        sql: panel_sql::rollout_values(&GRAFANA),
+        all: false,
+        sort: 0,
+    })
+    .variable(Variable::Constant {
+        name: "failure_budget_percent",
+        description: "The share of a rollout's clusters, in percent, that may fail at its version before reaching it without the rollout counting as a failed change; keep equal to the hub's --rollout-failure-budget",
+        value: "5".to_owned(),
+    })
+    .row("Rollouts of $app")
+    .panel(
+        seconds(
+            Panel::table(
+                "Rollouts",
+                "The rollouts of the selected app (every app for All) that started in the time range, newest first, as the hub last wrote them: status, clusters targeted now, reached, in sync, failed and stale now, failed before reaching, and the seconds from the render to 50, 90, 99 and 100 % of the targeted clusters reached (empty while not passed). Whole fleet, whatever the group selected; the hub's /api/v1/rollouts narrows to a group.",
+            )
+            .query(Query::table(panel_sql::rollout_list(&GRAFANA)))
+            .links("rollout", &[to_rollout()])
+            .links("app", &to_app()),
+            &milestones,
+        )
+        .size(24, 10),
+    )
+    .panel(
+        Panel::table(
+            "Stalled rollouts",
+            "Rollouts of the selected app (every app for All) that were stalled when the hub last wrote them (no cluster reached them for the hub's --rollout-stall-after), longest stalled first, with the seconds since a cluster last reached each (or since it started) at the end of the time range: the FleetscopeRolloutStalled alert's rollouts.",
+        )
+        .query(Query::table(panel_sql::stalled_rollouts(&GRAFANA)))
+        .field_unit("stalled_seconds", "s")
+        .links("rollout", &[to_rollout()])
+        .size(24, 7),
+    )
+    .row("Rollout $rollout")
+    .panel(
+        Panel::timeseries(
+            "Progress of $rollout",
+            "The rollout's clusters in the selected group and environment, from its render to the end of the time range: reached (in sync at its version once), failed at its version and not reached yet, and waiting. Its clusters are those it targets now.",
+        )
+        .query(Query::series(panel_sql::rollout_curve(&GRAFANA)))
+        .field("in_sync", "color", json!({"fixedColor": "green", "mode": "fixed"}))
+        .field("failed", "color", json!({"fixedColor": "red", "mode": "fixed"}))
+        .field("waiting", "color", json!({"fixedColor": "text", "mode": "fixed"}))
+        .stacked()
+        .unit("short")
+        .size(14, 10),
+    )
+    .panel(
+        seconds(
+            Panel::table(
+                "$rollout by group",
+                "The rollout in each group one level below the selected one: its clusters there, how many reached it and failed before reaching it, and the seconds from its render until each share of them had reached it. A group far behind the others is where it is stuck.",
+            )
+            .query(Query::table(panel_sql::rollout_groups(&GRAFANA)))
+            .links("group_path", &to_group()),
+            &milestones,
+        )
+        .size(10, 10),
+    )
+    .row("Delivery")
+    .panel(
+        seconds(
+            Panel::table(
+                "Delivery of the selected group",
+                "Per app over the time range: deployments (rollouts that reached 100 %) and per day, lead time from platform commit to 90 % reached (median and p90 over that many rollouts), changes started and failed changes (rolled back, or more clusters failed before reaching than the failure budget allows) with the rate, and time to restore from failing first to reaching (median and p90 over that many clusters). The rules are the hub's /api/v1/delivery.",
+            )
+            .query(Query::table(panel_sql::delivery(&GRAFANA)))
+            .field_unit("change_failure_rate", "percentunit")
+            .links("app", &to_app()),
+            &delivery_seconds,
+        )
+        .size(24, 8),
+    )
+    .panel(
+        seconds(
+            Panel::table(
+                "Delivery per group",
+                "The same figures for each group one level below the selected one, per app: where releases take longest or fail most.",
+            )
+            .query(Query::table(panel_sql::delivery_by_group(&GRAFANA)))
+            .field_unit("change_failure_rate", "percentunit")
+            .links("group_path", &to_group()),
+            &delivery_seconds,
+        )
         .size(24, 10),
     )
     .build()

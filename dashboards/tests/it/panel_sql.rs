@@ -56,6 +56,7 @@ fn scenarios(data: &Dataset) -> Vec<Scenario> {
             ("app", Choice::Value(data.rollout_app.clone())),
             ("version", Choice::Value(data.rollout_version.clone())),
             ("cluster", Choice::Value(data.upgraded_cluster.clone())),
+            ("rollout", Choice::Value(data.rollout_id.clone())),
         ],
         &[],
     );
@@ -70,6 +71,7 @@ fn scenarios(data: &Dataset) -> Vec<Scenario> {
                 ("app", Choice::All),
                 ("version", Choice::Value(data.previous_version.clone())),
                 ("cluster", Choice::Value(data.upgraded_cluster.clone())),
+                ("rollout", Choice::Value(data.rollout_id.clone())),
             ],
             &[("app", &data.rollout_app)],
         ),

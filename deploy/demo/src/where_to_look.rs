@@ -36,6 +36,10 @@ pub const DASHBOARDS: &[(&str, &str)] = &[
         "fleetscope-health.json",
         include_str!("../../../dashboards/grafana/fleetscope-health.json"),
     ),
+    (
+        "rollouts-and-delivery.json",
+        include_str!("../../../dashboards/grafana/rollouts-and-delivery.json"),
+    ),
 ];
 
 /// The alert and recording rules (`dashboards/prometheus/fleetscope-rules.yaml`).

@@ -390,10 +390,11 @@ pub fn delivery_by_group(slots: &Slots) -> PanelQuery {
     delivery_query(slots, &countable(slots, &tallies_sql, false))
 }
 
-/// The selected app's rollouts, newest first: the values of the dashboard's rollout variable.
+/// The selected app's rollouts (every app's when none is), newest first: the values of the
+/// dashboard's rollout variable.
 pub fn rollout_values(slots: &Slots) -> String {
     format!(
-        "SELECT rollout FROM ({records}) ORDER BY started DESC, render_id DESC, version",
-        records = records(&format!("app = {}", slots.app)),
+        "SELECT rollout FROM ({records}) ORDER BY started DESC, render_id DESC, app, version",
+        records = records(&is_app_or_all(slots, "app")),
     )
 }

@@ -11,7 +11,8 @@ use fleetscope_fixtures::fleet::{GroundTruth, SimCluster};
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_model::{DriftPolicy, GroupPath, Health, SyncStatus, Timestamp};
 use fleetscope_store::{
-    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RollupSnapshotRow,
+    ClusterRow, DesiredRow, HeartbeatRow, MembershipRow, ObservedRow, RenderRow, RolloutClusterRow,
+    RolloutRecordRow, RollupSnapshotRow,
 };
 use fleetscope_testkit::sql_literal::{insert_statement, table_inserts, Literal, SqlRow};
 use serde_json::Value;
@@ -37,6 +38,12 @@ pub struct Dataset {
     /// at or before it), every 6 hours back from [`NOW`] over three days.
     pub checkpoints: Vec<(u32, ObservedRow)>,
     pub truth: GroundTruth,
+    /// The rollouts as a hub would have written them: the rollout below, the previous
+    /// version's three days before (complete), and a stalled one two days before.
+    pub rollout_records: Vec<RolloutRecordRow>,
+    pub rollout_clusters: Vec<RolloutClusterRow>,
+    /// The rollout below, `app@render@version`.
+    pub rollout_id: String,
     /// The app being rolled out, its new version and the one before.
     pub rollout_app: String,
     pub rollout_version: String,
@@ -150,6 +157,7 @@ pub fn dataset(clusters: usize, apps: usize) -> Dataset {
         .collect();
 
     let checkpoints = checkpoints(&observed);
+    let rollouts = rollouts(&sims, &rollout, &previous_version, [&first, &second]);
 
     Dataset {
         clusters: sims.iter().map(|s| s.cluster.clone()).collect(),
@@ -161,6 +169,9 @@ pub fn dataset(clusters: usize, apps: usize) -> Dataset {
         snapshots,
         checkpoints,
         truth,
+        rollout_records: rollouts.records,
+        rollout_clusters: rollouts.clusters,
+        rollout_id: rollouts.id,
         rollout_app: rollout.app,
         rollout_version: rollout.version,
         previous_version,
@@ -180,6 +191,8 @@ impl Dataset {
         out.extend(table_inserts("observed_transitions", &self.observed));
         out.extend(table_inserts("rollup_snapshots", &self.snapshots));
         out.extend(checkpoint_inserts(&self.checkpoints));
+        out.extend(table_inserts("rollout_records", &self.rollout_records));
+        out.extend(table_inserts("rollout_clusters", &self.rollout_clusters));
         out
     }
 
@@ -266,6 +279,160 @@ pub fn checkpoint_inserts(rows: &[(u32, ObservedRow)]) -> Vec<String> {
         })
         .chain(std::iter::once(log))
         .collect()
+}
+
+/// The rollout rows of [`Dataset`].
+struct Rollouts {
+    records: Vec<RolloutRecordRow>,
+    clusters: Vec<RolloutClusterRow>,
+    id: String,
+}
+
+/// One rollout's record, its figures counted from `members` (cluster, reached, failed).
+fn rollout_record(
+    app: &str,
+    render: &RenderRow,
+    version: &str,
+    status: &str,
+    members: &[(String, u32, u32)],
+) -> RolloutRecordRow {
+    let mut reached: Vec<u32> = members.iter().map(|m| m.1).filter(|t| *t > 0).collect();
+    reached.sort_unstable();
+    let targeted = members.len() as u32;
+    let milestone = |share: u32| {
+        let needed = ((share * targeted).div_ceil(100)).max(1) as usize;
+        reached.get(needed - 1).copied().unwrap_or(0)
+    };
+    RolloutRecordRow {
+        app: app.into(),
+        render_id: render.render_id,
+        version: version.into(),
+        started_at: render.rendered_at,
+        platform_commit: render.platform_commit.clone(),
+        committed_at: render.rendered_at.saturating_sub(600),
+        status: status.into(),
+        from_versions: vec![String::new()],
+        from_counts: vec![targeted],
+        targeted_at_start: targeted,
+        joined: 0,
+        rolled_back: 0,
+        superseded: 0,
+        removed: 0,
+        rolled_back_by: 0,
+        superseded_by: 0,
+        superseded_before_complete: 0,
+        targeted,
+        in_sync: reached.len() as u32,
+        failed: members.iter().filter(|m| m.2 > 0 && m.1 == 0).count() as u32,
+        stale: 0,
+        reached: reached.len() as u32,
+        failed_before_reaching: members.iter().filter(|m| m.2 > 0).count() as u32,
+        reached_50: milestone(50),
+        reached_90: milestone(90),
+        reached_99: milestone(99),
+        reached_100: milestone(100),
+        completed_at: milestone(100),
+        last_reached_at: reached.last().copied().unwrap_or(0),
+        written_ms: u64::from(NOW.seconds() as u32) * 1000,
+    }
+}
+
+/// The rollout underway (clusters reporting its version reached it when they did, or at its
+/// start), the previous version's rollout three days before, complete, and a stalled rollout
+/// of the same app two days ago on a few clusters (some reached it, two failed first).
+fn rollouts(
+    sims: &[SimCluster],
+    rollout: &DesiredRow,
+    previous_version: &str,
+    [first, second]: [&RenderRow; 2],
+) -> Rollouts {
+    let mut records = Vec::new();
+    let mut clusters = Vec::new();
+    let mut add = |app: &str,
+                   render: &RenderRow,
+                   version: &str,
+                   status: &str,
+                   members: Vec<(String, u32, u32)>| {
+        records.push(rollout_record(app, render, version, status, &members));
+        for (cluster_id, reached_at, failed_at) in members {
+            clusters.push(RolloutClusterRow {
+                app: app.into(),
+                cluster_id,
+                render_id: render.render_id,
+                version: version.into(),
+                reached_at,
+                failed_at,
+                written_ms: u64::from(NOW.seconds() as u32) * 1000,
+            });
+        }
+    };
+    let started = second.rendered_at;
+    let underway: Vec<(String, u32, u32)> = sims
+        .iter()
+        .filter_map(|sim| {
+            let row = sim
+                .observed
+                .iter()
+                .find(|o| o.app == rollout.app && o.version == rollout.version)?;
+            Some((
+                sim.cluster.cluster_id.clone(),
+                row.transitioned_at.max(started),
+                0,
+            ))
+        })
+        .collect();
+    assert!(!underway.is_empty(), "clusters report the new version");
+    add(
+        &rollout.app,
+        second,
+        &rollout.version,
+        "in_progress",
+        underway,
+    );
+
+    let before = RenderRow {
+        rendered_at: (NOW.seconds() - 3 * DAY) as u32,
+        ..first.clone()
+    };
+    let complete: Vec<(String, u32, u32)> = sims
+        .iter()
+        .filter(|sim| {
+            sim.observed
+                .iter()
+                .any(|o| o.app == rollout.app && o.version == previous_version)
+        })
+        .map(|sim| (sim.cluster.cluster_id.clone(), before.rendered_at + 900, 0))
+        .collect();
+    add(
+        &rollout.app,
+        &before,
+        previous_version,
+        "complete",
+        complete,
+    );
+
+    let stalled_render = RenderRow {
+        render_id: first.render_id + 7,
+        rendered_at: (NOW.seconds() - 2 * DAY) as u32,
+        ..first.clone()
+    };
+    let stalled: Vec<(String, u32, u32)> = sims
+        .iter()
+        .take(6)
+        .enumerate()
+        .map(|(i, sim)| {
+            let at = stalled_render.rendered_at;
+            let reached = if i < 3 { at + 600 + i as u32 * 60 } else { 0 };
+            let failed = if i == 1 || i == 4 { at + 300 } else { 0 };
+            (sim.cluster.cluster_id.clone(), reached, failed)
+        })
+        .collect();
+    add(&rollout.app, &stalled_render, "9.9.9", "stalled", stalled);
+    Rollouts {
+        records,
+        clusters,
+        id: format!("{}@{}@{}", rollout.app, second.render_id, rollout.version),
+    }
 }
 
 /// A dashboard state to expand queries for.
