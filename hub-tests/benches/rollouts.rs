@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
 use fleetscope_hub::{router, AppState, Auth, MetricsConfig};
+use fleetscope_store::panel_sql::{self, PanelQuery, Slots};
 use fleetscope_store::synthetic_releases::{write_releases, SyntheticRelease};
 use fleetscope_store::{Store, StoreConfig};
 use fleetscope_testkit::TestStore;
@@ -240,7 +241,8 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
 
     let mut state = AppState::new(Arc::new(index), spec.policy, MetricsConfig::default());
     state.fixed_now = Some(spec.now);
-    let app = router(Arc::new(state), Arc::new(Auth::Insecure), false);
+    let state = Arc::new(state);
+    let app = router(state.clone(), Arc::new(Auth::Insecure), false);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -321,4 +323,104 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
         answer["curve"].as_array().map_or(0, Vec::len),
         answer["step_seconds"]
     );
+    records(&state, &test, &newest[0], &app_names[0], now).await;
+}
+
+/// The hub's first write of its rollout records (everything), a write with nothing changed,
+/// and the dashboard's rollout panels over what was written.
+async fn records(state: &Arc<AppState>, test: &TestStore, rollout: &str, app: &str, now: u32) {
+    let mut recorder = fleetscope_engine::rollout_records::RolloutRecorder::default();
+    let mut last_ms = 0;
+    for what in ["first write (everything)", "write with nothing changed"] {
+        let started = Instant::now();
+        let written = fleetscope_hub::rollout_records::write_rollout_records(
+            state,
+            &mut recorder,
+            &mut last_ms,
+        )
+        .await
+        .unwrap();
+        println!(
+            "rollout records, {what}: {} rollouts, {} (app, cluster) rows in {} inserts, {:.2} s; resident memory {}",
+            written.records,
+            written.clusters,
+            written.inserts,
+            started.elapsed().as_secs_f64(),
+            megabytes(status_bytes("VmRSS:"))
+        );
+    }
+    let http = reqwest::Client::new();
+    let quoted = |s: &str| format!("'{s}'");
+    let (rollout, app) = (quoted(rollout), quoted(app));
+    let to = format!("toDateTime({now})");
+    let from = format!("toDateTime({})", now - 30 * 86_400);
+    fn in_range(column: &str) -> String {
+        format!("{column} >= toDateTime(0)")
+    }
+    let base = Slots {
+        group: "''",
+        environment: "''",
+        app: &app,
+        version: "''",
+        cluster: "''",
+        rollout: &rollout,
+        failure_budget: "5",
+        stale_after_seconds: "600",
+        grace_seconds: "900",
+        from: &from,
+        to: &to,
+        interval_seconds: "3600",
+        time_filter: in_range,
+        table_rows: 500,
+    };
+    let every_app = Slots { app: "''", ..base };
+    let panels: Vec<(&str, PanelQuery)> = vec![
+        ("rollouts of one app", panel_sql::rollout_list(&base)),
+        (
+            "stalled rollouts, every app",
+            panel_sql::stalled_rollouts(&every_app),
+        ),
+        ("one rollout's progress", panel_sql::rollout_curve(&base)),
+        ("one rollout by region", panel_sql::rollout_groups(&base)),
+        ("delivery of the fleet, one app", panel_sql::delivery(&base)),
+        (
+            "delivery of the fleet, every app",
+            panel_sql::delivery(&every_app),
+        ),
+        (
+            "delivery per region, every app",
+            panel_sql::delivery_by_group(&every_app),
+        ),
+    ];
+    println!(
+        "{:<44} {:>8} {:>8} {:>5}",
+        "panel on ClickHouse (ms)", "p50", "max", "n"
+    );
+    for (what, panel) in panels {
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let response = http
+                .post(test.server.url())
+                .query(&[("database", test.store.database())])
+                .body(format!("{} FORMAT TabSeparated", panel.sql))
+                .send()
+                .await
+                .unwrap();
+            assert!(
+                response.status().is_success(),
+                "{what}: {}",
+                response.text().await.unwrap()
+            );
+            response.bytes().await.unwrap();
+            times.push(started.elapsed());
+        }
+        times.sort();
+        println!(
+            "{what:<44} {:>8} {:>8} {:>5}",
+            millis(percentile(&times, 0.5)),
+            millis(times[times.len() - 1]),
+            times.len()
+        );
+    }
 }
