@@ -310,6 +310,14 @@ fn index_reads(samples: &Samples) -> Vec<CatalogEntry> {
             "how many version changes of renders a node holds",
             queries::stored_change_counts_query(store, 0, 2),
         ),
+        render::<crate::RolloutRecordRow>(
+            "the recorded rollouts",
+            queries::rollout_records_query(store),
+        ),
+        render::<crate::RolloutClusterRow>(
+            "the recorded rollout moments of an app",
+            queries::rollout_clusters_query(store, SAMPLE_APP),
+        ),
         render::<HeartbeatRow>(
             "heartbeats since",
             queries::heartbeats_since_query(store, week_ago),

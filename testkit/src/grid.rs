@@ -270,6 +270,10 @@ pub struct GridRows {
     pub render_contents: Vec<fleetscope_store::RenderContentsRow>,
     /// How many distinct version change rows each of the two renders wrote.
     pub change_counts: Vec<fleetscope_store::RenderChangeCountRow>,
+    /// The hub's records of the rollout render 2 started: the rollout written twice (the later
+    /// write newer), and each of its clusters, the first five written twice.
+    pub rollout_records: Vec<fleetscope_store::RolloutRecordRow>,
+    pub rollout_clusters: Vec<fleetscope_store::RolloutClusterRow>,
     /// Each case's desired version changes: from none to 0.1.0 in render 1, then to its own
     /// version (or away) in render 2 where that differs; the first written twice.
     pub version_changes: Vec<fleetscope_store::DesiredVersionChangeRow>,
@@ -294,6 +298,7 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
     }
     rows.add_arrival_writers();
     rows.add_render_contents();
+    rows.add_rollout_records();
     rows
 }
 
@@ -387,6 +392,88 @@ impl GridRows {
                     committed_at: fleetscope_store::to_datetime(ago(hours_ago * 3_600 + 1_200)),
                 });
         }
+    }
+
+    /// The rollout records of the version changes of render 2 (once they are all added).
+    fn add_rollout_records(&mut self) {
+        let moved: Vec<&fleetscope_store::DesiredVersionChangeRow> = self
+            .version_changes
+            .iter()
+            .filter(|c| c.render_id == 2 && !c.to_version.is_empty())
+            .collect();
+        let Some(version) = moved.first().map(|c| c.to_version.clone()) else {
+            return;
+        };
+        let started = fleetscope_store::to_datetime(ago(2 * 3_600));
+        for (i, change) in moved.iter().filter(|c| c.to_version == version).enumerate() {
+            let row = fleetscope_store::RolloutClusterRow {
+                app: APP.into(),
+                cluster_id: change.cluster_id.clone(),
+                render_id: 2,
+                version: version.clone(),
+                reached_at: if i % 2 == 0 {
+                    started + 60 * i as u32
+                } else {
+                    0
+                },
+                failed_at: if i % 3 == 1 { started + 30 } else { 0 },
+                written_ms: 1_000,
+            };
+            if i < 5 {
+                self.rollout_clusters
+                    .push(fleetscope_store::RolloutClusterRow {
+                        render_id: 0,
+                        version: String::new(),
+                        written_ms: 500,
+                        ..row.clone()
+                    });
+            }
+            self.rollout_clusters.push(row);
+        }
+        let targeted = self
+            .rollout_clusters
+            .iter()
+            .filter(|r| r.render_id == 2)
+            .count() as u32;
+        let record = fleetscope_store::RolloutRecordRow {
+            app: APP.into(),
+            render_id: 2,
+            version,
+            started_at: started,
+            platform_commit: "platform-2".into(),
+            committed_at: started - 1_200,
+            status: "in_progress".into(),
+            from_versions: vec!["0.1.0".into()],
+            from_counts: vec![targeted],
+            targeted_at_start: targeted,
+            joined: 0,
+            rolled_back: 0,
+            superseded: 0,
+            removed: 0,
+            rolled_back_by: 0,
+            superseded_by: 0,
+            superseded_before_complete: 0,
+            targeted,
+            in_sync: targeted / 2,
+            failed: 1,
+            stale: 0,
+            reached: targeted.div_ceil(2),
+            failed_before_reaching: 1,
+            reached_50: started + 60,
+            reached_90: 0,
+            reached_99: 0,
+            reached_100: 0,
+            completed_at: 0,
+            last_reached_at: started + 60,
+            written_ms: 2_000,
+        };
+        self.rollout_records
+            .push(fleetscope_store::RolloutRecordRow {
+                status: "stalled".into(),
+                written_ms: 1_000,
+                ..record.clone()
+            });
+        self.rollout_records.push(record);
     }
 
     /// What each render wrote, counted from the rows (once they are all added).
@@ -683,6 +770,8 @@ impl GridRows {
         out.extend(table_inserts("renders", &self.renders));
         out.extend(table_inserts("render_contents", &self.render_contents));
         out.extend(table_inserts("render_change_counts", &self.change_counts));
+        out.extend(table_inserts("rollout_records", &self.rollout_records));
+        out.extend(table_inserts("rollout_clusters", &self.rollout_clusters));
         out.extend(table_inserts(
             "desired_version_changes",
             &self.version_changes,

@@ -62,7 +62,7 @@ impl Clusters {
         self.iter().map(|(_, c)| c)
     }
 
-    fn slot(&self, id: &str) -> Option<u32> {
+    pub(crate) fn slot(&self, id: &str) -> Option<u32> {
         self.slots.get(id).copied()
     }
 

@@ -6,11 +6,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use fleetscope_store::{RolloutClusterRow, RolloutRecordRow};
+use fleetscope_store::{RolloutClusterRow, RolloutRecordRow, Store};
 
 use crate::fleet::records::Filter;
 use crate::fleet::rollout_figures::{RolloutId, RolloutPolicy, Standing};
 use crate::fleet::Fleet;
+use crate::rollouts::progress::RecordedProgress;
 use crate::rollouts::{AppRollouts, Rollout};
 
 /// What was last written: a hash of each rollout's row (its `written_ms` zeroed) and each
@@ -158,6 +159,92 @@ impl RolloutRecorder {
     /// Takes `changes` as written.
     pub fn written(&mut self, changes: RecordChanges) {
         *self = changes.next;
+    }
+}
+
+/// What `row` records of its rollout's progress beyond its clusters' moments.
+fn recorded_progress(row: &RolloutRecordRow) -> RecordedProgress {
+    let at = |t: u32| (t > 0).then_some(t);
+    let milestones = if row.completed_at > 0 {
+        [
+            row.reached_50,
+            row.reached_90,
+            row.reached_99,
+            row.reached_100,
+        ]
+        .map(at)
+    } else {
+        [None; 4]
+    };
+    RecordedProgress {
+        milestones,
+        superseded_before_complete: row.superseded_before_complete != 0,
+        failed_before_reaching: row.failed_before_reaching,
+        last_reached: at(row.last_reached_at),
+    }
+}
+
+impl Fleet {
+    /// Takes back the rollouts' progress the hub recorded (`rollout_records`,
+    /// `rollout_clusters`) into rollouts rebuilt from the version changes: each cluster's
+    /// moments where it still belongs to the rollout they were recorded for, in time order,
+    /// then each rollout's fixed milestones and the failures of clusters that left it.
+    /// Returns how many clusters' moments were taken back.
+    pub(crate) async fn restore_rollouts(
+        &mut self,
+        store: &Store,
+    ) -> fleetscope_store::Result<u64> {
+        let records = store.rollout_record_rows().await?;
+        let mut restored = 0;
+        let names: Vec<String> = self.rollouts.apps.keys().cloned().collect();
+        for name in names {
+            let rows = store.rollout_cluster_rows(&name).await?;
+            restored += self.restore_app(&name, rows, &records);
+        }
+        Ok(restored)
+    }
+
+    /// [`Fleet::restore_rollouts`] for app `name`: `rows` its newest `rollout_clusters` rows,
+    /// `records` the newest `rollout_records` rows (of every app).
+    pub(crate) fn restore_app(
+        &mut self,
+        name: &str,
+        mut rows: Vec<RolloutClusterRow>,
+        records: &[RolloutRecordRow],
+    ) -> u64 {
+        let Some(app) = self.rollouts.apps.get_mut(name) else {
+            return 0;
+        };
+        let app = Arc::make_mut(app);
+        // Failures and reaching in the order they happened, as they were first observed.
+        rows.sort_by(|a, b| {
+            (a.reached_at.max(a.failed_at), &a.cluster_id)
+                .cmp(&(b.reached_at.max(b.failed_at), &b.cluster_id))
+        });
+        let mut restored = 0;
+        for row in rows.iter().filter(|r| r.render_id > 0) {
+            let Some(number) = self.clusters.slot(&row.cluster_id) else {
+                continue;
+            };
+            app.restore_moments(
+                number,
+                row.render_id,
+                &row.version,
+                row.reached_at,
+                row.failed_at,
+            );
+            restored += 1;
+        }
+        for row in records.iter().filter(|r| r.app == name) {
+            if let Some(index) = app
+                .rollouts
+                .iter()
+                .position(|r| r.render_id == row.render_id && r.version == row.version)
+            {
+                app.restore_progress(index, &recorded_progress(row));
+            }
+        }
+        restored
     }
 }
 

@@ -70,6 +70,7 @@ pub async fn load(store: &Store, clock: fn() -> Timestamp) -> fleetscope_store::
         fleet.rollouts = Default::default();
     }
     fleet.rollouts.last_render = fleet.rollouts.last_render.max(last_render);
+    fleet.restore_rollouts(store).await?;
     let heartbeats = store.heartbeats_since(Timestamp::EPOCH).await?;
     fleet.apply_heartbeats(heartbeats);
     store

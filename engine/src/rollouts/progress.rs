@@ -40,6 +40,16 @@ pub struct Progress {
     pub superseded_before_complete: bool,
 }
 
+/// What a hub recorded of a rollout's progress ([`AppRollouts::restore_progress`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordedProgress {
+    /// Its milestones when it had completed, all `None` otherwise.
+    pub milestones: [Option<u32>; 4],
+    pub superseded_before_complete: bool,
+    pub failed_before_reaching: u32,
+    pub last_reached: Option<u32>,
+}
+
 /// A rollout's status (see the module's rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Status {
@@ -153,6 +163,50 @@ impl AppRollouts {
             }
             Seen::Failed => None,
         }
+    }
+
+    /// Takes back cluster `number`'s moments as the hub recorded them for the rollout
+    /// `render_id`/`version` (0: none): when it failed first, then when it reached it. Nothing
+    /// is taken when the cluster belongs to another rollout now. Completion is left to
+    /// [`AppRollouts::restore_progress`].
+    pub fn restore_moments(
+        &mut self,
+        number: u32,
+        render_id: u64,
+        version: &str,
+        reached_at: u32,
+        failed_at: u32,
+    ) {
+        let Some(index) = self.owner(number) else {
+            return;
+        };
+        let rollout = &self.rollouts[index];
+        if rollout.render_id != render_id || rollout.version != version {
+            return;
+        }
+        if failed_at > 0 {
+            self.observe_member(number, Seen::Failed, failed_at);
+        }
+        if reached_at > 0 {
+            self.observe_member(number, Seen::InSync, reached_at);
+        }
+    }
+
+    /// Takes back what the hub recorded of rollout `index` beyond its clusters' moments: the
+    /// milestones fixed when it completed (and that it was not superseded before), the
+    /// failures and the last reaching of clusters that left it since. Then completes it if
+    /// every cluster it targets has reached it.
+    pub fn restore_progress(&mut self, index: usize, recorded: &RecordedProgress) {
+        let progress = &mut self.rollouts[index].progress;
+        if recorded.milestones[COMPLETE].is_some() {
+            progress.milestones = recorded.milestones;
+            progress.superseded_before_complete = recorded.superseded_before_complete;
+        }
+        progress.failed_before_reaching = progress
+            .failed_before_reaching
+            .max(recorded.failed_before_reaching);
+        progress.last_reached = progress.last_reached.max(recorded.last_reached);
+        self.complete_if_done(index);
     }
 
     /// Fixes the milestones of rollout `index` when every cluster it targets has reached it;

@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use crate::common;
 
 mod panels;
+mod restart;
 
 const T: u32 = 1_800_000_000;
 

@@ -166,6 +166,25 @@ WHERE app = ? AND render_id > ? AND render_id <= ? ORDER BY render_id, cluster_i
         .bind(until)
 }
 
+/// The newest row of every rollout the hub recorded (`rollout_records`).
+pub fn rollout_records_query(store: &Store) -> Query {
+    store.client().query(
+        "SELECT ?fields FROM rollout_records \
+ORDER BY app, render_id, version, written_ms DESC LIMIT 1 BY app, render_id, version",
+    )
+}
+
+/// The newest row of every cluster of `app` the hub recorded (`rollout_clusters`).
+pub fn rollout_clusters_query(store: &Store, app: &str) -> Query {
+    store
+        .client()
+        .query(
+            "SELECT ?fields FROM rollout_clusters WHERE app = ? \
+ORDER BY cluster_id, written_ms DESC LIMIT 1 BY cluster_id",
+        )
+        .bind(app)
+}
+
 /// When `platform_commit` was made, if a render recorded it.
 pub fn platform_commit_query(store: &Store, platform_commit: &str) -> Query {
     store
@@ -346,6 +365,22 @@ impl Store {
             .fetch_all()
             .await
             .context(|| format!("counting the version changes held of the renders after {after}"))
+    }
+
+    /// The newest row of every rollout the hub recorded.
+    pub async fn rollout_record_rows(&self) -> Result<Vec<crate::RolloutRecordRow>> {
+        rollout_records_query(self)
+            .fetch_all()
+            .await
+            .context(|| "reading the recorded rollouts".to_owned())
+    }
+
+    /// The newest row of every cluster of `app` the hub recorded.
+    pub async fn rollout_cluster_rows(&self, app: &str) -> Result<Vec<crate::RolloutClusterRow>> {
+        rollout_clusters_query(self, app)
+            .fetch_all()
+            .await
+            .context(|| format!("reading the recorded rollout moments of {app}"))
     }
 
     /// What render `render_id` wrote, when this store's node holds its `render_contents` row.

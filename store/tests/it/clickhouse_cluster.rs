@@ -63,6 +63,14 @@ async fn load(store: &Store, rows: &GridRows) {
         .insert_rows(&rows.platform_commits)
         .await
         .expect("platform commits");
+    store
+        .insert_rows(&rows.rollout_records)
+        .await
+        .expect("rollout records");
+    store
+        .insert_rows(&rows.rollout_clusters)
+        .await
+        .expect("rollout clusters");
     store.insert_rows(&rows.clusters).await.expect("inventory");
     store.insert_rows(&rows.members).await.expect("membership");
     store.insert_rows(&rows.desired).await.expect("desired");

@@ -83,7 +83,18 @@ impl Stored {
     }
 }
 
+/// Each render's change rows and where it came from, as applied.
+type Renders = Vec<(Vec<DesiredVersionChangeRow>, BTreeMap<u64, RenderInfo>)>;
+
 fn run(steps: &[Step]) -> (Stored, Stored) {
+    let (stored, whole, _, _) = life(steps);
+    (stored, whole)
+}
+
+/// The fleet after `steps`, the rows written change by change and at once at the end, and the
+/// renders applied.
+fn life(steps: &[Step]) -> (Stored, Stored, Fleet, Renders) {
+    let mut renders: Renders = Vec::new();
     let mut fleet = Fleet {
         as_of: Timestamp(1_000),
         ..Fleet::default()
@@ -131,6 +142,7 @@ fn run(steps: &[Step]) -> (Stored, Stored) {
                     },
                 )]);
                 fleet.apply_version_changes(&rows, &origins);
+                renders.push((rows, origins));
             }
             Step::Seen(app, c, in_sync, at) => {
                 let slot = fleet.clusters.slot_or_add(CLUSTERS[*c]);
@@ -170,7 +182,53 @@ fn run(steps: &[Step]) -> (Stored, Stored) {
     }
     let mut whole = Stored::default();
     whole.take(&RolloutRecorder::default().changes(&fleet, &policy, 9, usize::MAX));
-    (stored, whole)
+    (stored, whole, fleet, renders)
+}
+
+/// Each app's rollouts, and each (app, cluster id)'s rollout and moments.
+type Progress = (
+    BTreeMap<String, Vec<Rollout>>,
+    BTreeMap<(String, String), (u64, String, Option<u32>, Option<u32>)>,
+);
+
+fn progress_of(fleet: &Fleet) -> Progress {
+    let mut rollouts = BTreeMap::new();
+    let mut clusters = BTreeMap::new();
+    for (name, app) in &fleet.rollouts.apps {
+        rollouts.insert(name.clone(), app.rollouts.clone());
+        for (number, owner) in app.owners() {
+            let rollout = &app.rollouts[owner];
+            clusters.insert(
+                (name.clone(), fleet.clusters.id(number).to_string()),
+                (
+                    rollout.render_id,
+                    rollout.version.clone(),
+                    app.reached_at(number),
+                    app.failed_at(number),
+                ),
+            );
+        }
+    }
+    (rollouts, clusters)
+}
+
+/// A fleet that starts again: the renders applied afresh, then the rows written taken back.
+fn started_again(renders: &Renders, stored: &Stored) -> Fleet {
+    let mut fleet = Fleet::default();
+    for (rows, origins) in renders {
+        fleet.apply_version_changes(rows, origins);
+    }
+    let records: Vec<RolloutRecordRow> = stored.records.values().cloned().collect();
+    for app in APPS {
+        let rows: Vec<RolloutClusterRow> = stored
+            .clusters
+            .values()
+            .filter(|r| r.app == app)
+            .cloned()
+            .collect();
+        fleet.restore_app(app, rows, &records);
+    }
+    fleet
 }
 
 proptest! {
@@ -182,6 +240,15 @@ proptest! {
     ) {
         let (stored, whole) = run(&steps);
         prop_assert_eq!(stored, whole);
+    }
+
+    #[test]
+    fn a_fleet_started_again_from_the_rows_written_has_the_progress_it_had(
+        steps in proptest::collection::vec(step(), 1..40)
+    ) {
+        let (stored, _, fleet, renders) = life(&steps);
+        let again = started_again(&renders, &stored);
+        prop_assert_eq!(progress_of(&again), progress_of(&fleet));
     }
 }
 
