@@ -6,7 +6,9 @@
 //! after), then the latency (p50, p99, max) of the rollout routes is measured: the rollouts
 //! list (a page of 100, one app's, a status within a region), one rollout of the last day with
 //! its curves, and the delivery figures of one app and of every app over 30 days. These
-//! routes do not use the answer cache: every request is computed.
+//! routes do not use the answer cache: every request is computed. Then the hub's first write
+//! of its rollout records and one with nothing changed, a hub loaded again with them, and the
+//! dashboard's rollout panels on ClickHouse.
 //!
 //! The hub's rollout answers read no observed history (the moments are kept in memory from
 //! what it loads and what arrives), so the week of observed transitions the rest of the
@@ -72,6 +74,12 @@ fn millis(d: Duration) -> String {
 fn percentile(sorted: &[Duration], share: f64) -> Duration {
     let rank = ((share * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
+}
+
+/// The clock of the hubs here: the generated fleet's `now`, so that its renders, made a day
+/// and more before it, are as old to the hub as they would be in production.
+fn fleet_now() -> fleetscope_model::Timestamp {
+    FleetSpec::default().now
 }
 
 fn fleet_of(clusters: usize, apps: usize) -> GeneratedFleet {
@@ -226,9 +234,7 @@ async fn run(clusters: usize, apps: usize, days: u32, samples: usize) {
 
     let before = status_bytes("VmRSS:");
     let started = Instant::now();
-    let index = Index::load(test.store.clone(), fleetscope_runtime::clock::now)
-        .await
-        .unwrap();
+    let index = Index::load(test.store.clone(), fleet_now).await.unwrap();
     let load = started.elapsed();
     let after = status_bytes("VmRSS:");
     let rollouts: usize = index.read(|f| f.rollouts.apps.values().map(|a| a.rollouts.len()).sum());
@@ -349,6 +355,38 @@ async fn records(state: &Arc<AppState>, test: &TestStore, rollout: &str, app: &s
             megabytes(status_bytes("VmRSS:"))
         );
     }
+    // What taking the history back reads: the records, and each app's clusters.
+    let started = Instant::now();
+    let records = test.store.rollout_record_rows().await.unwrap().len();
+    let mut rows = 0;
+    for app in state
+        .index
+        .read(|f| f.rollouts.apps.keys().cloned().collect::<Vec<_>>())
+    {
+        rows += test.store.rollout_cluster_rows(&app).await.unwrap().len();
+    }
+    println!(
+        "reading the records back: {records} rollouts, {rows} (app, cluster) rows in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let started = Instant::now();
+    let again = Index::load(test.store.clone(), fleet_now).await.unwrap();
+    let restored: usize = again.read(|f| {
+        f.rollouts
+            .apps
+            .values()
+            .map(|a| {
+                a.owners()
+                    .filter(|(n, _)| a.reached_at(*n).is_some())
+                    .count()
+            })
+            .sum()
+    });
+    println!(
+        "hub loaded again with its records in {:.1} s: {restored} clusters' reaching taken back",
+        started.elapsed().as_secs_f64(),
+    );
+    drop(again);
     let http = reqwest::Client::new();
     let quoted = |s: &str| format!("'{s}'");
     let (rollout, app) = (quoted(rollout), quoted(app));

@@ -211,7 +211,15 @@ impl Fleet {
         filter: &Filter,
     ) -> Vec<(Standing, Vec<u32>)> {
         let whole_fleet = selects_all(filter);
-        let mut tallies: Vec<Tally> = (0..listed.len()).map(|_| Tally::default()).collect();
+        // A completed rollout's milestones for the whole fleet are fixed: its clusters'
+        // moments are counted, not kept.
+        let mut tallies: Vec<Tally> = listed
+            .iter()
+            .map(|r| Tally {
+                keep_moments: !(whole_fleet && r.completed_at().is_some()),
+                ..Tally::default()
+            })
+            .collect();
         for (name, places) in self.places_by_app(listed) {
             let app = &self.rollouts.apps[name];
             for (slot, owner) in app.owners() {
@@ -243,7 +251,10 @@ struct Tally {
     in_sync: u32,
     failed: u32,
     stale: u32,
+    /// Whether `reached` keeps the moments, or only `reached_count` counts them.
+    keep_moments: bool,
     reached: Vec<u32>,
+    reached_count: u32,
     failed_first: u32,
     restores: Vec<u32>,
 }
@@ -259,7 +270,10 @@ impl Tally {
         }
         let reached = app.reached_at(slot);
         if let Some(t) = reached {
-            self.reached.push(t);
+            self.reached_count += 1;
+            if self.keep_moments {
+                self.reached.push(t);
+            }
         }
         if let Some(failed) = app.failed_at(slot) {
             self.failed_first += 1;
@@ -280,7 +294,7 @@ impl Tally {
             in_sync: self.in_sync,
             failed: self.failed,
             stale: self.stale,
-            reached: self.reached.len() as u32,
+            reached: self.reached_count,
             failed_before_reaching: if whole_fleet {
                 rollout.progress.failed_before_reaching
             } else {

@@ -194,13 +194,23 @@ impl Fleet {
         &mut self,
         store: &Store,
     ) -> fleetscope_store::Result<u64> {
+        let started = std::time::Instant::now();
         let records = store.rollout_record_rows().await?;
-        let mut restored = 0;
+        let (mut restored, mut reading) = (0, std::time::Duration::ZERO);
         let names: Vec<String> = self.rollouts.apps.keys().cloned().collect();
         for name in names {
+            let read = std::time::Instant::now();
             let rows = store.rollout_cluster_rows(&name).await?;
+            reading += read.elapsed();
             restored += self.restore_app(&name, rows, &records);
         }
+        tracing::info!(
+            clusters = restored,
+            rollouts = records.len(),
+            elapsed = ?started.elapsed(),
+            reading = ?reading,
+            "rollout history taken back from the records"
+        );
         Ok(restored)
     }
 
@@ -209,18 +219,15 @@ impl Fleet {
     pub(crate) fn restore_app(
         &mut self,
         name: &str,
-        mut rows: Vec<RolloutClusterRow>,
+        rows: Vec<RolloutClusterRow>,
         records: &[RolloutRecordRow],
     ) -> u64 {
         let Some(app) = self.rollouts.apps.get_mut(name) else {
             return 0;
         };
         let app = Arc::make_mut(app);
-        // Failures and reaching in the order they happened, as they were first observed.
-        rows.sort_by(|a, b| {
-            (a.reached_at.max(a.failed_at), &a.cluster_id)
-                .cmp(&(b.reached_at.max(b.failed_at), &b.cluster_id))
-        });
+        // In any order: what a cluster's moments change (the counts, the last reaching) does
+        // not depend on the others', and completion is worked out once they are all back.
         let mut restored = 0;
         for row in rows.iter().filter(|r| r.render_id > 0) {
             let Some(number) = self.clusters.slot(&row.cluster_id) else {
