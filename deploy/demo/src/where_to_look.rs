@@ -475,7 +475,10 @@ mod tests {
             provider["providers"][0]["options"]["path"].as_str(),
             Some(dashboards.to_str().unwrap())
         );
-        assert_eq!(std::fs::read_dir(&dashboards).unwrap().count(), 6);
+        assert_eq!(
+            std::fs::read_dir(&dashboards).unwrap().count(),
+            DASHBOARDS.len()
+        );
     }
 
     /// The examples as printed: each `# what` line followed by its command lines, every line
