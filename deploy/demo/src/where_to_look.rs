@@ -356,7 +356,7 @@ fn monitoring(t: &mut String, e: &Endpoints, prometheus: &Path, grafana: &(PathB
     let (provisioning, dashboards) = grafana;
     let _ = writeln!(
         t,
-        "Grafana (data sources for this ClickHouse and that Prometheus, the six dashboards):\n  docker run --rm --network host -e GF_INSTALL_PLUGINS=grafana-clickhouse-datasource -v {p}:/etc/grafana/provisioning -v {d}:{d} grafana/grafana\n  (or copy {p} into your Grafana's provisioning folder; then open http://localhost:3000, folder Fleetscope)",
+        "Grafana (data sources for this ClickHouse and that Prometheus, and every Fleetscope dashboard):\n  docker run --rm --network host -e GF_INSTALL_PLUGINS=grafana-clickhouse-datasource -v {p}:/etc/grafana/provisioning -v {d}:{d} grafana/grafana\n  (or copy {p} into your Grafana's provisioning folder; then open http://localhost:3000, folder Fleetscope)",
         p = provisioning.display(),
         d = dashboards.display()
     );
