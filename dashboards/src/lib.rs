@@ -3,7 +3,7 @@
 //! The statements come from the store's panel queries (`fleetscope_store::panel_sql`), one
 //! drift definition with the store's own; [`slots`] is what Grafana puts into them (template
 //! variables, dashboard constants, the plugin's macros); [`grafana`] builds dashboard JSON;
-//! [`boards`] lays out the six dashboards; [`expand`] replaces Grafana's variables and the
+//! [`boards`] lays out the seven dashboards; [`expand`] replaces Grafana's variables and the
 //! ClickHouse plugin's macros the way they are replaced at query time, for tests and for trying
 //! a panel's query by hand. `cargo run -p fleetscope-dashboards` writes the files into
 //! `dashboards/grafana/`.
