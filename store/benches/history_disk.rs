@@ -334,18 +334,7 @@ async fn run(clusters: usize, codecs: bool) {
     // Ten minutes per 3,000 clusters, at least ten minutes.
     let deadline = std::time::Duration::from_secs(600 * (clusters as u64).div_ceil(3_000).max(1));
     let run = chdb::run_within(&database, &current, deadline);
-    let failures: Vec<String> = run
-        .results
-        .iter()
-        .filter(|r| !r.ok)
-        .map(|r| format!("{}: {}", r.name, r.error))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "on ClickHouse {}:\n{}",
-        run.version,
-        failures.join("\n")
-    );
+    run.assert_all_ran();
     println!(
         "the same on ClickHouse {} (chdb): {:.1} s",
         run.version,

@@ -75,6 +75,32 @@ pub struct ChdbRun {
     pub results: Vec<StatementResult>,
 }
 
+impl ChdbRun {
+    /// Panics, naming every statement that failed with its error, unless all of them ran.
+    pub fn assert_all_ran(&self) {
+        let failures: Vec<String> = self
+            .results
+            .iter()
+            .filter(|r| !r.ok)
+            .map(|r| format!("{}: {}", r.name, r.error))
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "on ClickHouse {}:\n{}",
+            self.version,
+            failures.join("\n")
+        );
+    }
+
+    /// The result of the statement named `name`.
+    pub fn result(&self, name: &str) -> &StatementResult {
+        self.results
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("{name} ran on current ClickHouse"))
+    }
+}
+
 /// The Python with chdb: `$FLEETSCOPE_PYTHON`, else the environment the install script makes.
 pub fn python() -> PathBuf {
     if let Some(path) = std::env::var_os(PYTHON_ENV) {

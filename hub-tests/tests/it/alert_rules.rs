@@ -361,27 +361,9 @@ async fn prometheus_raises_the_alerts_the_generated_fleet_calls_for() {
     // Stalled rollouts: pending (10 minutes to go) for exactly the rollouts the hub exports as
     // stalled. The generated fleet's rollouts started three days before its `now`, and those
     // with a cluster that never reached them (failed, stale, drifting) have stalled.
-    let exported = reqwest::get(format!("http://{hub}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let stalled: BTreeSet<(String, String)> = exported
-        .lines()
-        .filter_map(|line| line.strip_prefix("fleetscope_rollout_stalled_seconds{"))
-        .map(|rest| {
-            let labels = rest.split_once('}').expect("labels end").0;
-            let value = |name: &str| {
-                labels
-                    .split(',')
-                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
-                    .and_then(|v| v.strip_suffix('"'))
-                    .expect("the label")
-                    .to_owned()
-            };
-            (value("app"), value("version"))
-        })
+    let exported = crate::common::metrics_text(&format!("http://{hub}")).await;
+    let stalled: BTreeSet<(String, String)> = crate::common::stalled_rollouts(&exported)
+        .into_keys()
         .collect();
     assert!(
         !stalled.is_empty(),

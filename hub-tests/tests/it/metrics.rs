@@ -40,12 +40,7 @@ async fn series_stay_bounded_at_30000_clusters() {
         max_apps: 2,
     };
     let base = serve(Arc::new(common::hub_state(&test, &fleet, config).await)).await;
-    let text = reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = common::metrics_text(&base).await;
     let per_name = series(&text);
     let total: usize = per_name.values().sum();
 

@@ -545,12 +545,7 @@ async fn waves_a_stall_a_join_and_a_rollback_give_the_documented_figures() {
 
     // `/metrics`: rollouts per status, and the stalled one with its time without progress
     // (3,700 s since c7 reached it).
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::metrics_text(&base).await;
     for line in [
         "fleetscope_rollouts{status=\"complete\"} 5",
         "fleetscope_rollouts{status=\"rolled_back\"} 1",

@@ -246,13 +246,7 @@ fn column_codecs_apply_on_the_current_engine_and_keep_the_rows() {
 WHERE database = currentDatabase() AND compression_codec != ''",
     ));
     let run = chdb::run("codecs", &statements);
-    let failures: Vec<String> = run
-        .results
-        .iter()
-        .filter(|r| !r.ok)
-        .map(|r| format!("{}: {}", r.name, r.error))
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    run.assert_all_ran();
     assert!(
         schema::has_codecs(&run.version),
         "chdb's {} has codecs",

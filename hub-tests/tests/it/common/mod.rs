@@ -92,3 +92,32 @@ pub fn documented_routes() -> &'static [RouteDoc] {
             .collect()
     })
 }
+
+/// The text `/metrics` at `base` (`http://host:port`) serves.
+pub async fn metrics_text(base: &str) -> String {
+    reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The stalled rollouts metrics `text` exports: (app, version) → seconds without progress.
+pub fn stalled_rollouts(text: &str) -> std::collections::BTreeMap<(String, String), String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("fleetscope_rollout_stalled_seconds{"))
+        .map(|rest| {
+            let (labels, seconds) = rest.split_once("} ").expect("labels, then the value");
+            let label = |name: &str| {
+                labels
+                    .split(',')
+                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                    .and_then(|v| v.strip_suffix('"'))
+                    .expect("the label")
+                    .to_owned()
+            };
+            ((label("app"), label("version")), seconds.to_owned())
+        })
+        .collect()
+}

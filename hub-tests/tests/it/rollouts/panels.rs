@@ -10,6 +10,7 @@ use fleetscope_testkit::chdb::{self, Statement};
 use serde_json::Value;
 
 use super::{built, id, ok, Recording, Servers, T};
+use crate::common;
 
 const NOW: u32 = T + 7300;
 const DAY: u32 = 86_400;
@@ -118,13 +119,24 @@ impl Panels {
             .collect()
     }
 
+    /// A panel's rows, its header checked against the columns it declares.
     async fn panel(&mut self, what: &str, query: &PanelQuery) -> Vec<BTreeMap<String, String>> {
-        let rows = self.rows(what, &query.sql).await;
-        if let Some(first) = rows.first() {
-            let names: Vec<&str> = query.columns.to_vec();
-            assert_eq!(first.len(), names.len(), "{what}: columns");
-        }
-        rows
+        let header = self
+            .node
+            .text(
+                what,
+                &format!("SELECT * FROM ({}) LIMIT 0", query.sql),
+                "TabSeparatedWithNames",
+            )
+            .await;
+        let header: Vec<&str> = header
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split('\t')
+            .collect();
+        assert_eq!(header, query.columns, "{what}: columns");
+        self.rows(what, &query.sql).await
     }
 }
 
@@ -192,29 +204,11 @@ async fn list_and_stalled(panels: &mut Panels, base: &str) {
         "the fleet has a stalled rollout"
     );
 
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let mut exported: Vec<(String, String, String)> = metrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("fleetscope_rollout_stalled_seconds{"))
-        .map(|rest| {
-            let (labels, seconds) = rest.split_once("} ").unwrap();
-            let label = |name: &str| {
-                labels
-                    .split(',')
-                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
-                    .unwrap()
-                    .trim_end_matches('"')
-                    .to_owned()
-            };
-            (label("app"), label("version"), seconds.to_owned())
-        })
-        .collect();
-    exported.sort();
+    let exported: Vec<(String, String, String)> =
+        common::stalled_rollouts(&common::metrics_text(base).await)
+            .into_iter()
+            .map(|((app, version), seconds)| (app, version, seconds))
+            .collect();
     let mut shown: Vec<(String, String, String)> = panels
         .panel(
             "stalled rollouts",
@@ -508,25 +502,14 @@ async fn the_dashboard_panels_give_the_hubs_figures_on_both_versions() {
         texts.push((what, node.text(what, sql, "TabSeparated").await));
     }
     let run = chdb::run(&node.database, &statements);
-    let failures: Vec<String> = run
-        .results
-        .iter()
-        .filter(|r| !r.ok)
-        .map(|r| format!("{}: {}", r.name, r.error))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "on ClickHouse {}:\n{}",
-        run.version,
-        failures.join("\n")
-    );
+    run.assert_all_ran();
     for (what, text) in texts {
-        let result = run
-            .results
-            .iter()
-            .find(|r| &r.name == what)
-            .unwrap_or_else(|| panic!("{what} ran on current ClickHouse"));
-        assert_eq!(result.output, text, "{what} on {} and 18.16", run.version);
+        assert_eq!(
+            run.result(what).output,
+            text,
+            "{what} on {} and 18.16",
+            run.version
+        );
     }
 }
 
