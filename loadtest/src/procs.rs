@@ -134,7 +134,10 @@ fn spawn(
         .args(args)
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
-        .env("FLEETSCOPE_LOG", "warn")
+        .env(
+            "FLEETSCOPE_LOG",
+            std::env::var("FLEETSCOPE_SERVICE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(file.try_clone()?)
         .stderr(file)

@@ -366,13 +366,13 @@ impl Tables {
         for change in &tables.version_changes {
             *held.entry(change.render_id).or_default() += 1;
         }
-        let renders = tables.origins.keys().copied();
-        let short = short_of_changes(
-            renders.filter(|&r| r <= markers.last_render),
+        let renders = renders_to_check(
+            tables.origins.keys().copied(),
             &change_counts,
-            &held,
-            store.cluster().is_some(),
+            changes_after,
+            markers.last_render,
         );
+        let short = short_of_changes(renders, &change_counts, &held, store.cluster().is_some());
         tables.unreplicated_render = held_longer(tables.unreplicated_render, short);
         Ok(tables)
     }
@@ -531,6 +531,25 @@ fn held_longer(a: Option<(u64, bool)>, b: Option<(u64, bool)>) -> Option<(u64, b
     }
 }
 
+/// The renders in `(after, last_render]` whose version changes must all be read before a read
+/// is applied: those `origins` (the `renders` rows read) and `written` (their counts) name, and
+/// `last_render` itself. On a ClickHouse cluster each query may be answered by another node, and
+/// a node that answered the change markers may hold a `renders` row that the node answering
+/// the origins does not have yet: a render is checked whichever read saw it.
+fn renders_to_check(
+    origins: impl IntoIterator<Item = u64>,
+    written: &[fleetscope_store::RenderChangeCountRow],
+    after: u64,
+    last_render: u64,
+) -> std::collections::BTreeSet<u64> {
+    origins
+        .into_iter()
+        .chain(written.iter().map(|c| c.render_id))
+        .chain(std::iter::once(last_render))
+        .filter(|&r| r > after && r <= last_render)
+        .collect()
+}
+
 /// Of `renders`, the one held back the longest because fewer of its version change rows were
 /// read (`held`, by render) than it wrote (`written`), or because what it wrote was not read on
 /// a ClickHouse cluster (`clustered`), where each table replicates on its own. On one server the
@@ -572,8 +591,8 @@ pub(crate) async fn young_and_short(
         return Ok(None);
     }
     let written = store.render_change_counts(after, last_render).await?;
-    let renders = render_origins(store, after).await?;
-    let renders = renders.keys().copied().filter(|&r| r <= last_render);
+    let origins = render_origins(store, after).await?;
+    let renders = renders_to_check(origins.keys().copied(), &written, after, last_render);
     Ok(
         match short_of_changes(renders, &written, held, store.cluster().is_some()) {
             Some((render, known)) if now_ms < render + grace(known).as_millis() as u64 => {
@@ -770,6 +789,32 @@ mod tests {
             short_of_changes(uncounted, &written, &all, true),
             Some((RENDER + 1, false)),
             "on a cluster its count may not have arrived"
+        );
+    }
+
+    #[test]
+    fn a_render_is_checked_when_any_read_names_it() {
+        let counts = written(&[(RENDER - 1, 4)]);
+        let origins = [RENDER - 3, RENDER - 2];
+        let checked = |after| -> Vec<u64> {
+            renders_to_check(origins, &counts, after, RENDER)
+                .into_iter()
+                .collect()
+        };
+        assert_eq!(
+            checked(RENDER - 3),
+            vec![RENDER - 2, RENDER - 1, RENDER],
+            "the newest render published, though the origins read lack it, and one only counted"
+        );
+        assert_eq!(checked(RENDER), Vec::<u64>::new(), "nothing after the last");
+        assert_eq!(checked(u64::MAX), Vec::<u64>::new(), "nothing to check");
+        // The node that answered the markers held render RENDER, the one that answered the
+        // origins and the counts did not: its changes are not in, and it is held back.
+        let held: BTreeMap<u64, u32> = [(RENDER - 1, 4)].into();
+        let renders = renders_to_check(origins, &counts, RENDER - 3, RENDER);
+        assert_eq!(
+            short_of_changes(renders, &counts, &held, true),
+            Some((RENDER, false))
         );
     }
 
