@@ -18,6 +18,7 @@ mod examples;
 mod gate_params;
 mod metrics;
 mod openapi;
+mod pages;
 mod params;
 mod query;
 pub mod rollout_records;

@@ -435,17 +435,20 @@ impl VersionsQuery {
 /// `GET /api/v1/stale`.
 #[derive(Debug)]
 pub struct StaleQuery {
+    /// `at`: the fleet at that past moment; `None` for now.
+    pub at: Option<Timestamp>,
     pub selection: Selection,
     pub limit: usize,
     pub cursor: Option<String>,
     pub csv: bool,
 }
 
-route_query!(StaleQuery: GroupPart, EnvironmentPart, LabelPart, LimitPart, CursorPart, FormatPart);
+route_query!(StaleQuery: GroupPart, EnvironmentPart, LabelPart, LimitPart, CursorPart, AtPart, FormatPart);
 
 impl StaleQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
         Ok(StaleQuery {
+            at: params.time("at")?,
             selection: Selection::from_params(params)?,
             limit: documented!(LimitPart, "limit").limit(params)?,
             cursor: params.cursor()?,
@@ -512,6 +515,8 @@ impl EnvironmentsQuery {
 /// `GET /api/v1/gate`.
 #[derive(Debug)]
 pub struct GateQuery {
+    /// `at`: the fleet at that past moment; `None` for now.
+    pub at: Option<Timestamp>,
     /// `app` is required here.
     pub selection: Selection,
     pub rules: fleetscope_engine::gate::Rules,
@@ -566,7 +571,7 @@ struct GatePart {
     stale: Option<GateStale>,
 }
 
-route_query!(GateQuery: GatePart, GroupPart, EnvironmentPart, LabelPart, LimitPart, CursorPart);
+route_query!(GateQuery: GatePart, GroupPart, EnvironmentPart, LabelPart, LimitPart, CursorPart, AtPart);
 
 impl GateQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
@@ -585,6 +590,7 @@ impl GateQuery {
         }
         let max_failed = params.get("max_failed").map(str::to_owned);
         Ok(GateQuery {
+            at: params.time("at")?,
             selection,
             rules: fleetscope_engine::gate::Rules {
                 app,
@@ -666,6 +672,8 @@ impl HistoryQuery {
 /// `GET /api/v1/insights/failures`.
 #[derive(Debug)]
 pub struct InsightsQuery {
+    /// `at`: the fleet at that past moment; `None` for now.
+    pub at: Option<Timestamp>,
     /// `app` is required here.
     pub selection: Selection,
     pub app: String,
@@ -690,7 +698,7 @@ struct InsightsPart {
     limit: Option<u32>,
 }
 
-route_query!(InsightsQuery: InsightsPart, GroupPart, EnvironmentPart, LabelPart);
+route_query!(InsightsQuery: InsightsPart, GroupPart, EnvironmentPart, LabelPart, AtPart);
 
 impl InsightsQuery {
     fn from_params(params: &Params) -> Result<Self, ApiError> {
@@ -700,6 +708,7 @@ impl InsightsQuery {
             .clone()
             .ok_or_else(|| ApiError::bad("app", "required"))?;
         Ok(InsightsQuery {
+            at: params.time("at")?,
             selection,
             app,
             version: params.get("version").map(str::to_owned),

@@ -35,6 +35,12 @@ pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: boo
     let routes = crate::openapi::routes();
     let require = || axum::middleware::from_fn_with_state(auth.clone(), crate::auth::require);
     let api = routes.guarded.layer(require()).merge(routes.open);
+    // The pages ask the API as any client would, through the same routes.
+    let pages = crate::pages::router(
+        api.clone().with_state(state.clone()),
+        auth.clone(),
+        state.secure_cookies,
+    );
     let metrics = Router::new().route("/metrics", get(metrics_endpoint));
     let metrics = if open_metrics {
         metrics
@@ -46,6 +52,7 @@ pub fn router(state: Arc<AppState>, auth: impl Into<LiveAuth>, open_metrics: boo
         .route("/readyz", get(readyz))
         .merge(api)
         .merge(metrics)
+        .merge(pages)
         .fallback(|| async { ApiError::not_found("no such route; see /api/v1/openapi.json") })
         .layer(axum::middleware::from_fn_with_state(
             REQUEST_TIMEOUT,
@@ -257,6 +264,7 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
         stall_after: args.rollout_stall_after,
         failure_budget_percent: args.rollout_failure_budget,
     };
+    state.secure_cookies = tls.is_some();
     let insecure = auth.is_insecure();
     let auth = LiveAuth::new(auth);
     if let Some((path, version)) = tokens_version {

@@ -43,6 +43,8 @@ pub struct AppState {
     /// Metrics of the files reloaded while the hub runs (token file, TLS certificate), added
     /// to `/metrics`; empty when nothing is watched.
     pub reloads: prometheus_client::registry::Registry,
+    /// Whether the pages' session cookie is `Secure`: the hub serves TLS.
+    pub secure_cookies: bool,
 }
 
 impl std::fmt::Debug for AppState {
@@ -69,6 +71,7 @@ impl AppState {
             last_refresh: AtomicI64::new(clock::now().seconds()),
             refresh_failures: AtomicU64::new(0),
             reloads: prometheus_client::registry::Registry::default(),
+            secure_cookies: false,
         }
     }
 

@@ -16,7 +16,13 @@ use crate::cluster::ClusterSetup;
 use crate::procs::{Service, Watched};
 use crate::readers::Timings;
 
+/// How many times a killed replica is started before the fault counts as failed, and the
+/// pause between two starts (ZooKeeper ends a killed server's session within its timeout).
+const REPLICA_START_ATTEMPTS: u32 = 10;
+const REPLICA_START_PAUSE: Duration = Duration::from_secs(5);
+
 /// A fault, as named on the command line.
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
@@ -101,7 +107,20 @@ pub async fn inject(
                 let mut cluster = clickhouse.lock().expect("cluster lock");
                 let (shards, replicas) = (cluster.spec().shards, cluster.spec().replicas);
                 let server = cluster.server_mut(shards - 1, replicas - 1);
-                server.restart().map(|()| server.pid())
+                // A replica started again before ZooKeeper has ended the killed one's session
+                // finds itself still marked active and exits; an operator starts it again.
+                let mut attempt = 1;
+                loop {
+                    match server.restart() {
+                        Ok(()) => break Ok(server.pid()),
+                        Err(err) if attempt < REPLICA_START_ATTEMPTS => {
+                            eprintln!("  the killed replica did not start (attempt {attempt}), trying again: {err}");
+                            attempt += 1;
+                            std::thread::sleep(REPLICA_START_PAUSE);
+                        }
+                        Err(err) => break Err(err),
+                    }
+                }
             })
             .await?
             .context("starting the killed replica again")?;

@@ -234,6 +234,11 @@ fn questions() -> Vec<String> {
         "/api/v1/drift?app=api&limit=2".to_owned(),
         "/api/v1/environments".to_owned(),
         "/api/v1/environments?app=cart".to_owned(),
+        "/api/v1/stale".to_owned(),
+        "/api/v1/stale?limit=1".to_owned(),
+        "/api/v1/gate?app=api&version=2.0.0&soak=1h&threshold=0.5".to_owned(),
+        "/api/v1/gate?app=cart&version=1.0.0&limit=1".to_owned(),
+        "/api/v1/insights/failures?app=api".to_owned(),
     ];
     for cluster in CLUSTERS {
         paths.push(format!("/api/v1/clusters/{cluster}?history_hours=30"));

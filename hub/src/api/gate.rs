@@ -31,6 +31,7 @@ pub async fn gate(
     ApiQuery(query): ApiQuery<GateQuery>,
 ) -> Result<Answer, ApiError> {
     let GateQuery {
+        at,
         selection,
         rules,
         max_failed,
@@ -39,7 +40,8 @@ pub async fn gate(
     } = query;
     let group = selection.group.as_ref().map(|g| g.as_str().to_owned());
     let filter = scoped_filter(&principal, selection);
-    let rendered = on_fleet(&state, move |fleet, _| {
+    let reach = Reach::App(rules.app.clone());
+    let rendered = on_fleet_at(&state, at, reach, move |fleet, _| {
         let tally =
             fleetscope_engine::gate::tally(fleet, &filter, &rules, limit, cursor.as_deref());
         Rendered::json(&GateAnswer {

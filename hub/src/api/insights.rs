@@ -30,6 +30,7 @@ pub async fn insights_failures(
     ApiQuery(query): ApiQuery<InsightsQuery>,
 ) -> Result<Answer, ApiError> {
     let InsightsQuery {
+        at,
         selection,
         app,
         version,
@@ -42,7 +43,8 @@ pub async fn insights_failures(
         version,
         limit,
     };
-    let rendered = on_fleet(&state, move |fleet, _| {
+    let reach = Reach::App(question.app.clone());
+    let rendered = on_fleet_at(&state, at, reach, move |fleet, _| {
         Rendered::json(&InsightsAnswer::from(
             fleetscope_engine::insights::failures(fleet, &question),
         ))

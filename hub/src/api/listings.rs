@@ -136,6 +136,7 @@ pub async fn stale(
     ApiQuery(query): ApiQuery<StaleQuery>,
 ) -> Result<Answer, ApiError> {
     let StaleQuery {
+        at,
         selection,
         limit,
         cursor,
@@ -143,7 +144,7 @@ pub async fn stale(
     } = query;
     let filter = scoped_filter(&principal, selection);
     let after = cursor.map(|c| stale_key(&c)).transpose()?;
-    let rendered = on_fleet(&state, move |fleet, now| {
+    let rendered = on_fleet_at(&state, at, Reach::Fleet, move |fleet, now| {
         let mut stale: Vec<(u32, &str, &ClusterRec)> = fleet
             .stale_clusters()
             .filter(|(_, c)| fleet.cluster_matches(c, &filter))

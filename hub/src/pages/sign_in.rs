@@ -1,0 +1,180 @@
+//! Signing in with an API token and out again. The token arrives in a form's body, is checked
+//! against the token file in force, and is kept in the session cookie; it never appears in a
+//! URL or a log line. A sign-in from another site's page (its `Origin` not this host) is
+//! refused.
+
+use std::sync::Arc;
+
+use axum::extract::{RawQuery, State};
+use axum::http::header::{self, HeaderMap, HeaderValue};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use maud::{html, Markup};
+use serde::Deserialize;
+
+use super::lists::Params;
+use super::view::Page;
+use super::{percent_encode, Ui, SESSION_COOKIE, SESSION_SECONDS};
+
+/// The sign-in form's fields.
+#[derive(Debug, Deserialize)]
+pub struct SignIn {
+    token: String,
+    #[serde(default)]
+    next: String,
+}
+
+/// Where to go after signing in: a page of the hub's own (`/ui/…`), else the fleet page.
+fn next_page(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with("/ui/") && !n.starts_with("/ui//") && !n.contains('\\') => {
+            n.to_owned()
+        }
+        _ => "/ui/fleet".to_owned(),
+    }
+}
+
+/// `GET /ui/sign-in?next=`.
+pub async fn form(State(ui): State<Arc<Ui>>, uri: Uri, RawQuery(raw): RawQuery) -> Response {
+    let params = Params::parse(raw.as_deref());
+    let next = next_page(params.get("next"));
+    if ui.auth.current().is_insecure() {
+        return Redirect::to(&next).into_response();
+    }
+    sign_in_page(&uri, &next, None, StatusCode::OK)
+}
+
+fn sign_in_page(uri: &Uri, next: &str, problem: Option<&str>, status: StatusCode) -> Response {
+    let page = Page::new("Sign in", None, uri).signed_out();
+    (status, page.render(sign_in_form(next, problem))).into_response()
+}
+
+fn sign_in_form(next: &str, problem: Option<&str>) -> Markup {
+    html! {
+        form class="sign-in" method="post" action="/ui/sign-in" {
+            p { "Sign in with an API token of this hub (read role or above). A token scoped to a group shows that group only." }
+            @if let Some(problem) = problem {
+                p class="error" role="alert" id="sign-in-problem" { (problem) }
+            }
+            input type="hidden" name="next" value=(next);
+            div class="field" {
+                label for="token" { "API token" }
+                input id="token" name="token" type="password" autocomplete="current-password" required autofocus;
+            }
+            button type="submit" { "Sign in" }
+        }
+    }
+}
+
+/// `POST /ui/sign-in`: checks the token and sets the session cookie.
+pub async fn submit(
+    State(ui): State<Arc<Ui>>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<SignIn>,
+) -> Response {
+    let next = next_page(Some(&form.next));
+    if !same_origin(&headers) {
+        return sign_in_page(
+            &uri,
+            &next,
+            Some("This sign-in came from another site's page and was refused."),
+            StatusCode::FORBIDDEN,
+        );
+    }
+    let token = form.token.trim();
+    let mut bearer = HeaderMap::new();
+    let admitted = HeaderValue::from_str(&format!("Bearer {token}"))
+        .ok()
+        .map(|value| {
+            bearer.insert(header::AUTHORIZATION, value);
+            ui.auth.current().authenticate(&bearer).is_ok()
+        })
+        .unwrap_or(false);
+    if token.is_empty() || !admitted {
+        tracing::info!("a sign-in to the pages was refused: unknown token");
+        return sign_in_page(
+            &uri,
+            &next,
+            Some("This token is not admitted by the hub's token file."),
+            StatusCode::UNAUTHORIZED,
+        );
+    }
+    let cookie = format!(
+        "{SESSION_COOKIE}={}; Path=/ui; Max-Age={SESSION_SECONDS}; HttpOnly; SameSite=Strict{}",
+        percent_encode(token),
+        if ui.secure_cookies { "; Secure" } else { "" }
+    );
+    session_response(&next, &cookie)
+}
+
+/// `POST /ui/sign-out`: clears the session cookie.
+pub async fn sign_out(State(ui): State<Arc<Ui>>) -> Response {
+    let cookie = format!(
+        "{SESSION_COOKIE}=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict{}",
+        if ui.secure_cookies { "; Secure" } else { "" }
+    );
+    session_response("/ui/sign-in", &cookie)
+}
+
+fn session_response(to: &str, cookie: &str) -> Response {
+    let mut response = Redirect::to(to).into_response();
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// Whether a form post came from this host's own pages: no `Origin` (not a browser's
+/// cross-site post), or one whose host and port are the `Host` asked.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) else {
+        return true;
+    };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin_host = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    matches!((origin_host, host), (Some(o), Some(h)) if o == h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_hubs_own_pages_are_gone_to_after_signing_in() {
+        assert_eq!(
+            next_page(Some("/ui/apps/checkout?at=1")),
+            "/ui/apps/checkout?at=1"
+        );
+        for elsewhere in [
+            "https://evil.example/",
+            "//evil.example",
+            "/ui//evil",
+            "/api/v1/summary",
+            "/ui/\\x",
+        ] {
+            assert_eq!(next_page(Some(elsewhere)), "/ui/fleet", "{elsewhere}");
+        }
+        assert_eq!(next_page(None), "/ui/fleet");
+    }
+
+    #[test]
+    fn a_sign_in_from_another_sites_page_is_told_apart() {
+        let headers = |origin: Option<&'static str>| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_static("hub.example:8080"));
+            if let Some(o) = origin {
+                h.insert(header::ORIGIN, HeaderValue::from_static(o));
+            }
+            h
+        };
+        assert!(same_origin(&headers(None)));
+        assert!(same_origin(&headers(Some("http://hub.example:8080"))));
+        assert!(same_origin(&headers(Some("https://hub.example:8080"))));
+        assert!(!same_origin(&headers(Some("http://evil.example"))));
+        assert!(!same_origin(&headers(Some("null"))));
+    }
+}
