@@ -1,12 +1,14 @@
 //! Helpers for tests that need real components: a private ClickHouse server with a fresh
 //! database per test, a runner for the current ClickHouse engine (chdb), and the drift grid, a
 //! set of cases covering every branch of the drift rules as real rows, and the pieces of the
-//! fault tests on the real binaries, and a private CA for TLS.
+//! fault tests on the real binaries, a private CA for TLS, and a WebDriver client that drives a
+//! headless Chromium for browser tests.
 //!
 //! Nothing here skips: a missing server or tool fails the test with what to install.
 
 #![forbid(unsafe_code)]
 
+pub mod browser;
 pub mod chdb;
 pub mod clickhouse_cluster;
 pub mod faults;

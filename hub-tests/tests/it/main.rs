@@ -13,6 +13,7 @@ mod metrics;
 mod one_definition;
 mod openapi_schemas;
 mod otlp;
+mod pages;
 mod params;
 mod past_moments;
 mod render_visibility;

@@ -36,7 +36,7 @@ enum Servers {
     Cluster(Box<LocalClickHouseCluster>, String),
 }
 
-struct Fleet {
+pub(crate) struct Fleet {
     servers: Servers,
     store: Store,
     index: Arc<Index>,
@@ -256,7 +256,7 @@ fn state_at(fleet: &Fleet, at: u32) -> Arc<AppState> {
 
 /// The hub's writes of its rollout records, from one moment to the next.
 #[derive(Default)]
-struct Recording {
+pub(crate) struct Recording {
     recorder: fleetscope_engine::rollout_records::RolloutRecorder,
     last_ms: u64,
 }
@@ -275,7 +275,7 @@ impl Recording {
 
 /// The fleet, the hub's state at its end and the address serving it; with `recording`, the
 /// hub writes its rollout records at `T + 3200` and at the end.
-async fn built(
+pub(crate) async fn built(
     on_a_cluster: bool,
     mut recording: Option<&mut Recording>,
 ) -> (Fleet, Arc<AppState>, String) {

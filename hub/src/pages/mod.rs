@@ -85,6 +85,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         .route("/ui/sign-in", get(sign_in::form).post(sign_in::submit))
         .route("/ui/sign-out", post(sign_in::sign_out))
         .route("/ui/static/style.css", get(style))
+        .route("/ui/static/icon.svg", get(icon))
         .layer(axum::middleware::from_fn(page_headers))
         .with_state(ui)
 }
@@ -97,6 +98,18 @@ async fn style() -> Response {
             (header::CACHE_CONTROL, "public, max-age=3600"),
         ],
         include_str!("style.css"),
+    )
+        .into_response()
+}
+
+/// The pages' icon.
+async fn icon() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        include_str!("icon.svg"),
     )
         .into_response()
 }

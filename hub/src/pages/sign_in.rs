@@ -98,7 +98,8 @@ pub async fn submit(
             &uri,
             &next,
             Some("This token is not admitted by the hub's token file."),
-            StatusCode::UNAUTHORIZED,
+            // The form again, with what went wrong: a page like any other.
+            StatusCode::OK,
         );
     }
     let cookie = format!(

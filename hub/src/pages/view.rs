@@ -108,10 +108,10 @@ pub fn state_counts(by_state: &ByState) -> Markup {
             @for (name, words, mark) in STATES {
                 @let n = by_state.get(*name).copied().unwrap_or(0);
                 @if n > 0 {
-                    span class={"count s-" (name)} title=(words) {
+                    span class={"count s-" (name)} title=(words) data-state=(name) {
                         span class="mark" aria-hidden="true" { (mark) }
                         span class="visually-hidden" { (words) " " }
-                        (n)
+                        span class="n" { (n) }
                     }
                 }
             }
@@ -226,6 +226,7 @@ impl Page {
                     meta name="viewport" content="width=device-width, initial-scale=1";
                     title { (self.title) " · Fleetscope" }
                     link rel="stylesheet" href="/ui/static/style.css";
+                    link rel="icon" href="/ui/static/icon.svg" type="image/svg+xml";
                 }
                 body {
                     a class="skip" href="#main" { "Skip to content" }
