@@ -161,40 +161,55 @@ pub fn tally<'a>(
         holding_back: Vec::new(),
         next_after: None,
     };
-    if let Some(app_id) = s.find(&rules.app) {
+    // The version and commit asked for as symbols: one a fleet never saw targets nothing.
+    let wanted = |text: &Option<String>| text.as_deref().map(|t| s.find(t));
+    let (version, commit) = (wanted(&rules.version), wanted(&rules.commit));
+    let unknown = matches!(version, Some(None)) || matches!(commit, Some(None));
+    if let Some(app_id) = s.find(&rules.app).filter(|_| !unknown) {
         for (id, cluster) in fleet.clusters.iter() {
             if !fleet.cluster_matches(cluster, filter) {
                 continue;
             }
-            let Some(pair) = fleet.current_pair(cluster, app_id) else {
+            // The state and the desired side first: what the cluster runs is looked up only
+            // for a pair whose time in sync counts (a soak) or that is listed.
+            let Some((Some(d), state)) = fleet.current_desired_and_state(cluster, app_id) else {
                 continue;
             };
-            let Some(d) = pair.desired else { continue };
-            if rules
-                .version
-                .as_deref()
-                .is_some_and(|v| s.text(d.version) != v)
-                || rules
-                    .commit
-                    .as_deref()
-                    .is_some_and(|c| s.text(d.commit) != c)
+            if version.is_some_and(|v| v != Some(d.version))
+                || commit.is_some_and(|c| c != Some(d.commit))
             {
                 continue;
             }
-            if pair.state == DriftState::Stale {
+            if state == DriftState::Stale {
                 tally.stale += 1;
                 if rules.stale == StaleMode::Exclude {
                     continue;
                 }
             }
             tally.targeted += 1;
-            *tally.by_state.entry(pair.state.as_str()).or_default() += 1;
-            let span = in_sync_span(&pair, cluster);
-            match pair.state {
+            *tally.by_state.entry(state.as_str()).or_default() += 1;
+            match state {
                 DriftState::InSync => tally.in_sync += 1,
                 DriftState::Failed => tally.failed += 1,
                 _ => {}
             }
+            // Without a soak an in-sync pair is soaked (in sync, it runs the desired version,
+            // so its span exists), and one that is not is never.
+            if rules.soak == 0 && state == DriftState::InSync {
+                tally.soaked += 1;
+                continue;
+            }
+            let listed = after.is_none_or(|a| id > a) && tally.holding_back.len() < limit;
+            if rules.soak == 0 && !listed {
+                if after.is_none_or(|a| id > a) && tally.next_after.is_none() {
+                    tally.next_after = tally.holding_back.last().map(|h| h.cluster);
+                }
+                continue;
+            }
+            let Some(pair) = fleet.current_pair(cluster, app_id) else {
+                continue;
+            };
+            let span = in_sync_span(&pair, cluster);
             if span.is_some_and(|span| soaked(span, rules.soak)) {
                 tally.soaked += 1;
                 continue;

@@ -248,15 +248,16 @@ fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
         if !fleet.cluster_matches(cluster, &question.filter) {
             continue;
         }
-        let Some(pair) = fleet.current_pair(cluster, app) else {
+        // The state and the desired version are all this needs: not what the cluster runs.
+        let Some((desired, state)) = fleet.current_desired_and_state(cluster, app) else {
             continue;
         };
         if let Some(version) = question.version.as_deref() {
-            if pair.desired.is_none_or(|d| s.text(d.version) != version) {
+            if desired.is_none_or(|d| s.text(d.version) != version) {
                 continue;
             }
         }
-        let Some(side) = side(pair.state) else {
+        let Some(side) = side(state) else {
             tally.other += 1;
             continue;
         };

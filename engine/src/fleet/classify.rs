@@ -163,6 +163,32 @@ impl Fleet {
         })
     }
 
+    /// The desired side and the maintained state of one cluster's pair of `app` (a symbol),
+    /// without looking for the object it runs: what [`Fleet::current_pair`] gives of them, for
+    /// questions that need no more (a pair's maintained state is there exactly when the pair
+    /// is; the rare pair without one is looked up whole).
+    pub fn current_desired_and_state<'a>(
+        &'a self,
+        cluster: &'a ClusterRec,
+        app: u32,
+    ) -> Option<(Option<&'a DesiredRec>, DriftState)> {
+        cluster.info.as_ref()?;
+        let Some(state) = cluster.state_of(app) else {
+            return self
+                .current_pair(cluster, app)
+                .map(|p| (p.desired, p.state));
+        };
+        let desired = cluster
+            .render_group
+            .and_then(|g| self.desired.get(&g))
+            .and_then(|apps| {
+                apps.binary_search_by_key(&app, |d| d.app)
+                    .ok()
+                    .map(|i| &apps[i])
+            });
+        Some((desired, state))
+    }
+
     /// The pair of one cluster and one app (by symbol) with its maintained state.
     pub fn current_pair<'a>(&'a self, cluster: &'a ClusterRec, app: u32) -> Option<Pair<'a>> {
         let (desired, observed) = self.raw_pair(cluster, app)?;
