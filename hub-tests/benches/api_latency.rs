@@ -429,6 +429,31 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
             vec![format!("/api/v1/insights/failures?app={gate_app}")],
         ),
         endpoint("/metrics".into(), vec!["/metrics".into()]),
+        // The hub's pages (the bench's hub has no token file: no sign-in).
+        endpoint("/ui/fleet".into(), vec!["/ui/fleet".into()]),
+        endpoint(
+            format!("/ui/fleet?group={region}"),
+            vec![format!("/ui/fleet?group={region}")],
+        ),
+        endpoint(
+            format!("/ui/apps/{{app}} ({} apps)", version_apps.len()),
+            version_apps
+                .iter()
+                .map(|a| format!("/ui/apps/{a}"))
+                .collect(),
+        ),
+        endpoint(
+            format!("/ui/clusters/{{id}} ({} ids)", cluster_ids.len()),
+            cluster_ids
+                .iter()
+                .map(|id| format!("/ui/clusters/{id}"))
+                .collect(),
+        ),
+        endpoint("/ui/stale".into(), vec!["/ui/stale".into()]),
+        endpoint(
+            format!("/ui/gate?app={gate_app}&version={prod_version}"),
+            vec![format!("/ui/gate?app={gate_app}&version={prod_version}")],
+        ),
     ];
     let mut rows = Vec::new();
     for endpoint in &endpoints {

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::hubcheck::HubClient;
 
-/// What the readers ask for; the `{cluster}`, `{app}` and `{region}` holes are filled at random.
+/// What the readers ask for; the `{cluster}`, `{app}` and `{region}` holes are filled at random,
+/// `{gate_app}` and `{gate_version}` with an app and a version desired somewhere.
 const ROUTES: &[(&str, &str)] = &[
     ("summary", "/api/v1/summary"),
     ("summary of a region", "/api/v1/summary?group={region}"),
@@ -22,6 +23,26 @@ const ROUTES: &[(&str, &str)] = &[
     ("app versions", "/api/v1/apps/{app}/versions"),
     ("stale clusters", "/api/v1/stale?limit=100"),
     ("environments", "/api/v1/environments"),
+    // The hub's own pages, as a browser asks for them (signed in with the same token).
+    ("fleet page", "/ui/fleet"),
+    ("group page", "/ui/fleet?group={region}"),
+    ("app page", "/ui/apps/{app}"),
+    ("cluster page (ui)", "/ui/clusters/{cluster}"),
+    ("stale page", "/ui/stale"),
+    (
+        "gate page",
+        "/ui/gate?app={gate_app}&version={gate_version}",
+    ),
+];
+
+/// The routes' names that are pages, for the report's targets.
+pub const PAGES: &[&str] = &[
+    "fleet page",
+    "group page",
+    "app page",
+    "cluster page (ui)",
+    "stale page",
+    "gate page",
 ];
 
 /// One answer: seconds since the run started, latency in milliseconds.
@@ -116,6 +137,8 @@ pub struct Choices {
     pub clusters: Arc<Vec<String>>,
     pub apps: Arc<Vec<String>>,
     pub regions: Arc<Vec<String>>,
+    /// (app, version) pairs desired on some cluster.
+    pub gates: Arc<Vec<(String, String)>>,
 }
 
 /// Starts `readers` loops over the routes until `stop` is set; answers are timed from
@@ -191,13 +214,24 @@ async fn reader_loop(
             .replace("{cluster}", &pick(&choices.clusters, &mut rng))
             .replace("{app}", &pick(&choices.apps, &mut rng))
             .replace("{region}", &pick(&choices.regions, &mut rng));
+        let path = match choices
+            .gates
+            .get(rng.below(choices.gates.len().max(1) as u64) as usize)
+        {
+            Some((app, version)) => path
+                .replace("{gate_app}", app)
+                .replace("{gate_version}", version),
+            None => path,
+        };
         let started = Instant::now();
-        let result = hub
-            .http
-            .get(format!("{}{path}", hub.url))
-            .bearer_auth(&hub.token)
-            .send()
-            .await;
+        let request = hub.http.get(format!("{}{path}", hub.url));
+        // The pages take the token from their session cookie, as after signing in.
+        let request = if path.starts_with("/ui/") {
+            request.header("cookie", format!("fleetscope_session={}", hub.token))
+        } else {
+            request.bearer_auth(&hub.token)
+        };
+        let result = request.send().await;
         let ok = match result {
             Ok(response) => {
                 let status = response.status();

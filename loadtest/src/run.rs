@@ -506,6 +506,19 @@ impl FleetShape {
                 clusters: Arc::new(fleet.clusters.iter().map(|c| c.id.clone()).collect()),
                 apps: Arc::new(fleet.apps.clone()),
                 regions: Arc::new(regions),
+                gates: Arc::new(
+                    fleet
+                        .clusters
+                        .iter()
+                        .flat_map(|c| c.wants.iter())
+                        .map(|w| (w.app, &*w.version))
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .into_iter()
+                        .map(|(app, version)| {
+                            (fleet.apps[usize::from(app)].clone(), version.to_owned())
+                        })
+                        .collect(),
+                ),
             },
             live: fleet.clusters.iter().filter(|c| !c.never_seen).count() as u64,
             instances: fleet.clusters.iter().map(|c| c.wants.len() as u64).sum(),

@@ -215,6 +215,11 @@ fn endpoints(t: &mut String, e: &Endpoints) {
     );
     let _ = writeln!(
         t,
+        "  pages      {}/ui/fleet   (in a browser; sign in with {READ_TOKEN}, or {EMEA_TOKEN} to see emea only)",
+        e.hub
+    );
+    let _ = writeln!(
+        t,
         "  collector  {}   (agents POST /api/v1/ingest)",
         e.collector
     );

@@ -357,39 +357,25 @@ async fn other_pages(browser: &Browser, api: &Api) {
             assert_eq!(cell, v["clusters"].to_string(), "{kind} {version}");
         }
     }
-    // The most desired version's gate: in sync of targeted, and who holds it back.
-    let top = versions["desired"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .max_by_key(|v| {
-            (
-                v["clusters"].as_u64(),
-                std::cmp::Reverse(v["version"].as_str().map(str::to_owned)),
-            )
-        })
-        .unwrap();
-    let version = top["version"].as_str().unwrap();
-    let gate = api
-        .get(
-            READER,
-            &format!("/api/v1/gate?app=checkout&version={version}&limit=20"),
-        )
+    // Its instances in sync of all, and the first clusters holding their version back.
+    let counts = api
+        .get(READER, "/api/v1/summary?app=checkout&depth=0")
         .await;
-    let heading = browser
-        .text(&format!("div.held[data-version='{version}'] h3"))
-        .await;
-    assert!(
-        heading.contains(&format!(
-            "{} of {} targeted",
-            gate["in_sync"], gate["targeted_clusters"]
-        )),
-        "{heading}"
+    let by_state = &counts["total"]["app_instances_by_state"];
+    assert_eq!(
+        browser.text("#app-in-sync").await,
+        by_state["in_sync"].to_string()
     );
+    assert_eq!(
+        browser.text("#app-instances").await,
+        counts["total"]["app_instances"].to_string()
+    );
+    assert_eq!(counts_in(browser, "#app-pairs").await, nonzero(by_state));
+    let drift = api.get(READER, "/api/v1/drift?app=checkout&limit=20").await;
     let held: Vec<String> = browser
         .execute(
-            "return [...document.querySelectorAll(`div.held[data-version='${arguments[0]}'] li[data-cluster]`)].map(l => l.dataset.cluster);",
-            &[json!(version)],
+            "return [...document.querySelectorAll('#app-pairs tr[data-cluster]')].map(r => r.dataset.cluster);",
+            &[],
         )
         .await
         .as_array()
@@ -397,19 +383,27 @@ async fn other_pages(browser: &Browser, api: &Api) {
         .iter()
         .map(|c| c.as_str().unwrap().to_owned())
         .collect();
-    let expected: Vec<String> = gate["holding_back"]
+    let expected: Vec<String> = drift["items"]
         .as_array()
         .unwrap()
         .iter()
         .map(|h| h["cluster"].as_str().unwrap().to_owned())
         .collect();
+    assert!(!expected.is_empty());
     assert_eq!(held, expected);
+    let version = versions["desired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|v| v["clusters"].as_u64())
+        .unwrap()["version"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let version = version.as_str();
 
     // A cluster: each app's desired and running version and state.
-    let cluster = gate["holding_back"][0]["cluster"]
-        .as_str()
-        .unwrap_or("cluster-00001")
-        .to_owned();
+    let cluster = expected[0].clone();
     visit(
         browser,
         &api.base,
@@ -475,6 +469,27 @@ async fn other_pages(browser: &Browser, api: &Api) {
         verdict["targeted_clusters"].to_string()
     );
     browser.save_screenshot(&artifacts().join("gate.png")).await;
+
+    // Every cluster's page is shown (unexpected apps, deleted objects, never seen clusters).
+    let everything = api
+        .get(
+            READER,
+            "/api/v1/drift?state=in_sync,progressing,out_of_sync,failed,missing,unexpected,stale,unknown&limit=1000",
+        )
+        .await;
+    let clusters: std::collections::BTreeSet<&str> = everything["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["cluster"].as_str().unwrap())
+        .collect();
+    assert!(clusters.len() > 50, "{} clusters", clusters.len());
+    for cluster in clusters {
+        let (status, _) = api
+            .page_weight(READER, &format!("/ui/clusters/{cluster}"))
+            .await;
+        assert_eq!(status, 200, "{cluster}");
+    }
 
     // Every page weighs less than the limit.
     for path in [

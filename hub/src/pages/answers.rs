@@ -12,7 +12,7 @@ pub type ByState = BTreeMap<String, u64>;
 /// `GET /api/v1/summary`.
 #[derive(Debug, Deserialize)]
 pub struct Summary {
-    pub generated_at: String,
+    pub generated_at: Option<String>,
     pub total: Rollup,
     pub groups: Vec<GroupRollup>,
 }
@@ -150,7 +150,7 @@ pub struct RolloutPage {
 pub struct Rollout {
     pub id: String,
     pub version: String,
-    pub started_at: String,
+    pub started_at: Option<String>,
     pub status: String,
     pub targeted: u64,
     pub in_sync: u64,
@@ -169,7 +169,7 @@ pub struct RolloutDetail {
 
 #[derive(Debug, Deserialize)]
 pub struct CurvePoint {
-    pub at: String,
+    pub at: Option<String>,
     pub in_sync: u64,
     pub failed: u64,
     pub waiting: u64,
@@ -193,7 +193,7 @@ pub struct Cluster {
 /// One change of an object a cluster reported.
 #[derive(Debug, Deserialize)]
 pub struct Transition {
-    pub at: String,
+    pub at: Option<String>,
     pub app: String,
     pub version: String,
     pub health: String,
@@ -202,7 +202,8 @@ pub struct Transition {
     pub deleted: bool,
 }
 
-/// `GET /api/v1/explain`.
+/// `GET /api/v1/explain`. An app not desired on the cluster has only `app`, `desired`,
+/// `explanation` and `state`.
 #[derive(Debug, Deserialize)]
 pub struct Explain {
     pub apps: Vec<ExplainedApp>,
@@ -212,7 +213,10 @@ pub struct Explain {
 pub struct ExplainedApp {
     pub app: String,
     pub desired: bool,
+    pub explanation: Option<String>,
     pub version: Option<String>,
+    /// Absent for an app that is not desired there.
+    #[serde(default)]
     pub reasons: Vec<String>,
     pub pinned_by: Option<String>,
     pub commit: Option<String>,

@@ -1,5 +1,5 @@
-//! The app page: desired and running versions per group, the clusters holding each desired
-//! version back, what the failing clusters share, and the app's rollouts with the newest one's
+//! The app page: desired and running versions per group, its instances by drift state and the
+//! first clusters holding their desired version back, what the failing clusters share, and the app's rollouts with the newest one's
 //! progress curve.
 
 use std::collections::BTreeSet;
@@ -10,15 +10,15 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use maud::{html, Markup};
 
-use super::answers::{Gate, Insights, RolloutDetail, RolloutPage, VersionCount, Versions};
+use super::answers::{
+    DriftPage, Insights, RolloutDetail, RolloutPage, Summary, VersionCount, Versions,
+};
 use super::lists::Params;
 use super::view::{self, Page};
 use super::{api_moment, segment, Caller, PageError, Query, Ui};
 
-/// Desired versions whose holding-back clusters are shown (the most targeted first).
-const GATED_VERSIONS: usize = 3;
-
-/// Clusters holding a version back shown per version (the gate page pages through all).
+/// Clusters holding their desired version back shown (a version's gate page pages through
+/// all).
 const HOLDING_BACK_SHOWN: u32 = 20;
 
 /// Rollouts listed, newest first.
@@ -69,33 +69,32 @@ async fn content(
         .await?;
     let mut desired: Vec<&VersionCount> = versions.desired.iter().collect();
     desired.sort_by(|a, b| b.clusters.cmp(&a.clusters).then(a.version.cmp(&b.version)));
-    let mut gates = Vec::new();
-    for version in desired.iter().take(GATED_VERSIONS) {
-        let gate: Gate = ui
-            .ask(
-                caller,
-                &Query::new("/api/v1/gate")
-                    .with("app", Some(app))
-                    .with("version", Some(version.version.clone()))
-                    .with("group", group)
-                    .with("limit", Some(HOLDING_BACK_SHOWN.to_string()))
-                    .with("at", at.clone())
-                    .build(),
-            )
-            .await?;
-        gates.push(gate);
-    }
-    let insights: Insights = ui
-        .ask(
-            caller,
-            &Query::new("/api/v1/insights/failures")
-                .with("app", Some(app))
-                .with("group", group)
-                .with("at", at.clone())
-                .build(),
-        )
-        .await?;
-    let rollouts = rollouts(ui, caller, page, app, group, at.is_some()).await?;
+    // The app's pairs by state, and the first clusters where it is not in sync: both kept
+    // current by the hub, so the page costs little however large the fleet.
+    let counts_path = Query::new("/api/v1/summary")
+        .with("app", Some(app))
+        .with("group", group)
+        .with("depth", Some("0"))
+        .with("at", at.clone())
+        .build();
+    let counts = ui.ask::<Summary>(caller, &counts_path);
+    let held_path = Query::new("/api/v1/drift")
+        .with("app", Some(app))
+        .with("group", group)
+        .with("limit", Some(HOLDING_BACK_SHOWN.to_string()))
+        .with("at", at.clone())
+        .build();
+    let held = ui.ask::<DriftPage>(caller, &held_path);
+    let insights_path = Query::new("/api/v1/insights/failures")
+        .with("app", Some(app))
+        .with("group", group)
+        .with("at", at.clone())
+        .build();
+    let insights = ui.ask::<Insights>(caller, &insights_path);
+    let rollouts = rollouts(ui, caller, page, app, group, at.is_some());
+    // Asked at once: each is worked out on a thread of its own.
+    let (counts, held, insights, rollouts) = tokio::join!(counts, held, insights, rollouts);
+    let (counts, held, insights, rollouts) = (counts?, held?, insights?, rollouts?);
     Ok(html! {
         nav class="crumbs" aria-label="Group path" {
             a href=(page.link("/ui/fleet").with("group", group).build()) { (group.unwrap_or("fleet")) }
@@ -107,8 +106,7 @@ async fn content(
         }
         section aria-labelledby="holding" {
             h2 id="holding" { "Clusters holding a version back" }
-            @if gates.is_empty() { p { "No version of " (app) " is desired here." } }
-            @for gate in &gates { (holding_back(page, group, gate)) }
+            (holding_back(page, app, group, &counts, &held, &desired))
         }
         section aria-labelledby="insights" {
             h2 id="insights" { "What failing clusters share" }
@@ -197,31 +195,57 @@ fn share_bar(n: u64, total: u64) -> Markup {
     }
 }
 
-fn holding_back(page: &Page, group: Option<&str>, gate: &Gate) -> Markup {
-    let version = gate.version.clone().unwrap_or_default();
-    let gate_link = page
-        .link("/ui/gate")
-        .with("app", Some(gate.app.clone()))
-        .with("version", Some(version.clone()))
-        .with("group", group)
-        .build();
-    let holding = gate.targeted_clusters.saturating_sub(gate.in_sync);
+fn holding_back(
+    page: &Page,
+    app: &str,
+    group: Option<&str>,
+    counts: &Summary,
+    held: &DriftPage,
+    desired: &[&VersionCount],
+) -> Markup {
+    let by_state = &counts.total.app_instances_by_state;
+    let in_sync = by_state.get("in_sync").copied().unwrap_or(0);
+    let all = counts.total.app_instances;
     html! {
-        div class="held" data-version=(version) {
-            h3 { span class="version" { (version) } ": " (gate.in_sync) " of " (gate.targeted_clusters) " targeted clusters in sync, " (holding) " holding it back" }
-            (view::state_bar(&gate.by_state))
-            p { (view::state_counts(&gate.by_state)) }
-            @if !gate.holding_back.is_empty() {
-                ul class="holding" {
-                    @for h in &gate.holding_back {
-                        li data-cluster=(h.cluster) {
-                            a href=(page.link(format!("/ui/clusters/{}", segment(&h.cluster))).build()) { (h.cluster) }
-                            " " (view::state_label(&h.state)) " since " (view::time(h.since.as_deref()))
+        div class="held" id="app-pairs" {
+            p {
+                strong id="app-in-sync" { (in_sync) } " of " strong id="app-instances" { (all) }
+                " instances of " (app) " in sync (" (view::percent(view::in_sync_share(by_state))) "), "
+                (all - in_sync) " holding their desired version back."
+            }
+            (view::state_bar(by_state))
+            p { (view::state_counts(by_state)) }
+            @if held.items.is_empty() {
+                p { "Every cluster runs the version it should." }
+            } @else {
+                table class="holding" {
+                    thead { tr { th scope="col" { "Cluster" } th scope="col" { "State" } th scope="col" { "Desired" } th scope="col" { "Running" } th scope="col" { "Since" } } }
+                    tbody {
+                        @for h in &held.items {
+                            tr data-cluster=(h.cluster) {
+                                th scope="row" { a href=(page.link(format!("/ui/clusters/{}", segment(&h.cluster))).build()) { (h.cluster) } }
+                                td { (view::state_label(&h.state)) }
+                                td { span class="version" { (h.desired_version.as_deref().unwrap_or("—")) } }
+                                td { span class="version" { (h.observed_version.as_deref().unwrap_or("—")) } }
+                                td { (view::time(h.since.as_deref())) }
+                            }
                         }
                     }
                 }
+                @if held.next_cursor.is_some() { p { "The first " (held.items.len()) ", by cluster id; a version's gate lists them all." } }
             }
-            p { a href=(gate_link) { "The gate of " (gate.app) " " (version) ", every cluster holding it back" } }
+            @if !desired.is_empty() {
+                p {
+                    "The gate of each desired version: "
+                    @for (i, v) in desired.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        a href=(page.link("/ui/gate").with("app", Some(app)).with("version", Some(v.version.clone())).with("group", group).build()) {
+                            span class="version" { (v.version) }
+                        }
+                    }
+                    "."
+                }
+            }
         }
     }
 }
@@ -309,7 +333,7 @@ async fn rollouts(
                         @for r in &list.items {
                             tr data-rollout=(r.id) {
                                 th scope="row" { span class="version" { (r.version) } }
-                                td { (view::time(Some(&r.started_at))) }
+                                td { (view::time(r.started_at.as_deref())) }
                                 td { (r.status.replace('_', " ")) }
                                 td class="num" { (r.targeted) }
                                 td class="num" { (r.in_sync) }
@@ -331,11 +355,11 @@ fn progress(page: &Page, detail: &RolloutDetail) -> Markup {
         .iter()
         .map(|p| (p.in_sync, p.failed, p.waiting))
         .collect();
-    let from = detail.curve.first().map_or("", |p| p.at.as_str());
-    let to = detail.curve.last().map_or("", |p| p.at.as_str());
+    let from = detail.curve.first().and_then(|p| p.at.as_deref());
+    let to = detail.curve.last().and_then(|p| p.at.as_deref());
     html! {
         h3 { "Progress of " span class="version" { (detail.rollout.version) } ", a point every " (super::lists::duration(detail.step_seconds as i64)) }
-        (view::curve_chart(&points, (&view::time(Some(from)), &view::time(Some(to)))))
+        (view::curve_chart(&points, (&view::time(from), &view::time(to))))
         @if !detail.stragglers.is_empty() {
             h4 { "Stragglers" }
             ul class="holding" {

@@ -128,7 +128,7 @@ fn content(page: &Page, cluster: &Cluster, explain: &Explain, past: bool) -> Mar
                 ol class="history" {
                     @for t in cluster.history.iter().take(TRANSITIONS_SHOWN) {
                         li {
-                            time { (view::time(Some(&t.at))) } " "
+                            time { (view::time(t.at.as_deref())) } " "
                             strong { (t.app) } " "
                             @if t.deleted { "deleted" } @else {
                                 span class="version" { (t.version) } " " (t.health) " " (t.reason)
@@ -147,7 +147,7 @@ fn reasons(app: Option<&ExplainedApp>) -> Markup {
     html! {
         @match app {
             None => "—",
-            Some(a) if !a.desired => "not desired",
+            Some(a) if !a.desired => (a.explanation.as_deref().unwrap_or("not desired")),
             Some(a) => {
                 @if let Some(pin) = &a.pinned_by { "pinned by " code { (pin) } } @else {
                     @for (i, r) in a.reasons.iter().enumerate() {

@@ -81,7 +81,7 @@ async fn content(
     children.sort_by(|a, b| worst_first(a, b));
     Ok(html! {
         (breadcrumbs(page, group))
-        p class="generated" { "Answer of " (view::time(Some(&summary.generated_at))) "." }
+        p class="generated" { "Answer of " (view::time(summary.generated_at.as_deref())) "." }
         (totals(page, group, &summary))
         @if !children.is_empty() {
             section aria-labelledby="groups" {

@@ -177,6 +177,7 @@ impl Ui {
         let request = request
             .body(Body::empty())
             .map_err(|err| PageError::Api(StatusCode::BAD_REQUEST, err.to_string()))?;
+        let asked = std::time::Instant::now();
         let response = self
             .api
             .clone()
@@ -184,6 +185,12 @@ impl Ui {
             .await
             .unwrap_or_else(|never| match never {});
         let status = response.status();
+        tracing::debug!(
+            path = path_and_query,
+            status = status.as_u16(),
+            elapsed_ms = asked.elapsed().as_secs_f64() * 1000.0,
+            "a page asked the API"
+        );
         let body = axum::body::to_bytes(response.into_body(), ANSWER_LIMIT)
             .await
             .map_err(|err| PageError::Api(StatusCode::SERVICE_UNAVAILABLE, err.to_string()))?;

@@ -168,6 +168,17 @@ fn hub_targets(out: &mut Vec<Target>, r: &LoadtestReport) {
             );
         }
     }
+    for name in crate::readers::PAGES {
+        if let Some(s) = route(r, name) {
+            add(
+                out,
+                &format!("the hub's {name}, under load"),
+                "p99 ≤ 300 ms",
+                format!("p50 {:.0} ms, p99 {:.0} ms", s.p50_ms, s.p99_ms),
+                Some(s.p99_ms <= 300.0),
+            );
+        }
+    }
 }
 
 /// The hub's and the collector's resident memory.

@@ -778,31 +778,4 @@ fn decode_base64(text: &str) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_decodes_with_and_without_padding() {
-        assert_eq!(decode_base64("TWFu").unwrap(), b"Man");
-        assert_eq!(decode_base64("TWE=").unwrap(), b"Ma");
-        assert_eq!(decode_base64("TQ==").unwrap(), b"M");
-        assert_eq!(decode_base64("TQ").unwrap(), b"M");
-        assert_eq!(decode_base64("").unwrap(), b"");
-        assert_eq!(
-            decode_base64("iVBORw0K\nGgo=").unwrap(),
-            b"\x89PNG\r\n\x1a\n"
-        );
-        assert!(decode_base64("TW-u").is_err());
-    }
-
-    #[test]
-    fn a_response_is_complete_when_its_body_has_its_length() {
-        let head = b"HTTP/1.1 200 OK\r\nContent-Length:14\r\nConnection:close\r\n\r\n";
-        assert!(!response_complete(&head[..20]));
-        assert!(!response_complete(head));
-        let whole = [&head[..], b"{\"value\":null}"].concat();
-        assert!(!response_complete(&whole[..whole.len() - 1]));
-        assert!(response_complete(&whole));
-        assert!(response_complete(b"HTTP/1.1 204 No Content\r\n\r\n"));
-    }
-}
+mod tests;

@@ -1,11 +1,12 @@
-//! The WebDriver client against a real headless Chromium and a tiny local HTTP server that
+//! The WebDriver client (unit tests of the crate, so that no test binary of its own is linked)
+//! against a real headless Chromium and a tiny local HTTP server that
 //! serves one fixed page.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::time::Duration;
 
-use fleetscope_testkit::browser::{processes_using_profile, Browser};
+use super::{decode_base64, processes_using_profile, response_complete, Browser};
 use serde_json::json;
 
 /// A form that copies its input into `#out` on submit, a list, a link, and a console error.
@@ -236,4 +237,29 @@ async fn a_missing_element_fails_naming_it_and_a_panic_leaves_no_browser_running
         Vec::<u32>::new(),
         "no browser process outlives a panic"
     );
+}
+
+#[test]
+fn base64_decodes_with_and_without_padding() {
+    assert_eq!(decode_base64("TWFu").unwrap(), b"Man");
+    assert_eq!(decode_base64("TWE=").unwrap(), b"Ma");
+    assert_eq!(decode_base64("TQ==").unwrap(), b"M");
+    assert_eq!(decode_base64("TQ").unwrap(), b"M");
+    assert_eq!(decode_base64("").unwrap(), b"");
+    assert_eq!(
+        decode_base64("iVBORw0K\nGgo=").unwrap(),
+        b"\x89PNG\r\n\x1a\n"
+    );
+    assert!(decode_base64("TW-u").is_err());
+}
+
+#[test]
+fn a_response_is_complete_when_its_body_has_its_length() {
+    let head = b"HTTP/1.1 200 OK\r\nContent-Length:14\r\nConnection:close\r\n\r\n";
+    assert!(!response_complete(&head[..20]));
+    assert!(!response_complete(head));
+    let whole = [&head[..], b"{\"value\":null}"].concat();
+    assert!(!response_complete(&whole[..whole.len() - 1]));
+    assert!(response_complete(&whole));
+    assert!(response_complete(b"HTTP/1.1 204 No Content\r\n\r\n"));
 }
