@@ -313,6 +313,8 @@ async fn rollouts(
                 caller,
                 &Query::new(format!("/api/v1/rollouts/{}", segment(&r.id)))
                     .with("group", group)
+                    // The page shows the rollout's curve, not one per group.
+                    .with("depth", Some("0"))
                     .with("limit", Some("10"))
                     .build(),
             )
