@@ -578,8 +578,9 @@ async fn an_apps_page_shows_its_rollouts_and_the_newest_ones_progress() {
         }
     };
     let browser = Browser::start().await;
-    // A hub without a token file shows its pages without signing in.
+    // A hub without a token file shows its pages without signing in, and offers no sign-out.
     visit(&browser, &base, "/ui/apps/web", "app-rollouts").await;
+    assert_eq!(browser.count("form.sign-out").await, 0);
     let list = get("/api/v1/rollouts?app=web&limit=5".to_owned()).await;
     let rows: Vec<String> = browser
         .execute(

@@ -37,7 +37,7 @@ pub async fn page(
 ) -> Response {
     let params = Params::parse(raw.as_deref());
     let (group, at) = (params.get("group"), params.get("at"));
-    let page = Page::new(format!("App {app}"), at, &uri).keep("group", group);
+    let page = ui.page(format!("App {app}"), at, &uri).keep("group", group);
     let content = async {
         let caller = ui.caller(&headers)?;
         content(&ui, &caller, &page, &app, group, api_moment(at)).await

@@ -28,7 +28,7 @@ pub async fn page(
 ) -> Response {
     let params = Params::parse(raw.as_deref());
     let at = params.get("at");
-    let page = Page::new(format!("Cluster {id}"), at, &uri);
+    let page = ui.page(format!("Cluster {id}"), at, &uri);
     let content = async {
         let caller = ui.caller(&headers)?;
         let at = api_moment(at);

@@ -32,7 +32,7 @@ pub async fn page(
     let at = params.get("at");
     let cursor = params.get("cursor");
     let title = group.map_or_else(|| "The fleet".to_owned(), |g| format!("Group {g}"));
-    let page = Page::new(title, at, &uri).keep("group", group);
+    let page = ui.page(title, at, &uri).keep("group", group);
     match content(&ui, &headers, &page, group, at, cursor).await {
         Ok(content) => page.render(content).into_response(),
         Err(err) => err.respond(&uri),

@@ -56,7 +56,7 @@ pub async fn stale(
 ) -> Response {
     let params = Params::parse(raw.as_deref());
     let (group, at, cursor) = (params.get("group"), params.get("at"), params.get("cursor"));
-    let page = Page::new("Stale clusters", at, &uri).keep("group", group);
+    let page = ui.page("Stale clusters", at, &uri).keep("group", group);
     let content = async {
         let caller = ui.caller(&headers)?;
         let answer: StalePage = ui
@@ -138,7 +138,7 @@ pub async fn gate(
     let params = Params::parse(raw.as_deref());
     let get = |n| params.get(n);
     let at = get("at");
-    let mut page = Page::new("Rollout gate", at, &uri);
+    let mut page = ui.page("Rollout gate", at, &uri);
     for name in ["app", "version", "threshold", "soak", "group"] {
         page = page.keep(name, get(name));
     }

@@ -163,6 +163,16 @@ impl Ui {
             .ok_or(PageError::SignIn)
     }
 
+    /// A page titled `title` at `uri`, showing the moment `at`, for this hub.
+    pub(crate) fn page(&self, title: impl Into<String>, at: Option<&str>, uri: &Uri) -> view::Page {
+        let page = view::Page::new(title, at, uri);
+        if self.auth.current().is_insecure() {
+            page.without_sessions()
+        } else {
+            page
+        }
+    }
+
     /// Asks the API `path_and_query` (built with [`Query`]) as `caller`, and reads its JSON
     /// answer as `T`.
     pub(crate) async fn ask<T: DeserializeOwned>(

@@ -183,6 +183,8 @@ pub struct Page {
     path: String,
     keep: Vec<(String, String)>,
     signed_in: bool,
+    /// Whether the hub signs people in (it has a token file): then the page offers to sign out.
+    sessions: bool,
 }
 
 impl Page {
@@ -194,7 +196,14 @@ impl Page {
             path: uri.path().to_owned(),
             keep: Vec::new(),
             signed_in: true,
+            sessions: true,
         }
+    }
+
+    /// A page of a hub that signs nobody in (no token file): no sign-out button.
+    pub fn without_sessions(mut self) -> Page {
+        self.sessions = false;
+        self
     }
 
     /// Keeps `name=value` in the time picker's form.
@@ -239,8 +248,10 @@ impl Page {
                                 a href=(self.link("/ui/gate").build()) { "Gate" }
                             }
                             (self.time_picker())
-                            form class="sign-out" method="post" action="/ui/sign-out" {
-                                button type="submit" { "Sign out" }
+                            @if self.sessions {
+                                form class="sign-out" method="post" action="/ui/sign-out" {
+                                    button type="submit" { "Sign out" }
+                                }
                             }
                         }
                     }
