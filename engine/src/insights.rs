@@ -125,6 +125,10 @@ impl std::hash::Hasher for KeyHasher {
     }
 }
 
+/// Room for the attribute values besides one per cluster (groups at every level, shared
+/// labels, environments, reconcilers, agent versions) that the tally reserves up front.
+const VALUES_BESIDES_IDENTITIES: usize = 8_192;
+
 /// Counts of clusters per attribute value, on each side.
 #[derive(Debug, Default)]
 struct Tally {
@@ -244,6 +248,11 @@ fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
     let Some(app) = s.find(&question.app) else {
         return tally;
     };
+    // About one value per cluster (an identity label) and some thousands shared: sized once,
+    // the table is not grown (and every entry moved) a dozen times on the way.
+    tally
+        .values
+        .reserve(fleet.clusters.len() + VALUES_BESIDES_IDENTITIES);
     for cluster in fleet.clusters.values() {
         if !fleet.cluster_matches(cluster, &question.filter) {
             continue;
