@@ -170,8 +170,6 @@ pub fn tally<'a>(
             if !fleet.cluster_matches(cluster, filter) {
                 continue;
             }
-            // The state and the desired side first: what the cluster runs is looked up only
-            // for a pair whose time in sync counts (a soak) or that is listed.
             let Some((Some(d), state)) = fleet.current_desired_and_state(cluster, app_id) else {
                 continue;
             };
@@ -194,22 +192,19 @@ pub fn tally<'a>(
                 _ => {}
             }
             // Without a soak an in-sync pair is soaked (in sync, it runs the desired version,
-            // so its span exists), and one that is not is never.
-            if rules.soak == 0 && state == DriftState::InSync {
-                tally.soaked += 1;
-                continue;
-            }
-            let listed = after.is_none_or(|a| id > a) && tally.holding_back.len() < limit;
-            if rules.soak == 0 && !listed {
-                if after.is_none_or(|a| id > a) && tally.next_after.is_none() {
-                    tally.next_after = tally.holding_back.last().map(|h| h.cluster);
+            // so its span exists) and one that is not never is: what runs is read only for a
+            // soak, or for a pair that is listed.
+            let mut pair = None;
+            let span = if rules.soak == 0 {
+                if state == DriftState::InSync {
+                    tally.soaked += 1;
+                    continue;
                 }
-                continue;
-            }
-            let Some(pair) = fleet.current_pair(cluster, app_id) else {
-                continue;
+                None
+            } else {
+                pair = fleet.current_pair(cluster, app_id);
+                pair.as_ref().and_then(|p| in_sync_span(p, cluster))
             };
-            let span = in_sync_span(&pair, cluster);
             if span.is_some_and(|span| soaked(span, rules.soak)) {
                 tally.soaked += 1;
                 continue;
@@ -223,6 +218,9 @@ pub fn tally<'a>(
                 }
                 continue;
             }
+            let Some(pair) = pair.or_else(|| fleet.current_pair(cluster, app_id)) else {
+                continue;
+            };
             let since = match (span, pair.observed) {
                 (Some((since, _)), _) => since,
                 (None, Some(o)) => o.transitioned_at,

@@ -121,14 +121,7 @@ impl Fleet {
         app: u32,
     ) -> Option<(Option<&'a DesiredRec>, Option<Object>)> {
         cluster.info.as_ref()?;
-        let desired = cluster
-            .render_group
-            .and_then(|g| self.desired.get(&g))
-            .and_then(|apps| {
-                apps.binary_search_by_key(&app, |d| d.app)
-                    .ok()
-                    .map(|i| &apps[i])
-            });
+        let desired = self.desired_of(cluster, app);
         let observed = cluster
             .objects
             .iter()
@@ -163,6 +156,14 @@ impl Fleet {
         })
     }
 
+    /// What `cluster`'s render group desires of `app` (a symbol), if anything.
+    fn desired_of<'a>(&'a self, cluster: &ClusterRec, app: u32) -> Option<&'a DesiredRec> {
+        let apps = self.desired.get(&cluster.render_group?)?;
+        apps.binary_search_by_key(&app, |d| d.app)
+            .ok()
+            .map(|i| &apps[i])
+    }
+
     /// The desired side and the maintained state of one cluster's pair of `app` (a symbol),
     /// without looking for the object it runs: what [`Fleet::current_pair`] gives of them, for
     /// questions that need no more (a pair's maintained state is there exactly when the pair
@@ -178,15 +179,7 @@ impl Fleet {
                 .current_pair(cluster, app)
                 .map(|p| (p.desired, p.state));
         };
-        let desired = cluster
-            .render_group
-            .and_then(|g| self.desired.get(&g))
-            .and_then(|apps| {
-                apps.binary_search_by_key(&app, |d| d.app)
-                    .ok()
-                    .map(|i| &apps[i])
-            });
-        Some((desired, state))
+        Some((self.desired_of(cluster, app), state))
     }
 
     /// The pair of one cluster and one app (by symbol) with its maintained state.

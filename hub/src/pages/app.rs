@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use maud::{html, Markup};
 
 use super::answers::{
@@ -42,10 +42,7 @@ pub async fn page(
         let caller = ui.caller(&headers)?;
         content(&ui, &caller, &page, &app, group, api_moment(at)).await
     };
-    match content.await {
-        Ok(content) => page.render(content).into_response(),
-        Err(err) => err.respond(&uri),
-    }
+    page.answer(&uri, content.await)
 }
 
 async fn content(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use maud::{html, Markup};
 
 use super::answers::{Cluster, Explain, ExplainedApp};
@@ -50,10 +50,7 @@ pub async fn page(
             .await?;
         Ok::<Markup, PageError>(content(&page, &cluster, &explain, at.is_some()))
     };
-    match content.await {
-        Ok(content) => page.render(content).into_response(),
-        Err(err) => err.respond(&uri),
-    }
+    page.answer(&uri, content.await)
 }
 
 fn content(page: &Page, cluster: &Cluster, explain: &Explain, past: bool) -> Markup {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use maud::{html, Markup};
 
 use super::answers::{ByState, DriftPage, Environments, GroupRollup, Summary};
@@ -33,10 +33,7 @@ pub async fn page(
     let cursor = params.get("cursor");
     let title = group.map_or_else(|| "The fleet".to_owned(), |g| format!("Group {g}"));
     let page = ui.page(title, at, &uri).keep("group", group);
-    match content(&ui, &headers, &page, group, at, cursor).await {
-        Ok(content) => page.render(content).into_response(),
-        Err(err) => err.respond(&uri),
-    }
+    page.answer(&uri, content(&ui, &headers, &page, group, at, cursor).await)
 }
 
 async fn content(

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use maud::{html, Markup};
 
 use super::answers::{Gate, StalePage};
@@ -72,10 +72,7 @@ pub async fn stale(
             .await?;
         Ok::<Markup, PageError>(stale_content(&page, group, &answer))
     };
-    match content.await {
-        Ok(content) => page.render(content).into_response(),
-        Err(err) => err.respond(&uri),
-    }
+    page.answer(&uri, content.await)
 }
 
 fn stale_content(page: &Page, group: Option<&str>, answer: &StalePage) -> Markup {
@@ -166,10 +163,7 @@ pub async fn gate(
         };
         Ok(html! { (form) (verdict(&page, &params, &answer)) })
     };
-    match content.await {
-        Ok(content) => page.render(content).into_response(),
-        Err(err) => err.respond(&uri),
-    }
+    page.answer(&uri, content.await)
 }
 
 fn gate_form(params: &Params) -> Markup {

@@ -5,7 +5,7 @@
 //! wherever it is counted, and a fill pattern of its own in the bars.
 
 use axum::http::{StatusCode, Uri};
-use axum::response::Html;
+use axum::response::{Html, IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
 
 use super::answers::ByState;
@@ -270,6 +270,15 @@ impl Page {
             }
         };
         Html(doc.into_string())
+    }
+
+    /// The answer to a request for this page at `uri`: the page with `content`, or where
+    /// `content` failed to (sign-in, an error page).
+    pub fn answer(&self, uri: &Uri, content: Result<Markup, super::PageError>) -> Response {
+        match content {
+            Ok(content) => self.render(content).into_response(),
+            Err(err) => err.respond(uri),
+        }
     }
 
     /// This page now: the same parameters without `at`.
