@@ -5,7 +5,6 @@
 //! migration is recorded with a checksum of its statements; editing it afterwards is an error,
 //! so the schema only ever moves forward through new migrations.
 
-use clickhouse::sql::Identifier;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 
@@ -621,6 +620,12 @@ pub struct MigrationReport {
     pub already_applied: Vec<u32>,
 }
 
+/// How many times a schema statement is sent when the connection closes before its answer.
+const DDL_ATTEMPTS: u32 = 4;
+
+/// The wait before the second sending; the third waits twice as long, and so on.
+const DDL_RETRY_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl Store {
     /// Creates the database if needed and applies every migration not yet applied, in order.
     ///
@@ -630,11 +635,12 @@ impl Store {
     pub async fn migrate(&self) -> Result<MigrationReport> {
         let cluster = self.cluster.as_ref();
         match cluster {
+            // The name is checked at connect: lowercase letters, digits and underscores.
             None => self
-                .server
-                .query("CREATE DATABASE IF NOT EXISTS ?")
-                .bind(Identifier(&self.database))
-                .execute()
+                .run_ddl(
+                    &format!("CREATE DATABASE IF NOT EXISTS {}", self.database),
+                    true,
+                )
                 .await
                 .context(|| format!("creating database {}", self.database))?,
             Some(cluster) => self
@@ -834,11 +840,26 @@ impl Store {
         } else {
             &self.client
         };
-        let mut query = client.query(statement);
-        if self.cluster.is_some() {
-            query = query.with_setting("wait_end_of_query", "1");
+        let mut attempt = 1;
+        loop {
+            let mut query = client.query(statement);
+            if self.cluster.is_some() {
+                query = query.with_setting("wait_end_of_query", "1");
+            }
+            match query.execute().await {
+                // The connection closed before an answer came (a server that dropped it, one
+                // still starting): sent again, since every statement here is written to be
+                // run twice (`IF NOT EXISTS`, `IF EXISTS`, a codec set again). An answer that
+                // came, error or not, is final.
+                Err(clickhouse::error::Error::Network(err)) if attempt < DDL_ATTEMPTS => {
+                    let wait = DDL_RETRY_WAIT * attempt;
+                    tracing::warn!(%err, attempt, retry_in = ?wait, "a schema statement got no answer; sending it again");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                result => return result,
+            }
         }
-        query.execute().await
     }
 
     async fn applied_migrations(&self) -> Result<Vec<AppliedVersion>> {
@@ -944,5 +965,74 @@ mod checksum_tests {
             RECORDED[0].1, RECORDED[0].2,
             "the two modes record different checksums"
         );
+    }
+}
+
+#[cfg(test)]
+mod ddl_retry_tests {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+
+    use crate::{Store, StoreConfig};
+
+    /// A server on a thread of its own that closes the connections of the first `drops`
+    /// requests without an answer and answers 200 to each next one; gives its URL and a count
+    /// of the requests it saw.
+    fn flaky_server(drops: usize) -> (String, Arc<Mutex<usize>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(0));
+        let count = seen.clone();
+        std::thread::spawn(move || {
+            for socket in listener.incoming() {
+                let Ok(mut socket) = socket else { return };
+                let mut head = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buffer) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let number = {
+                    let mut count = count.lock().unwrap();
+                    *count += 1;
+                    *count
+                };
+                if number > drops {
+                    let _ = socket.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                }
+            }
+        });
+        (url, seen)
+    }
+
+    /// A statement whose connection closed before an answer came is sent again, and succeeds
+    /// when an answer comes.
+    #[tokio::test]
+    async fn a_schema_statement_without_an_answer_is_sent_again() {
+        let (url, seen) = flaky_server(2);
+        let store = Store::connect(&StoreConfig::new(url, "fs")).unwrap();
+        store
+            .run_ddl("CREATE DATABASE IF NOT EXISTS fs", true)
+            .await
+            .expect("answered at the third sending");
+        assert_eq!(*seen.lock().unwrap(), 3, "two dropped, one answered");
+    }
+
+    /// It is sent at most [`super::DDL_ATTEMPTS`] times: a server that never answers is an
+    /// error, not a hang.
+    #[tokio::test]
+    async fn a_schema_statement_is_sent_a_bounded_number_of_times() {
+        let (url, seen) = flaky_server(usize::MAX);
+        let store = Store::connect(&StoreConfig::new(url, "fs")).unwrap();
+        let err = store
+            .run_ddl("CREATE DATABASE IF NOT EXISTS fs", true)
+            .await
+            .expect_err("never answered");
+        assert!(matches!(err, clickhouse::error::Error::Network(_)), "{err}");
+        assert_eq!(*seen.lock().unwrap(), super::DDL_ATTEMPTS as usize);
     }
 }
