@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use fleetscope_model::DriftState;
 
+use crate::fleet::classify::AppCursor;
 use crate::fleet::{ClusterRec, Filter, Fleet, Pair};
 
 /// The longest soak a gate may ask for: 30 days.
@@ -166,11 +167,13 @@ pub fn tally<'a>(
     let (version, commit) = (wanted(&rules.version), wanted(&rules.commit));
     let unknown = matches!(version, Some(None)) || matches!(commit, Some(None));
     if let Some(app_id) = s.find(&rules.app).filter(|_| !unknown) {
+        let mut cursor = AppCursor::new(app_id);
         for (id, cluster) in fleet.clusters.iter() {
             if !fleet.cluster_matches(cluster, filter) {
                 continue;
             }
-            let Some((Some(d), state)) = fleet.current_desired_and_state(cluster, app_id) else {
+            let Some((Some(d), state)) = fleet.current_desired_and_state(cluster, &mut cursor)
+            else {
                 continue;
             };
             if version.is_some_and(|v| v != Some(d.version))

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use fleetscope_model::DriftState;
 
+use crate::fleet::classify::AppCursor;
 use crate::fleet::{Filter, Fleet};
 
 /// The kinds of attribute compared, in the order findings with equal evidence are listed.
@@ -253,12 +254,13 @@ fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
     tally
         .values
         .reserve(fleet.clusters.len() + VALUES_BESIDES_IDENTITIES);
+    let mut cursor = AppCursor::new(app);
     for cluster in fleet.clusters.values() {
         if !fleet.cluster_matches(cluster, &question.filter) {
             continue;
         }
         // The state and the desired version are all this needs: not what the cluster runs.
-        let Some((desired, state)) = fleet.current_desired_and_state(cluster, app) else {
+        let Some((desired, state)) = fleet.current_desired_and_state(cluster, &mut cursor) else {
             continue;
         };
         if let Some(version) = question.version.as_deref() {

@@ -15,8 +15,10 @@
 //! sample that at least that share of samples do not exceed, so with 50 samples p99 is the max.
 //!
 //! `cargo bench -p fleetscope-hub-tests --bench api_latency`; `FLEETSCOPE_BENCH_CLUSTERS` and
-//! `FLEETSCOPE_BENCH_APPS` change the size. Without `--bench` (as under `cargo test`) it runs a
-//! small fleet with fewer requests.
+//! `FLEETSCOPE_BENCH_APPS` change the size, `FLEETSCOPE_BENCH_REQUESTS` the uncached requests
+//! per route (50), and `FLEETSCOPE_BENCH_ROUTES` (comma-separated parts of a route's label)
+//! measures only the routes it names, for a profile of one route. Without `--bench` (as under
+//! `cargo test`) it runs a small fleet with fewer requests.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -276,7 +278,7 @@ fn main() {
         (
             env_number("FLEETSCOPE_BENCH_CLUSTERS", 30_000),
             env_number("FLEETSCOPE_BENCH_APPS", 100),
-            50,
+            env_number("FLEETSCOPE_BENCH_REQUESTS", 50),
             200,
         )
     };
@@ -455,8 +457,13 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
             vec![format!("/ui/gate?app={gate_app}&version={prod_version}")],
         ),
     ];
+    let routes = std::env::var("FLEETSCOPE_BENCH_ROUTES").unwrap_or_default();
+    let named: Vec<&str> = routes.split(',').filter(|r| !r.is_empty()).collect();
     let mut rows = Vec::new();
     for endpoint in &endpoints {
+        if !named.is_empty() && !named.iter().any(|r| endpoint.label.contains(r)) {
+            continue;
+        }
         rows.push(
             measure(
                 &client,

@@ -15,7 +15,7 @@ use crate::fleet::records::ClusterRec;
 use crate::fleet::records::DesiredRec;
 use crate::fleet::records::Pair;
 use crate::fleet::Fleet;
-use crate::rollups::{Counted, CountedPair};
+use crate::rollups::{Counted, CountedPair, PairHint};
 
 impl Fleet {
     /// Every (cluster, app) pair of one cluster, unclassified, sorted by app symbol. Only
@@ -164,17 +164,18 @@ impl Fleet {
             .map(|i| &apps[i])
     }
 
-    /// The desired side and the maintained state of one cluster's pair of `app` (a symbol),
+    /// The desired side and the maintained state of one cluster's pair of the cursor's app,
     /// without looking for the object it runs: what [`Fleet::current_pair`] gives of them, for
     /// questions that need no more (a pair's maintained state is there exactly when the pair
     /// is; the rare pair without one is looked up whole).
     pub fn current_desired_and_state<'a>(
         &'a self,
         cluster: &'a ClusterRec,
-        app: u32,
+        cursor: &mut AppCursor,
     ) -> Option<(Option<&'a DesiredRec>, DriftState)> {
         cluster.info.as_ref()?;
-        let Some(state) = cluster.state_of(app) else {
+        let app = cursor.app;
+        let Some(state) = cluster.state_near(app, &mut cursor.hint) else {
             return self
                 .current_pair(cluster, app)
                 .map(|p| (p.desired, p.state));
@@ -392,5 +393,24 @@ impl Fleet {
         // without consequence keeps cached answers.
         self.as_of = now;
         self.settle()
+    }
+}
+
+/// One app looked up in cluster after cluster, by a pass over the fleet
+/// ([`Fleet::current_desired_and_state`]): it remembers where the last cluster held the app's
+/// pair, where the next one most likely holds it too.
+#[derive(Debug, Clone, Copy)]
+pub struct AppCursor {
+    app: u32,
+    hint: PairHint,
+}
+
+impl AppCursor {
+    /// A cursor for the app of symbol `app`.
+    pub fn new(app: u32) -> AppCursor {
+        AppCursor {
+            app,
+            hint: PairHint::default(),
+        }
     }
 }

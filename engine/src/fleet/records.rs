@@ -8,7 +8,7 @@ use fleetscope_model::{DriftState, GroupPath};
 
 use crate::fleet::objects::Object;
 use crate::fleet::objects::ObjectRec;
-use crate::rollups::Counted;
+use crate::rollups::{Counted, PairHint};
 use crate::symbols::Symbols;
 
 /// What one render group wants for one app.
@@ -65,6 +65,14 @@ impl ClusterRec {
     /// The maintained state of the pair of `app`, if the cluster has that pair.
     pub fn state_of(&self, app: u32) -> Option<DriftState> {
         self.counted.as_ref()?.pair(app).map(|p| p.state())
+    }
+
+    /// [`ClusterRec::state_of`], looked for first where `hint` says ([`Counted::pair_near`]).
+    pub fn state_near(&self, app: u32, hint: &mut PairHint) -> Option<DriftState> {
+        self.counted
+            .as_ref()?
+            .pair_near(app, hint)
+            .map(|p| p.state())
     }
 
     /// Whether the cluster counts as stale at the fleet's `as_of`.

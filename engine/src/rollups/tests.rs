@@ -310,3 +310,43 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// A pass over clusters with one hint finds each cluster's pair of the app exactly as the
+    /// search without a hint does, whether the clusters hold the same apps (the hint right),
+    /// others (the app in another chunk or place) or not the app at all, across chunks.
+    #[test]
+    fn a_hinted_lookup_finds_what_the_search_finds(
+        clusters in proptest::collection::vec(
+            proptest::collection::btree_set(0..120u32, 0..110),
+            1..20,
+        ),
+        apps in proptest::collection::vec(0..125u32, 1..6),
+    ) {
+        let counted: Vec<Counted> = clusters
+            .iter()
+            .map(|apps| {
+                let pairs: Vec<(u32, DriftState)> = apps
+                    .iter()
+                    .map(|app| (*app, DriftState::ALL[*app as usize % 8]))
+                    .collect();
+                counted(&[0], 1, false, &pairs)
+            })
+            .collect();
+        for app in apps {
+            let mut hint = PairHint::default();
+            for cluster in &counted {
+                let near = cluster.pair_near(app, &mut hint).copied();
+                proptest::prop_assert_eq!(near, cluster.pair(app).copied());
+                if let Some(pair) = near {
+                    proptest::prop_assert_eq!(pair.app(), app);
+                    proptest::prop_assert_eq!(
+                        cluster.chunks[hint.chunk][hint.at], pair,
+                        "the hint is where the pair was found"
+                    );
+                }
+            }
+        }
+    }
+}
