@@ -254,7 +254,12 @@ fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
     tally
         .values
         .reserve(fleet.clusters.len() + VALUES_BESIDES_IDENTITIES);
+    // Three passes, each reading one more level of every selected cluster's records: its
+    // pair's state, then its inventory record, then the label and prefix lists. A pass's
+    // reads of one cluster do not wait on another cluster's, so the processor has many in
+    // flight at once; one pass doing all of it per cluster waited on each in turn.
     let mut cursor = AppCursor::new(app);
+    let mut sided = Vec::with_capacity(fleet.clusters.len());
     for cluster in fleet.clusters.values() {
         if !fleet.cluster_matches(cluster, &question.filter) {
             continue;
@@ -272,10 +277,30 @@ fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
             tally.other += 1;
             continue;
         };
+        match side {
+            Side::Failing => tally.failing += 1,
+            Side::InSync => tally.in_sync += 1,
+        }
         let info = cluster
             .info
-            .as_ref()
+            .as_deref()
             .expect("matched clusters are in the inventory");
+        sided.push((side, info, cluster.agent_version));
+    }
+    let attributes: Vec<_> = sided
+        .into_iter()
+        .map(|(side, info, agent)| {
+            (
+                side,
+                info.label_symbols(),
+                info.prefixes.as_slice(),
+                info.environment,
+                info.reconciler,
+                agent,
+            )
+        })
+        .collect();
+    for (side, labels, prefixes, environment, reconciler, agent) in attributes {
         let add = |tally: &mut Tally, key: ValueKey| {
             let counts = tally.values.entry(key).or_default();
             match side {
@@ -283,19 +308,15 @@ fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
                 Side::InSync => counts.1 += 1,
             }
         };
-        match side {
-            Side::Failing => tally.failing += 1,
-            Side::InSync => tally.in_sync += 1,
-        }
-        for &(key, value) in info.label_symbols() {
+        for &(key, value) in labels {
             add(&mut tally, (Attribute::Label, key, value));
         }
-        for &prefix in &info.prefixes {
+        for &prefix in prefixes {
             add(&mut tally, (Attribute::Group, prefix, 0));
         }
-        add(&mut tally, (Attribute::Environment, info.environment, 0));
-        add(&mut tally, (Attribute::Reconciler, info.reconciler, 0));
-        if let Some(agent) = cluster.agent_version {
+        add(&mut tally, (Attribute::Environment, environment, 0));
+        add(&mut tally, (Attribute::Reconciler, reconciler, 0));
+        if let Some(agent) = agent {
             add(&mut tally, (Attribute::AgentVersion, agent, 0));
         }
     }
