@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use maud::{html, Markup};
@@ -33,9 +33,8 @@ pub async fn page(
     Path(app): Path<String>,
     uri: Uri,
     headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    params: Params,
 ) -> Response {
-    let params = Params::parse(raw.as_deref());
     let (group, at) = (params.get("group"), params.get("at"));
     let page = ui.page(format!("App {app}"), at, &uri).keep("group", group);
     let content = async {

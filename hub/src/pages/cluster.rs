@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use maud::{html, Markup};
@@ -24,9 +24,8 @@ pub async fn page(
     Path(id): Path<String>,
     uri: Uri,
     headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    params: Params,
 ) -> Response {
-    let params = Params::parse(raw.as_deref());
     let at = params.get("at");
     let page = ui.page(format!("Cluster {id}"), at, &uri);
     let content = async {

@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use maud::{html, Markup};
 
 use super::answers::{ByState, DriftPage, Environments, GroupRollup, Summary};
+use super::lists::Params;
 use super::view::{self, Page};
 use super::{api_moment, Caller, PageError, Query, Ui};
 
@@ -25,9 +26,8 @@ pub async fn page(
     State(ui): State<Arc<Ui>>,
     uri: Uri,
     headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    params: Params,
 ) -> Response {
-    let params = super::lists::Params::parse(raw.as_deref());
     let group = params.get("group");
     let at = params.get("at");
     let cursor = params.get("cursor");

@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use axum::extract::{RawQuery, State};
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use maud::{html, Markup};
 
 use super::answers::{Gate, StalePage};
 use super::view::{self, Page};
-use super::{api_moment, PageError, Query, Ui};
+use super::{api_moment, PageError, Ui};
 
 /// Stale clusters per page.
 const STALE_PER_PAGE: u32 = 100;
@@ -17,27 +18,21 @@ const STALE_PER_PAGE: u32 = 100;
 /// Clusters holding a gate back per page.
 const HOLDING_BACK_PER_PAGE: u32 = 100;
 
-/// A page's query parameters as a form sends them (`+` for a space), the first of each name.
+/// A page's query parameters as a form sends them (`+` for a space), decoded as the API's are
+/// (axum's `Query`); a page reads the first of each name.
 #[derive(Debug, Default)]
 pub struct Params(Vec<(String, String)>);
 
-impl Params {
-    /// The pairs of a raw query; a pair that does not decode is left out (the page shows
-    /// what it would without it).
-    pub fn parse(raw: Option<&str>) -> Params {
-        let pairs = raw
-            .unwrap_or("")
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .filter_map(|pair| {
-                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-                let decode = |t: &str| super::percent_decode(&t.replace('+', " "));
-                Some((decode(name)?, decode(value)?))
-            })
-            .collect();
-        Params(pairs)
-    }
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = <Query<Vec<(String, String)>> as FromRequestParts<S>>::Rejection;
 
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Params, Self::Rejection> {
+        let Query(pairs) = Query::from_request_parts(parts, state).await?;
+        Ok(Params(pairs))
+    }
+}
+
+impl Params {
     /// The first value of `name`, when it is not empty.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0
@@ -52,9 +47,8 @@ pub async fn stale(
     State(ui): State<Arc<Ui>>,
     uri: Uri,
     headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    params: Params,
 ) -> Response {
-    let params = Params::parse(raw.as_deref());
     let (group, at, cursor) = (params.get("group"), params.get("at"), params.get("cursor"));
     let page = ui.page("Stale clusters", at, &uri).keep("group", group);
     let content = async {
@@ -62,7 +56,7 @@ pub async fn stale(
         let answer: StalePage = ui
             .ask(
                 &caller,
-                &Query::new("/api/v1/stale")
+                &super::Query::new("/api/v1/stale")
                     .with("group", group)
                     .with("limit", Some(STALE_PER_PAGE.to_string()))
                     .with("cursor", cursor)
@@ -130,9 +124,8 @@ pub async fn gate(
     State(ui): State<Arc<Ui>>,
     uri: Uri,
     headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    params: Params,
 ) -> Response {
-    let params = Params::parse(raw.as_deref());
     let get = |n| params.get(n);
     let at = get("at");
     let mut page = ui.page("Rollout gate", at, &uri);
@@ -145,7 +138,7 @@ pub async fn gate(
         let (Some(app), Some(version)) = (get("app"), get("version")) else {
             return Ok::<Markup, PageError>(form);
         };
-        let query = Query::new("/api/v1/gate")
+        let query = super::Query::new("/api/v1/gate")
             .with("app", Some(app))
             .with("version", Some(version))
             .with("threshold", get("threshold"))
@@ -251,14 +244,23 @@ fn verdict(page: &Page, params: &Params, gate: &Gate) -> Markup {
 mod tests {
     use super::*;
 
-    #[test]
-    fn parameters_decode_as_a_form_sends_them_and_the_first_counts() {
-        let p = Params::parse(Some("app=a+b&group=emea%2Fde&app=second&empty=&bad=%zz"));
+    #[tokio::test]
+    async fn parameters_decode_as_a_form_sends_them_and_the_first_counts() {
+        let params = |uri: &str| {
+            let (mut parts, ()) = axum::http::Request::builder()
+                .uri(uri)
+                .body(())
+                .unwrap()
+                .into_parts();
+            async move { Params::from_request_parts(&mut parts, &()).await.unwrap() }
+        };
+        let p =
+            params("/ui/gate?app=a+b&group=emea%2Fde&app=second&empty=&version=%E2%9C%93").await;
         assert_eq!(p.get("app"), Some("a b"));
         assert_eq!(p.get("group"), Some("emea/de"));
         assert_eq!(p.get("empty"), None);
-        assert_eq!(p.get("bad"), None);
-        assert_eq!(Params::parse(None).get("app"), None);
+        assert_eq!(p.get("version"), Some("✓"));
+        assert_eq!(params("/ui/gate").await.get("app"), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -36,8 +36,7 @@ fn next_page(next: Option<&str>) -> String {
 }
 
 /// `GET /ui/sign-in?next=`.
-pub async fn form(State(ui): State<Arc<Ui>>, uri: Uri, RawQuery(raw): RawQuery) -> Response {
-    let params = Params::parse(raw.as_deref());
+pub async fn form(State(ui): State<Arc<Ui>>, uri: Uri, params: Params) -> Response {
     let next = next_page(params.get("next"));
     if ui.auth.current().is_insecure() {
         return Redirect::to(&next).into_response();
