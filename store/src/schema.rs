@@ -620,6 +620,22 @@ pub struct MigrationReport {
     pub already_applied: Vec<u32>,
 }
 
+/// Whether nothing listened at the address: no statement was sent, and sending it again would
+/// only put off the error.
+fn refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
+}
+
 /// How many times a schema statement is sent when the connection closes before its answer.
 const DDL_ATTEMPTS: u32 = 4;
 
@@ -851,7 +867,9 @@ impl Store {
                 // still starting): sent again, since every statement here is written to be
                 // run twice (`IF NOT EXISTS`, `IF EXISTS`, a codec set again). An answer that
                 // came, error or not, is final.
-                Err(clickhouse::error::Error::Network(err)) if attempt < DDL_ATTEMPTS => {
+                Err(clickhouse::error::Error::Network(err))
+                    if attempt < DDL_ATTEMPTS && !refused(&*err) =>
+                {
                     let wait = DDL_RETRY_WAIT * attempt;
                     tracing::warn!(%err, attempt, retry_in = ?wait, "a schema statement got no answer; sending it again");
                     tokio::time::sleep(wait).await;
@@ -1020,6 +1038,29 @@ mod ddl_retry_tests {
             .await
             .expect("answered at the third sending");
         assert_eq!(*seen.lock().unwrap(), 3, "two dropped, one answered");
+    }
+
+    /// Where nothing listens, nothing was sent: the error comes at once, not after retries.
+    #[tokio::test]
+    async fn a_refused_connection_is_not_retried() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let store =
+            Store::connect(&StoreConfig::new(format!("http://127.0.0.1:{port}"), "fs")).unwrap();
+        let started = std::time::Instant::now();
+        let err = store
+            .run_ddl("CREATE DATABASE IF NOT EXISTS fs", true)
+            .await
+            .expect_err("nothing listens");
+        assert!(matches!(err, clickhouse::error::Error::Network(_)), "{err}");
+        assert!(
+            started.elapsed() < super::DDL_RETRY_WAIT,
+            "answered in {:?}, after a retry",
+            started.elapsed()
+        );
     }
 
     /// It is sent at most [`super::DDL_ATTEMPTS`] times: a server that never answers is an
