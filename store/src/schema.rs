@@ -620,14 +620,15 @@ pub struct MigrationReport {
     pub already_applied: Vec<u32>,
 }
 
-/// Whether nothing listened at the address: no statement was sent, and sending it again would
-/// only put off the error.
-fn refused(err: &(dyn std::error::Error + 'static)) -> bool {
+/// Whether the error came from making the connection (nothing listening, a name that does not
+/// resolve, a connect timeout): the statement was never sent, and sending it again would only
+/// put off the error.
+fn never_sent(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(err);
     while let Some(err) = cause {
         if err
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            .downcast_ref::<hyper_util::client::legacy::Error>()
+            .is_some_and(hyper_util::client::legacy::Error::is_connect)
         {
             return true;
         }
@@ -863,12 +864,12 @@ impl Store {
                 query = query.with_setting("wait_end_of_query", "1");
             }
             match query.execute().await {
-                // The connection closed before an answer came (a server that dropped it, one
-                // still starting): sent again, since every statement here is written to be
-                // run twice (`IF NOT EXISTS`, `IF EXISTS`, a codec set again). An answer that
-                // came, error or not, is final.
+                // The statement went out and the connection closed before an answer came:
+                // sent again, since every statement here is written to be run twice (`IF NOT
+                // EXISTS`, `IF EXISTS`, a codec set again). An answer that came, error or not,
+                // is final, and so is a connection that could not be made.
                 Err(clickhouse::error::Error::Network(err))
-                    if attempt < DDL_ATTEMPTS && !refused(&*err) =>
+                    if attempt < DDL_ATTEMPTS && !never_sent(&*err) =>
                 {
                     let wait = DDL_RETRY_WAIT * attempt;
                     tracing::warn!(%err, attempt, retry_in = ?wait, "a schema statement got no answer; sending it again");
@@ -1040,7 +1041,8 @@ mod ddl_retry_tests {
         assert_eq!(*seen.lock().unwrap(), 3, "two dropped, one answered");
     }
 
-    /// Where nothing listens, nothing was sent: the error comes at once, not after retries.
+    /// Where nothing listens, nothing was sent: the error comes at once, not after retries
+    /// (a retry would wait [`super::DDL_RETRY_WAIT`] first).
     #[tokio::test]
     async fn a_refused_connection_is_not_retried() {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
