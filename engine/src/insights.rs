@@ -1,43 +1,19 @@
 //! What failing clusters share: for one app, the attribute values (labels, groups at every
 //! level, environment, reconciler, agent version) that are over-represented among the clusters
 //! where the app fails or drifts, compared with the clusters where it is in sync, each with a
-//! one-sided Fisher exact test and a Bonferroni-adjusted verdict. Reads only the in-memory
-//! index; the statistics are plain functions, tested against tables worked out by hand.
+//! one-sided Fisher exact test and a Bonferroni-adjusted verdict. Counts from the sides the fleet
+//! keeps per app and the values it keeps per cluster (the fleet's `sides`), or, for one
+//! version, from the selected clusters' records; the statistics are plain functions, tested
+//! against tables worked out by hand.
 
 use std::collections::HashMap;
-
-use fleetscope_model::DriftState;
+use std::hash::BuildHasherDefault;
 
 use crate::fleet::classify::AppCursor;
+pub use crate::fleet::sides::Attribute;
+pub use crate::fleet::sides::SideCounts;
+use crate::fleet::sides::{side, Side, ValueKey};
 use crate::fleet::{Filter, Fleet};
-
-/// The kinds of attribute compared, in the order findings with equal evidence are listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Attribute {
-    /// A label `key=value`.
-    Label,
-    /// A group at any level.
-    Group,
-    /// The environment.
-    Environment,
-    /// The reconciler, `flux` or `argocd`.
-    Reconciler,
-    /// The agent version of the cluster's last heartbeat.
-    AgentVersion,
-}
-
-impl Attribute {
-    /// The attribute's name, as the API's answer and the dashboards' panel give it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Attribute::Label => "label",
-            Attribute::Group => "group",
-            Attribute::Environment => "environment",
-            Attribute::Reconciler => "reconciler",
-            Attribute::AgentVersion => "agent_version",
-        }
-    }
-}
 
 /// What the failing clusters share, strongest evidence first (the API's insights answer
 /// documents every field).
@@ -77,25 +53,6 @@ pub struct Finding {
 /// The family-wise error rate the adjusted p-values are held to.
 pub const SIGNIFICANCE_LEVEL: f64 = 0.05;
 
-/// Which side of the comparison a pair's state puts its cluster on.
-fn side(state: DriftState) -> Option<Side> {
-    match state {
-        DriftState::Failed | DriftState::OutOfSync => Some(Side::Failing),
-        DriftState::InSync => Some(Side::InSync),
-        _ => None,
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Failing,
-    InSync,
-}
-
-/// One attribute value, as symbols of the fleet's table: a label is (key, value), every other
-/// attribute has its value in the first place.
-type ValueKey = (Attribute, u32, u32);
-
 /// A hasher for [`ValueKey`]s: a multiply-and-rotate over the three numbers (the scheme of
 /// rustc's FxHash). Keys are small integers the hub assigned, not caller input, and a pass
 /// over 30,000 clusters hashes some ten keys each, so SipHash's cost showed in the route's time.
@@ -130,16 +87,6 @@ impl std::hash::Hasher for KeyHasher {
 /// labels, environments, reconcilers, agent versions) that the tally reserves up front.
 const VALUES_BESIDES_IDENTITIES: usize = 8_192;
 
-/// Counts of clusters per attribute value, on each side.
-#[derive(Debug, Default)]
-struct Tally {
-    failing: u64,
-    in_sync: u64,
-    other: u64,
-    /// (failing, in sync) clusters with the value.
-    values: HashMap<ValueKey, (u64, u64), std::hash::BuildHasherDefault<KeyHasher>>,
-}
-
 /// The question, as the handler narrowed it to the caller's scope.
 #[derive(Debug)]
 pub struct FailuresQuestion {
@@ -151,17 +98,41 @@ pub struct FailuresQuestion {
 }
 
 /// The fewest considered clusters a value must be on to be tested.
-pub const MIN_CLUSTERS_WITH: u64 = 2;
+pub const MIN_CLUSTERS_WITH: u64 = SideCounts::FEWEST;
 
-/// What the clusters where `question.app` fails share, from `fleet`.
+/// What the clusters where `question.app` fails share, from `fleet`: from the sides the fleet
+/// keeps when no version is asked for, by reading every selected
+/// cluster ([`failures_scanned`]) when one is.
 pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> Failures {
-    let tally = tally(fleet, question);
+    answer(fleet, question, counts(fleet, question))
+}
+
+/// [`failures`] from every selected cluster's records, read one after another: what the kept
+/// sides are held equal to.
+pub fn failures_scanned(fleet: &Fleet, question: &FailuresQuestion) -> Failures {
+    answer(fleet, question, counts_scanned(fleet, question))
+}
+
+/// How the selected clusters split on the app and on each value, as [`failures`] counts them.
+pub fn counts(fleet: &Fleet, question: &FailuresQuestion) -> SideCounts {
+    if question.version.is_some() {
+        return counts_scanned(fleet, question);
+    }
+    fleet
+        .symbols
+        .find(&question.app)
+        .map(|app| fleet.sides.count(&fleet.symbols, &question.filter, app))
+        .unwrap_or_default()
+}
+
+/// The answer from how the selected clusters split.
+fn answer(fleet: &Fleet, question: &FailuresQuestion, tally: SideCounts) -> Failures {
     let failing = tally.failing;
     let in_sync = tally.in_sync;
     let considered = failing + in_sync;
     let mut tests = 0u64;
     let mut candidates = Vec::new();
-    for (key, (with_failing, with_in_sync)) in &tally.values {
+    for (key, with_failing, with_in_sync) in &tally.values {
         let without_failing = failing - with_failing;
         let without_in_sync = in_sync - with_in_sync;
         if without_failing + without_in_sync == 0 {
@@ -242,18 +213,21 @@ pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> Failures {
     }
 }
 
-/// One pass over the selected clusters: each one's side, and each of its attribute values.
-fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
-    let mut tally = Tally::default();
+/// How the selected clusters split, from their records in passes over them: each one's side,
+/// then each of its attribute values.
+pub fn counts_scanned(fleet: &Fleet, question: &FailuresQuestion) -> SideCounts {
+    let mut tally = SideCounts::default();
     let s = &fleet.symbols;
     let Some(app) = s.find(&question.app) else {
         return tally;
     };
     // About one value per cluster (an identity label) and some thousands shared: sized once,
     // the table is not grown (and every entry moved) a dozen times on the way.
-    tally
-        .values
-        .reserve(fleet.clusters.len() + VALUES_BESIDES_IDENTITIES);
+    let mut values: HashMap<ValueKey, (u64, u64), BuildHasherDefault<KeyHasher>> =
+        HashMap::with_capacity_and_hasher(
+            fleet.clusters.len() + VALUES_BESIDES_IDENTITIES,
+            BuildHasherDefault::default(),
+        );
     // Three passes, each reading one more level of every selected cluster's records: its
     // pair's state, then its inventory record, then the label and prefix lists. A pass's
     // reads of one cluster do not wait on another cluster's, so the processor has many in
@@ -301,25 +275,30 @@ fn tally(fleet: &Fleet, question: &FailuresQuestion) -> Tally {
         })
         .collect();
     for (side, labels, prefixes, environment, reconciler, agent) in attributes {
-        let add = |tally: &mut Tally, key: ValueKey| {
-            let counts = tally.values.entry(key).or_default();
+        let mut add = |key: ValueKey| {
+            let counts = values.entry(key).or_default();
             match side {
                 Side::Failing => counts.0 += 1,
                 Side::InSync => counts.1 += 1,
             }
         };
         for &(key, value) in labels {
-            add(&mut tally, (Attribute::Label, key, value));
+            add((Attribute::Label, key, value));
         }
         for &prefix in prefixes {
-            add(&mut tally, (Attribute::Group, prefix, 0));
+            add((Attribute::Group, prefix, 0));
         }
-        add(&mut tally, (Attribute::Environment, environment, 0));
-        add(&mut tally, (Attribute::Reconciler, reconciler, 0));
+        add((Attribute::Environment, environment, 0));
+        add((Attribute::Reconciler, reconciler, 0));
         if let Some(agent) = agent {
-            add(&mut tally, (Attribute::AgentVersion, agent, 0));
+            add((Attribute::AgentVersion, agent, 0));
         }
     }
+    tally.values = values
+        .into_iter()
+        .filter(|(_, (f, s))| f + s >= SideCounts::FEWEST)
+        .map(|(key, (f, s))| (key, f, s))
+        .collect();
     tally
 }
 

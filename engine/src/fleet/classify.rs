@@ -295,7 +295,10 @@ impl Fleet {
             self.follow_rollouts(slot, old.as_deref(), counted.as_ref());
         }
         let cluster = self.clusters.rec(slot);
+        self.sides.revalue(slot, cluster);
         if changed {
+            self.sides
+                .recount(slot, cluster.counted.as_deref(), counted.as_ref());
             crate::rollups::replace(
                 Arc::make_mut(&mut self.cells),
                 cluster.counted.as_deref(),
@@ -356,6 +359,8 @@ impl Fleet {
                 Arc::make_mut(&mut self.stale).insert(*slot);
             }
             self.follow_rollouts(*slot, None, counted.as_ref());
+            self.sides.revalue(*slot, self.clusters.rec(*slot));
+            self.sides.recount(*slot, None, counted.as_ref());
             if counted.is_none() && self.clusters.rec(*slot).deadline == deadline {
                 continue;
             }

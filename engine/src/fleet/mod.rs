@@ -25,6 +25,7 @@ pub mod records;
 pub mod rollout_figures;
 pub mod rollout_records;
 mod rollouts;
+pub mod sides;
 pub mod tables;
 
 pub use clusters::Clusters;
@@ -85,6 +86,8 @@ pub struct Fleet {
     /// The slots of the clusters counted stale at `as_of`, kept with their counted states so
     /// that listing them passes over these only.
     stale: Arc<BTreeSet<u32>>,
+    /// Every app's clusters by side and every cluster's attribute values, for the insights.
+    pub sides: sides::Sides,
     pub(crate) upkeep: Upkeep,
 }
 
@@ -110,6 +113,7 @@ impl Fleet {
             valid_until: self.upkeep.timers.first().map_or(i64::MAX, |(t, _)| *t),
             cells: self.cells.clone(),
             stale: self.stale.clone(),
+            sides: self.sides.clone(),
             upkeep: Upkeep::default(),
         }
     }

@@ -328,7 +328,8 @@ impl Fleet {
     }
 
     /// The maintained counters and states against a full classification at `as_of`: every
-    /// cluster's counted states, and every cell. Returns what differs (empty when equal).
+    /// cluster's counted states, every cell, the stale set and the insights' sides. Returns what
+    /// differs (empty when equal).
     pub fn check_maintained(&self) -> Vec<String> {
         let mut differences = Vec::new();
         for (id, cluster) in self.clusters.iter() {
@@ -350,6 +351,9 @@ impl Fleet {
                 expected.len()
             ));
         }
+        let slots = (0..u32::try_from(self.clusters.len()).expect("fewer than 4 billion clusters"))
+            .map(|slot| (slot, self.clusters.rec(slot)));
+        differences.extend(self.sides.differences(slots));
         let mut listed: Vec<&str> = self.stale_clusters().map(|(id, _)| id).collect();
         listed.sort_unstable();
         let mut counted_stale: Vec<&str> = self

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
+use fleetscope_engine::insights::{self, FailuresQuestion};
 use fleetscope_engine::{Counts, Filter, Fleet, VersionsByGroup};
 use fleetscope_model::{DriftPolicy, DriftState, GroupPath, Timestamp};
 use fleetscope_store::{ClusterRow, DesiredRow, HeartbeatRow, ObservedRow};
@@ -85,7 +86,9 @@ fn step() -> impl Strategy<Value = Step> {
         6 => (
             c.clone(),
             0..4usize,
-            0..APPS.len(),
+            // Half the objects run one of three apps, so that their pairs are on many clusters
+            // at once and the insights have clusters to compare.
+            prop_oneof![0..3usize, 0..APPS.len()],
             0..VERSIONS.len(),
             0..HASHES.len(),
             0..HEALTH.len(),
@@ -114,6 +117,9 @@ fn step() -> impl Strategy<Value = Step> {
 #[derive(Debug, Default)]
 struct Seen {
     states: BTreeSet<&'static str>,
+    /// What the failure insights counted: clusters on each side and on neither, and values
+    /// carried by clusters of both sides.
+    sides: BTreeSet<&'static str>,
     /// Clock steps that changed some state with nothing else changing.
     timed_changes: usize,
     steps: usize,
@@ -134,6 +140,8 @@ impl Driver {
             Step::Inventory(entries) => {
                 let mut rows = BTreeMap::new();
                 for (cluster, group, env, present) in entries {
+                    // A label shared by some clusters, which moves with their group.
+                    let site = format!("site-{}", (cluster + group) % 3);
                     let group = GroupPath::parse(GROUPS[*group]).unwrap();
                     rows.insert(
                         *cluster,
@@ -146,10 +154,16 @@ impl Driver {
                                 .map(|p| p.as_str().to_owned())
                                 .collect(),
                             environment: ENVIRONMENTS[*env].into(),
-                            reconciler: "flux".into(),
-                            label_keys: vec!["tier".into()],
+                            reconciler: if cluster % 3 == 0 { "argocd" } else { "flux" }.into(),
+                            label_keys: vec![
+                                "tier".into(),
+                                "fleetscope.io/cluster".into(),
+                                "site".into(),
+                            ],
                             label_values: vec![
-                                if cluster % 2 == 0 { "edge" } else { "core" }.into()
+                                if cluster % 2 == 0 { "edge" } else { "core" }.into(),
+                                CLUSTERS[*cluster].into(),
+                                site,
                             ],
                             updated_at: 1,
                             version: 1,
@@ -253,7 +267,7 @@ impl Driver {
                 self.fleet.apply_heartbeats(vec![HeartbeatRow {
                     cluster_id: CLUSTERS[*cluster].into(),
                     seen_at: (self.now + ago) as u32,
-                    agent_version: "0.1.0".into(),
+                    agent_version: if ago % 2 == 0 { "0.1.0" } else { "0.2.0" }.into(),
                     reconciler_names: vec![],
                     reconciler_versions: vec![],
                 }]);
@@ -391,6 +405,47 @@ fn check(driver: &Driver, seen: &mut Seen) -> Result<(), TestCaseError> {
         );
     }
     for filter in filters() {
+        for app in ["checkout", "payments", "search", "app-20", "not-an-app"] {
+            let question = FailuresQuestion {
+                filter: filter.clone(),
+                app: app.into(),
+                version: None,
+                group: None,
+                limit: 100,
+            };
+            let sorted = |mut counts: insights::SideCounts| {
+                counts.values.sort_by_key(|(key, _, _)| *key);
+                counts
+            };
+            let kept = sorted(insights::counts(&snapshot, &question));
+            prop_assert_eq!(
+                &kept,
+                &sorted(insights::counts_scanned(&snapshot, &question)),
+                "{:?} {}",
+                filter,
+                app
+            );
+            if kept.values.iter().any(|(_, f, s)| *f > 0 && *s > 0) {
+                seen.sides.insert("values");
+            }
+            let scanned = insights::failures_scanned(&snapshot, &question);
+            for (state, n) in [
+                ("failing", scanned.failing),
+                ("in_sync", scanned.in_sync),
+                ("other", scanned.other_states),
+            ] {
+                if n > 0 {
+                    seen.sides.insert(state);
+                }
+            }
+            prop_assert_eq!(
+                insights::failures(&snapshot, &question),
+                scanned,
+                "{:?} {}",
+                filter,
+                app
+            );
+        }
         prop_assert_eq!(
             snapshot.summary(&filter),
             reference_summary(&snapshot, now, policy, &filter),
@@ -448,6 +503,7 @@ fn maintained_states_equal_a_full_classification_after_every_step() {
             let mut all = SEEN.lock().unwrap();
             let all = all.as_mut().unwrap();
             all.states.extend(seen.states);
+            all.sides.extend(seen.sides);
             all.timed_changes += seen.timed_changes;
             all.steps += seen.steps;
             Ok(())
@@ -457,13 +513,20 @@ fn maintained_states_equal_a_full_classification_after_every_step() {
     // The sequences reach every state, and the clock alone changes states many times.
     let every: BTreeSet<&str> = DriftState::ALL.iter().map(|s| s.as_str()).collect();
     assert_eq!(seen.states, every, "states reached in {} steps", seen.steps);
+    // The insights compared clusters on both sides and on neither, and values carried by
+    // clusters of both sides.
+    assert_eq!(
+        seen.sides,
+        BTreeSet::from(["failing", "in_sync", "other", "values"]),
+        "what the insights saw"
+    );
     assert!(
         seen.timed_changes >= 100,
         "only {} clock steps changed a state",
         seen.timed_changes
     );
     println!(
-        "{} steps, {} clock steps that changed states, states reached: {:?}",
-        seen.steps, seen.timed_changes, seen.states
+        "{} steps, {} clock steps that changed states, states reached: {:?}, insights: {:?}",
+        seen.steps, seen.timed_changes, seen.states, seen.sides
     );
 }
