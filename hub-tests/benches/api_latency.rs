@@ -382,6 +382,11 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
         .collect();
 
     let endpoint = |label: String, paths: Vec<String>| Endpoint { label, paths };
+    // One route asked of app after app, labelled with how many.
+    let per_app = |apps: &[&String], route: &str, path: fn(&str) -> String| Endpoint {
+        label: format!("{route} ({} apps)", apps.len()),
+        paths: apps.iter().map(|a| path(a)).collect(),
+    };
     let endpoints = [
         endpoint("/api/v1/summary".into(), vec!["/api/v1/summary".into()]),
         endpoint(
@@ -430,6 +435,19 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
             format!("/api/v1/insights/failures?app={gate_app}"),
             vec![format!("/api/v1/insights/failures?app={gate_app}")],
         ),
+        // The other questions an app's page asks, one app after another.
+        per_app(&version_apps, "/api/v1/summary?app={app}&depth=0", |a| {
+            format!("/api/v1/summary?app={a}&depth=0")
+        }),
+        per_app(&version_apps, "/api/v1/drift?app={app}&limit=20", |a| {
+            format!("/api/v1/drift?app={a}&limit=20")
+        }),
+        per_app(&version_apps, "/api/v1/insights/failures?app={app}", |a| {
+            format!("/api/v1/insights/failures?app={a}")
+        }),
+        per_app(&version_apps, "/api/v1/rollouts?app={app}&limit=5", |a| {
+            format!("/api/v1/rollouts?app={a}&limit=5")
+        }),
         endpoint("/metrics".into(), vec!["/metrics".into()]),
         // The hub's pages (the bench's hub has no token file: no sign-in).
         endpoint("/ui/fleet".into(), vec!["/ui/fleet".into()]),
