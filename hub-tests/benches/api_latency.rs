@@ -380,6 +380,16 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
         .step_by((app_names.len() / uncached_requests).max(1))
         .take(uncached_requests)
         .collect();
+    // The newest rollout of each of those apps, as an app's page draws it.
+    let mut newest_rollouts: Vec<String> = Vec::new();
+    for app in &version_apps {
+        let listed = client
+            .json(&format!("/api/v1/rollouts?app={app}&limit=1"))
+            .await;
+        if let Some(id) = listed["items"][0]["id"].as_str() {
+            newest_rollouts.push(id.to_owned());
+        }
+    }
 
     let endpoint = |label: String, paths: Vec<String>| Endpoint { label, paths };
     // One route asked of app after app, labelled with how many.
@@ -448,6 +458,16 @@ async fn run(clusters: usize, apps: usize, uncached_requests: usize, cached_requ
         per_app(&version_apps, "/api/v1/rollouts?app={app}&limit=5", |a| {
             format!("/api/v1/rollouts?app={a}&limit=5")
         }),
+        endpoint(
+            format!(
+                "/api/v1/rollouts/{{rollout}}?depth=0&limit=10 ({} rollouts)",
+                newest_rollouts.len()
+            ),
+            newest_rollouts
+                .iter()
+                .map(|id| format!("/api/v1/rollouts/{id}?depth=0&limit=10"))
+                .collect(),
+        ),
         endpoint("/metrics".into(), vec!["/metrics".into()]),
         // The hub's pages (the bench's hub has no token file: no sign-in).
         endpoint("/ui/fleet".into(), vec!["/ui/fleet".into()]),
