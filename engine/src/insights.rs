@@ -100,9 +100,9 @@ pub struct FailuresQuestion {
 /// The fewest considered clusters a value must be on to be tested.
 pub const MIN_CLUSTERS_WITH: u64 = SideCounts::FEWEST;
 
-/// What the clusters where `question.app` fails share, from `fleet`: from the sides the fleet
-/// keeps when no version is asked for, by reading every selected
-/// cluster ([`failures_scanned`]) when one is.
+/// What the clusters where `question.app` fails share, from `fleet`: counted from the sides
+/// the fleet keeps when no version is asked for, from every selected cluster's records when
+/// one is ([`counts`]).
 pub fn failures(fleet: &Fleet, question: &FailuresQuestion) -> Failures {
     answer(fleet, question, counts(fleet, question))
 }
@@ -139,12 +139,11 @@ fn answer(fleet: &Fleet, question: &FailuresQuestion, tally: SideCounts) -> Fail
             // On every considered cluster: nothing to compare it with.
             continue;
         }
-        if with_failing + with_in_sync < MIN_CLUSTERS_WITH {
-            // On one cluster only (an identity label such as `fleetscope.io/cluster`): it
-            // names that cluster, says nothing a cluster shares, and would only make the
-            // Bonferroni correction harsher for the values that do.
-            continue;
-        }
+        // Every value listed is on at least MIN_CLUSTERS_WITH clusters (both counts leave out
+        // the rest): a value on one cluster only, an identity label such as
+        // `fleetscope.io/cluster`, names that cluster, says nothing clusters share, and would
+        // only make the Bonferroni correction harsher for the values that do.
+        debug_assert!(with_failing + with_in_sync >= MIN_CLUSTERS_WITH);
         tests += 1;
         // Over-represented: a higher failure rate with the value than without it.
         if with_failing * (without_failing + without_in_sync)
