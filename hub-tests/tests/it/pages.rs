@@ -238,6 +238,13 @@ async fn the_pages_show_the_apis_answers_to_whoever_signed_in() {
     // On every page the first Tab reaches the link that skips to the content.
     browser.tab().await;
     assert_eq!(browser.active_element_text().await, "Skip to content");
+    // The hub's own address leads to its pages.
+    visit(&browser, &base, "/", "root").await;
+    assert!(
+        browser.current_url().await.ends_with("/ui/fleet"),
+        "{}",
+        browser.current_url().await
+    );
 
     fleet_pages(&browser, &api, now).await;
     other_pages(&browser, &api).await;

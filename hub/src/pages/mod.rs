@@ -75,6 +75,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         secure_cookies,
     });
     Router::new()
+        .route("/", get(|| async { Redirect::to("/ui/") }))
         .route("/ui", get(|| async { Redirect::to("/ui/fleet") }))
         .route("/ui/", get(|| async { Redirect::to("/ui/fleet") }))
         .route("/ui/fleet", get(fleet::page))
