@@ -76,8 +76,12 @@ fn report(
                 transitioned_at: Some(now - 3_600),
                 observed_at: now - 1,
                 deleted: false,
+                labels: Default::default(),
+                target_revision: String::new(),
+                images: Vec::new(),
             })
             .collect(),
+        stamped_apps: Vec::new(),
     }
 }
 

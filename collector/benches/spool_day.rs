@@ -67,6 +67,7 @@ fn build_spool(dir: &Path, hours: u64, apps: usize, per_minute: usize) -> Built 
         reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
         change_seq_high: high,
         changes,
+        stamped_apps: Vec::new(),
     };
     let apply = |spool: &mut Spool, tracker: &mut Tracker, app: usize, version: u64, at: i64| {
         let object = normalize(&helm_release(&app_name(app), &format!("1.0.{version}")))

@@ -9,11 +9,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 
+use fleetscope_model::matching::ObjectFacts;
 use fleetscope_model::state::ObjectKind;
 use fleetscope_model::{
     AppName, ClusterId, Health, ObjectRef, ObservedItem, SyncStatus, Timestamp, Version,
 };
 use fleetscope_store::ObservedRow;
+
+use crate::normalize::{MAX_IMAGES, MAX_LABELS};
 use serde::{Deserialize, Serialize};
 
 /// Largest compressed body the collector reads.
@@ -87,6 +90,11 @@ pub struct Report {
     pub change_seq_high: u64,
     #[serde(default)]
     pub changes: Vec<Change>,
+    /// The apps whose stamped objects the cluster holds, sent with reports that carry objects
+    /// without stamps: an object the match rules give to one of these apps stays unmanaged,
+    /// because a stamped object of an app wins over a matched one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stamped_apps: Vec<String>,
 }
 
 /// One object's state after a change (or its deletion).
@@ -116,6 +124,15 @@ pub struct Change {
     pub observed_at: i64,
     #[serde(default)]
     pub deleted: bool,
+    /// For an app object without stamps: its labels, for the match rules.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// For an Argo CD Application without stamps: `spec.source.targetRevision`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target_revision: String,
+    /// For an Argo CD Application without stamps: `status.summary.images`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
 }
 
 impl Change {
@@ -138,6 +155,21 @@ impl Change {
                 .then_some(item.transitioned_at.seconds()),
             observed_at: item.observed_at.seconds(),
             deleted: item.deleted,
+            labels: item
+                .facts
+                .as_ref()
+                .map(|f| f.labels.clone())
+                .unwrap_or_default(),
+            target_revision: item
+                .facts
+                .as_ref()
+                .map(|f| f.target_revision.clone())
+                .unwrap_or_default(),
+            images: item
+                .facts
+                .as_ref()
+                .map(|f| f.images.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -229,6 +261,8 @@ pub struct ValidReport {
     pub reconcilers: BTreeMap<String, String>,
     pub change_seq_high: u64,
     pub items: Vec<ObservedItem>,
+    /// The apps with a stamped object on the cluster, as the agent said ([`Report::stamped_apps`]).
+    pub stamped_apps: Vec<AppName>,
 }
 
 impl Report {
@@ -334,6 +368,14 @@ impl Report {
                 ObservedItem::MAX_MESSAGE_BYTES,
             )
             .to_owned();
+            let facts = facts_of(
+                &at,
+                kind,
+                app.is_some(),
+                change.labels,
+                change.target_revision,
+                change.images,
+            )?;
             items.push(ObservedItem {
                 cluster: cluster.clone(),
                 object: ObjectRef {
@@ -353,8 +395,27 @@ impl Report {
                 observed_at: Timestamp(change.observed_at),
                 change_seq: change.change_seq,
                 deleted: change.deleted,
+                facts,
             });
         }
+        if self.stamped_apps.len() > MAX_STAMPED_APPS {
+            return Err(bad(
+                "stamped_apps",
+                format!(
+                    "has {} entries, at most {MAX_STAMPED_APPS}",
+                    self.stamped_apps.len()
+                ),
+            ));
+        }
+        let stamped_apps = self
+            .stamped_apps
+            .iter()
+            .enumerate()
+            .map(|(index, app)| {
+                AppName::parse(app)
+                    .map_err(|err| bad(format!("stamped_apps[{index}]"), err.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(ValidReport {
             cluster,
             agent_version: self.agent_version,
@@ -363,6 +424,7 @@ impl Report {
             reconcilers: self.reconcilers,
             change_seq_high: self.change_seq_high,
             items,
+            stamped_apps,
         })
     }
 
@@ -378,6 +440,55 @@ impl Report {
             .expect("writing to memory cannot fail");
         encoder.finish().expect("writing to memory cannot fail")
     }
+}
+
+/// The most apps a report's `stamped_apps` names.
+pub const MAX_STAMPED_APPS: usize = 10_000;
+
+/// The match facts of one change, checked: only an app object without stamps carries them.
+fn facts_of(
+    at: &dyn Fn(&str) -> String,
+    kind: ObjectKind,
+    stamped: bool,
+    labels: BTreeMap<String, String>,
+    target_revision: String,
+    images: Vec<String>,
+) -> Result<Option<Box<ObjectFacts>>, ReportError> {
+    let facts = ObjectFacts {
+        labels,
+        target_revision,
+        images,
+    };
+    if facts.is_empty() {
+        return Ok(None);
+    }
+    if stamped || !kind.is_app_object() {
+        return Err(bad(
+            at("labels"),
+            "labels, target_revision and images are sent only for a Kustomization, HelmRelease or Application without an app stamp",
+        ));
+    }
+    if facts.labels.len() > MAX_LABELS {
+        return Err(bad(
+            at("labels"),
+            format!("has {} entries, at most {MAX_LABELS}", facts.labels.len()),
+        ));
+    }
+    for (key, value) in &facts.labels {
+        check_len(&at(&format!("labels.{key}")), key, 317)?;
+        check_len(&at(&format!("labels.{key}")), value, 63)?;
+    }
+    check_len(&at("target_revision"), &facts.target_revision, 256)?;
+    if facts.images.len() > MAX_IMAGES {
+        return Err(bad(
+            at("images"),
+            format!("has {} entries, at most {MAX_IMAGES}", facts.images.len()),
+        ));
+    }
+    for (index, image) in facts.images.iter().enumerate() {
+        check_len(&at(&format!("images[{index}]")), image, 512)?;
+    }
+    Ok(Some(Box::new(facts)))
 }
 
 /// The gzip header [`Report::encode`] writes: deflate, no flags, no time, no extra flags at the
@@ -566,6 +677,9 @@ mod tests {
             transitioned_at: Some(NOW.seconds() - 60),
             observed_at: NOW.seconds() - 5,
             deleted: false,
+            labels: Default::default(),
+            target_revision: String::new(),
+            images: Vec::new(),
         }
     }
 
@@ -579,6 +693,7 @@ mod tests {
             reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
             change_seq_high: 0,
             changes,
+            stamped_apps: Vec::new(),
         }
     }
 

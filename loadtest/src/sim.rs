@@ -440,6 +440,9 @@ impl SimFleet {
                     transitioned_at: Some(o.transitioned_at),
                     observed_at: now.seconds(),
                     deleted: false,
+                    labels: Default::default(),
+                    target_revision: String::new(),
+                    images: Vec::new(),
                 }
             })
             .collect();
@@ -456,6 +459,7 @@ impl SimFleet {
                 0
             },
             changes,
+            stamped_apps: Vec::new(),
         }
     }
 
@@ -519,6 +523,7 @@ impl SimFleet {
             reconcilers: [(reconciler.0.to_owned(), reconciler.1.to_owned())].into(),
             change_seq_high: 0,
             changes: Vec::new(),
+            stamped_apps: Vec::new(),
         }
     }
 

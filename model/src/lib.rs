@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod drift;
 pub mod group;
 pub mod ids;
+pub mod matching;
 pub mod selector;
 pub mod stamps;
 pub mod state;

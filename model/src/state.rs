@@ -109,11 +109,22 @@ pub struct ObservedItem {
     pub change_seq: u64,
     /// The object was deleted from the cluster.
     pub deleted: bool,
+    /// For an unstamped app object: what the platform repo's match rules read (labels, target
+    /// revision, images). Carried from the agent to the collector, which resolves the object's
+    /// app and version from it; never stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Box<crate::matching::ObjectFacts>>,
 }
 
 impl ObservedItem {
     /// Reconciler messages are cut to this many bytes (on a character boundary) before storage.
     pub const MAX_MESSAGE_BYTES: usize = 4096;
+
+    /// A Kustomization, HelmRelease or Application without an app stamp: what the platform
+    /// repo's match rules may give an app.
+    pub fn is_unstamped_app_object(&self) -> bool {
+        self.app.is_none() && self.object.kind.is_app_object()
+    }
 }
 
 /// Cuts `text` to at most `max` bytes without splitting a character.

@@ -634,6 +634,21 @@ fn render_row(
 /// fleet. `render_id` must grow from render to render (the caller uses the time in
 /// milliseconds). The `renders` row is written last, once every other insert was accepted:
 /// readers show a render only from then on (docs/data-model.md).
+/// The render's match rules as the collector reads them, with the SHA-256 of their JSON
+/// (16 hex digits) as their digest.
+pub fn match_rules_row(outcome: &RenderOutcome, render_id: u64) -> fleetscope_store::MatchRulesRow {
+    use sha2::{Digest as _, Sha256};
+    let rules = serde_json::to_string(&outcome.platform.match_rules())
+        .expect("match rules always serialize");
+    let digest = Sha256::digest(rules.as_bytes());
+    let digest: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    fleetscope_store::MatchRulesRow {
+        render_id,
+        digest,
+        rules,
+    }
+}
+
 pub async fn publish(
     store: &Store,
     outcome: &RenderOutcome,
@@ -676,6 +691,9 @@ pub async fn publish(
     if let Some(commit) = &rows.platform_commit {
         store.insert_rows(std::slice::from_ref(commit)).await?;
     }
+    store
+        .insert_rows(&[match_rules_row(outcome, render_id)])
+        .await?;
     // What it wrote, for readers of a ClickHouse cluster, whose nodes may hold the `renders`
     // row before the rest (each table replicates on its own).
     store

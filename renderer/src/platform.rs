@@ -113,6 +113,10 @@ pub struct ApplicationDoc {
     /// Default values (Helm values, or substitution variables for Kustomizations).
     #[serde(default)]
     pub values: Values,
+    /// How the app's objects are recognised on a cluster when they carry no Fleetscope stamps
+    /// (objects of a fleet Fleetscope did not render), and where their version is read.
+    #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
+    pub match_rules: Vec<fleetscope_model::matching::MatchRule>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -37,6 +37,8 @@ pub struct AppEntry {
     pub depends_on: Vec<AppName>,
     pub labels: Labels,
     pub values: Values,
+    /// How its objects without stamps are recognised (`match`).
+    pub match_rules: Vec<fleetscope_model::matching::MatchRule>,
     pub origin: Origin,
 }
 
@@ -75,6 +77,22 @@ pub struct Platform {
 }
 
 impl Platform {
+    /// Every app's match rules, in app name order (apps without rules left out): what a render
+    /// publishes for the collector.
+    pub fn match_rules(&self) -> fleetscope_model::matching::MatchRules {
+        fleetscope_model::matching::MatchRules {
+            apps: self
+                .apps
+                .values()
+                .filter(|app| !app.match_rules.is_empty())
+                .map(|app| fleetscope_model::matching::AppRules {
+                    app: app.name.clone(),
+                    rules: app.match_rules.clone(),
+                })
+                .collect(),
+        }
+    }
+
     /// The labels a cluster's selectors see: its groups' from the root down, its own, and
     /// `fleetscope.io/environment`, `fleetscope.io/cluster` and `fleetscope.io/reconciler`.
     pub fn effective_labels(&self, cluster: &ClusterEntry) -> Labels {
@@ -442,6 +460,16 @@ impl Checker {
         for problem in model.validate() {
             self.errors.push(origin.error("", problem));
         }
+        for (index, rule) in doc.match_rules.iter().enumerate() {
+            for (field, problem) in rule.problems() {
+                let at = if field.is_empty() {
+                    format!("match[{index}]")
+                } else {
+                    format!("match[{index}].{field}")
+                };
+                self.errors.push(origin.error(at, problem));
+            }
+        }
         if self.unique("application", name.as_str(), origin, "name") {
             self.platform.apps.insert(
                 name.clone(),
@@ -454,6 +482,7 @@ impl Checker {
                     depends_on,
                     labels: doc.labels.clone(),
                     values: doc.values.clone(),
+                    match_rules: doc.match_rules.clone(),
                     origin: origin.clone(),
                 },
             );

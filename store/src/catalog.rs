@@ -302,6 +302,10 @@ fn index_reads(samples: &Samples) -> Vec<CatalogEntry> {
             "what a render wrote",
             queries::render_contents_query(store, 1),
         ),
+        render::<crate::MatchRulesRow>(
+            "the newest match rules",
+            queries::latest_match_rules_query(store),
+        ),
         render::<crate::RenderChangeCountRow>(
             "how many version changes renders wrote",
             queries::render_change_counts_query(store, 0, 2),

@@ -122,6 +122,7 @@ pub const PLACEMENTS: &[(&str, Placement)] = &[
     ("render_change_counts", Placement::Everywhere),
     ("rollout_records", Placement::Everywhere),
     ("rollout_clusters", Placement::Everywhere),
+    ("match_rules", Placement::Everywhere),
 ];
 
 /// Where `table` lives in cluster mode, if it is one of the schema's tables.

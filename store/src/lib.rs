@@ -31,7 +31,7 @@ pub use audit::StoredChanges;
 pub use clickhouse_cluster::ClusterConfig;
 pub use queries::{ClusterCountsRow, GroupRollup, LiveObjectRow, PairCountRow};
 pub use rows::{
-    ArrivalWriterRow, ClusterRow, DesiredRow, DesiredVersionChangeRow, HeartbeatRow,
+    ArrivalWriterRow, ClusterRow, DesiredRow, DesiredVersionChangeRow, HeartbeatRow, MatchRulesRow,
     MemberSinceRow, MembershipRow, ObservedRef, ObservedRow, PlatformCommitRow, ReasonMemberRow,
     ReasonSetRow, RenderChangeCountRow, RenderContentsRow, RenderRow, RolloutClusterRow,
     RolloutRecordRow, RollupSnapshotRow, SinceSetRow,

@@ -92,6 +92,14 @@ pub struct RenderContentsRow {
     pub members: u32,
 }
 
+/// The match rules a render published (`match_rules`): JSON of the model's `MatchRules`.
+#[derive(Debug, Clone, PartialEq, Eq, Row, Serialize, Deserialize)]
+pub struct MatchRulesRow {
+    pub render_id: u64,
+    pub digest: String,
+    pub rules: String,
+}
+
 /// How many desired version change rows a render wrote (`render_change_counts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Row, Serialize, Deserialize)]
 pub struct RenderChangeCountRow {
@@ -416,6 +424,9 @@ impl Table for DesiredRow {
 }
 impl Table for RenderContentsRow {
     const TABLE: &'static str = "render_contents";
+}
+impl Table for MatchRulesRow {
+    const TABLE: &'static str = "match_rules";
 }
 impl Table for RolloutRecordRow {
     const TABLE: &'static str = "rollout_records";

@@ -457,6 +457,20 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
             written_ms UInt64
         ) ENGINE = ReplacingMergeTree(written_ms) ORDER BY (app, cluster_id)",
     ],
+}, Migration {
+    version: 10,
+    name: "match rules of objects without stamps",
+    statements: &[
+        // The platform repo's match rules as each render published them (JSON), with their
+        // digest: the collector resolves the app objects it receives without stamps by the
+        // rules of the newest render, and tells agents the digest so that they report those
+        // objects again when it changes.
+        "CREATE TABLE IF NOT EXISTS match_rules (
+            render_id UInt64,
+            digest String,
+            rules String
+        ) ENGINE = ReplacingMergeTree ORDER BY render_id",
+    ],
 }];
 
 /// The columns of an observed row, as `observed_transitions`, `observed_arrivals` and

@@ -10,7 +10,7 @@ pub mod tracker;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -111,9 +111,24 @@ struct Shared {
     config: AgentConfig,
     spool: Mutex<Spool>,
     reconcilers: Mutex<BTreeMap<String, String>>,
+    /// The apps with a stamped object on the cluster ([`Tracker::stamped_apps`]).
+    stamped_apps: Mutex<Vec<String>>,
+    /// The digest of the collector's match rules last seen, kept in the spool directory.
+    match_rules: Mutex<Option<String>>,
+    /// Set when the objects without stamps are to be reported again (the stamped apps or the
+    /// collector's match rules changed); the next flush does it.
+    report_unstamped_again: AtomicBool,
     wake: Notify,
     stats: Arc<AgentStats>,
 }
+
+/// The file in the spool directory holding the digest of the match rules last seen.
+const MATCH_RULES_FILE: &str = "match-rules";
+
+/// The longest an agent waits, after it saw the collector's match rules change, before it
+/// reports its objects without stamps again: each agent picks a moment in this window, so a
+/// fleet does not send them all at once.
+pub const MATCH_RULES_SPREAD: Duration = Duration::from_secs(60);
 
 impl Shared {
     fn report(&self, kind: ReportKind, items: &[ObservedItem], change_seq_high: u64) -> Report {
@@ -126,6 +141,37 @@ impl Shared {
             reconcilers: self.reconcilers.lock().expect("reconcilers lock").clone(),
             change_seq_high,
             changes: items.iter().map(Change::from_observed).collect(),
+            stamped_apps: if items.iter().any(ObservedItem::is_unstamped_app_object) {
+                self.stamped_apps.lock().expect("stamped apps lock").clone()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Takes note of the match rules' digest in an acknowledgement. When it differs from the
+    /// one seen before, the objects without stamps are reported again, at a moment picked at
+    /// random within [`MATCH_RULES_SPREAD`]; the first digest an agent sees changes nothing
+    /// (what it reported was resolved with those rules).
+    fn match_rules_seen(self: &Arc<Self>, digest: String) {
+        let mut seen = self.match_rules.lock().expect("match rules lock");
+        if seen.as_deref() == Some(digest.as_str()) {
+            return;
+        }
+        let changed = seen.is_some();
+        let path = self.config.spool_dir.join(MATCH_RULES_FILE);
+        if let Err(err) = write_atomically(&path, digest.as_bytes()) {
+            tracing::warn!(error = %err, path = %path.display(), "keeping the match rules' digest");
+        }
+        *seen = Some(digest);
+        if changed {
+            let shared = self.clone();
+            let wait = MATCH_RULES_SPREAD.mul_f64(random_fraction());
+            tracing::info!(in_seconds = wait.as_secs(), "the collector's match rules changed; the objects without stamps will be reported again");
+            tokio::spawn(async move {
+                tokio::time::sleep(wait).await;
+                shared.report_unstamped_again.store(true, Ordering::Relaxed);
+            });
         }
     }
 
@@ -173,6 +219,18 @@ impl Shared {
     }
 }
 
+/// A number in [0, 1) that differs from agent to agent and from start to start.
+fn random_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// Runs the agent until `events` closes or `shutdown` resolves. Everything gathered is in the
 /// spool before this returns.
 pub async fn run(
@@ -199,10 +257,17 @@ pub async fn run(
         config.ca_file.as_deref(),
     )
     .map_err(anyhow::Error::msg)?;
+    let match_rules = std::fs::read_to_string(config.spool_dir.join(MATCH_RULES_FILE))
+        .ok()
+        .map(|text| text.trim().to_owned())
+        .filter(|text| !text.is_empty());
     let shared = Arc::new(Shared {
         config: config.clone(),
         spool: Mutex::new(spool),
         reconcilers: Mutex::new(BTreeMap::new()),
+        stamped_apps: Mutex::new(tracker.stamped_apps()),
+        match_rules: Mutex::new(match_rules),
+        report_unstamped_again: AtomicBool::new(false),
         wake: Notify::new(),
         stats: stats.clone(),
     });
@@ -241,8 +306,19 @@ pub async fn run(
                         shared.reconcilers.lock().expect("reconcilers lock").insert(name, version);
                     }
                 }
+                if tracker.take_stamped_changed() {
+                    *shared.stamped_apps.lock().expect("stamped apps lock") = tracker.stamped_apps();
+                    shared.report_unstamped_again.store(true, Ordering::Relaxed);
+                }
             }
             _ = flush.tick() => {
+                if shared.report_unstamped_again.swap(false, Ordering::Relaxed) {
+                    let mut spool = shared.spool.lock().expect("spool lock");
+                    let mut next_seq = || spool.next_change_seq();
+                    // The objects' earlier changes in this window are sent again anyway.
+                    pending.retain(|item| !item.is_unstamped_app_object());
+                    pending.extend(tracker.report_unstamped_again(now(), &mut next_seq));
+                }
                 if !pending.is_empty() {
                     flush_pending(&shared, &tracker, &tracker_path, &mut pending)?;
                 }
@@ -314,7 +390,11 @@ async fn deliver(shared: Arc<Shared>, sender: Sender) {
             }
         };
         let bytes = body.len() as u64 + REQUEST_OVERHEAD_BYTES;
-        let (outcome, duplicate) = sender.send_with_answer(body).await;
+        let (outcome, answer) = sender.send_for_answer(body).await;
+        if let Some(digest) = answer.match_rules {
+            shared.match_rules_seen(digest);
+        }
+        let duplicate = answer.duplicate;
         if let Some(duplicate) = duplicate.filter(|d| !heartbeat && d.counters_behind()) {
             shared.stats.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
             let renumbered = {

@@ -40,6 +40,14 @@ impl Duplicate {
     }
 }
 
+/// What an acknowledgement said besides "stored".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answer {
+    pub duplicate: Option<Duplicate>,
+    /// The digest of the match rules in force at the collector.
+    pub match_rules: Option<String>,
+}
+
 /// The certificates of a PEM file of CA certificates; at least one.
 pub fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
     let pem =
@@ -116,9 +124,16 @@ impl Sender {
         self.send_with_answer(body).await.0
     }
 
-    /// [`Sender::send`], also returning what a `duplicate` answer said (collectors before this
-    /// field was added answer without it: then `None`).
+    /// [`Sender::send`], also returning what a `duplicate` answer said, and the digest of the
+    /// match rules the collector resolves objects without stamps by (`match_rules` in an
+    /// acknowledgement; `None` when the answer has none).
     pub async fn send_with_answer(&self, body: Vec<u8>) -> (SendOutcome, Option<Duplicate>) {
+        let (outcome, answer) = self.send_for_answer(body).await;
+        (outcome, answer.duplicate)
+    }
+
+    /// [`Sender::send`] with everything an acknowledgement says.
+    pub async fn send_for_answer(&self, body: Vec<u8>) -> (SendOutcome, Answer) {
         let mut request = self
             .client
             .post(&self.ingest_url)
@@ -130,7 +145,7 @@ impl Sender {
         }
         let response = match request.send().await {
             Ok(response) => response,
-            Err(err) => return (SendOutcome::Unreachable(err.to_string()), None),
+            Err(err) => return (SendOutcome::Unreachable(err.to_string()), Answer::default()),
         };
         let status = response.status().as_u16();
         let retry_after = response
@@ -152,6 +167,12 @@ impl Sender {
                     highest_change_seq: number("highest_change_seq").unwrap_or(0),
                 })
             });
+        let match_rules = answer
+            .as_ref()
+            .and_then(|v| v.get("match_rules"))
+            .and_then(serde_json::Value::as_str)
+            .filter(|digest| !digest.is_empty() && digest.len() <= 128)
+            .map(str::to_owned);
         let message = answer
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
             .unwrap_or(text);
@@ -162,7 +183,11 @@ impl Sender {
             }
             _ => SendOutcome::Refused { status, message },
         };
-        let duplicate = duplicate.filter(|_| outcome == SendOutcome::Acknowledged);
-        (outcome, duplicate)
+        let acknowledged = outcome == SendOutcome::Acknowledged;
+        let answer = Answer {
+            duplicate: duplicate.filter(|_| acknowledged),
+            match_rules: match_rules.filter(|_| acknowledged),
+        };
+        (outcome, answer)
     }
 }

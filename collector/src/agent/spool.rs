@@ -411,6 +411,9 @@ mod tests {
             transitioned_at: None,
             observed_at: 1_800_000_000,
             deleted: false,
+            labels: Default::default(),
+            target_revision: String::new(),
+            images: Vec::new(),
         }
     }
 
@@ -424,6 +427,7 @@ mod tests {
             reconcilers: Default::default(),
             change_seq_high: 0,
             changes,
+            stamped_apps: Vec::new(),
         }
     }
 

@@ -4,17 +4,32 @@
 
 use std::collections::BTreeMap;
 
-use fleetscope_model::{ClusterId, ObjectKind, ObjectRef, ObservedItem, Timestamp};
+use fleetscope_model::{AppName, ClusterId, ObjectKind, ObjectRef, ObservedItem, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::normalize::NormalizedObject;
 use crate::protocol::ObservedState;
 
 /// The last reported state of every object, keyed by object. Saved as a plain list.
+///
+/// It also counts, per app, the stamped app objects the cluster holds: a stamped object wins
+/// over one the match rules would give the same app, so the collector needs the list with
+/// every object without stamps it resolves ([`Tracker::stamped_apps`]), and when the list
+/// changes the objects without stamps are reported again ([`Tracker::report_unstamped_again`]).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(into = "SavedTracker", from = "SavedTracker")]
 pub struct Tracker {
     objects: BTreeMap<ObjectRef, ObservedItem>,
+    stamped: BTreeMap<AppName, usize>,
+    /// Set when an app gained its first stamped object or lost its last one.
+    stamped_changed: bool,
+}
+
+/// The app an item counts a stamped object for.
+fn stamped_app(item: &ObservedItem) -> Option<&AppName> {
+    item.app
+        .as_ref()
+        .filter(|_| item.object.kind.is_app_object() && !item.deleted)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -32,13 +47,13 @@ impl From<Tracker> for SavedTracker {
 
 impl From<SavedTracker> for Tracker {
     fn from(saved: SavedTracker) -> Tracker {
-        Tracker {
-            objects: saved
-                .objects
-                .into_iter()
-                .map(|item| (item.object.clone(), item))
-                .collect(),
+        let mut tracker = Tracker::default();
+        for item in saved.objects {
+            tracker.count(&item, true);
+            tracker.objects.insert(item.object.clone(), item);
         }
+        tracker.stamped_changed = false;
+        tracker
     }
 }
 
@@ -63,6 +78,7 @@ impl Tracker {
         let candidate = object.into_observed(cluster.clone(), 0, now, false);
         if self.objects.get(&key).is_some_and(|known| {
             ObservedState::of_item(known) == ObservedState::of_item(&candidate)
+                && known.facts == candidate.facts
         }) {
             return None;
         }
@@ -70,8 +86,56 @@ impl Tracker {
             change_seq: next_seq(),
             ..candidate
         };
-        self.objects.insert(key, item.clone());
+        self.count(&item, true);
+        if let Some(old) = self.objects.insert(key, item.clone()) {
+            self.count(&old, false);
+        }
         Some(item)
+    }
+
+    fn count(&mut self, item: &ObservedItem, add: bool) {
+        let Some(app) = stamped_app(item) else {
+            return;
+        };
+        if add {
+            let count = self.stamped.entry(app.clone()).or_default();
+            *count += 1;
+            self.stamped_changed |= *count == 1;
+        } else if let Some(count) = self.stamped.get_mut(app) {
+            *count -= 1;
+            if *count == 0 {
+                self.stamped.remove(app);
+                self.stamped_changed = true;
+            }
+        }
+    }
+
+    /// The apps with at least one stamped app object on the cluster, in name order.
+    pub fn stamped_apps(&self) -> Vec<String> {
+        self.stamped.keys().map(ToString::to_string).collect()
+    }
+
+    /// Whether [`Tracker::stamped_apps`] changed since the last call.
+    pub fn take_stamped_changed(&mut self) -> bool {
+        std::mem::take(&mut self.stamped_changed)
+    }
+
+    /// Every app object without stamps, reported again with new change numbers: the collector
+    /// resolves each anew, against the stamped apps of now.
+    pub fn report_unstamped_again(
+        &mut self,
+        now: Timestamp,
+        next_seq: &mut dyn FnMut() -> u64,
+    ) -> Vec<ObservedItem> {
+        let mut changes = Vec::new();
+        for item in self.objects.values_mut() {
+            if item.is_unstamped_app_object() && !item.deleted {
+                item.change_seq = next_seq();
+                item.observed_at = now;
+                changes.push(item.clone());
+            }
+        }
+        changes
     }
 
     /// Records a deletion; returns the change to report unless the object was unknown.
@@ -82,6 +146,7 @@ impl Tracker {
         next_seq: &mut dyn FnMut() -> u64,
     ) -> Option<ObservedItem> {
         let known = self.objects.remove(object)?;
+        self.count(&known, false);
         Some(ObservedItem {
             change_seq: next_seq(),
             observed_at: now,

@@ -37,6 +37,8 @@ pub async fn run(
     let mut pending: Vec<ObservedItem> = Vec::new();
     let mut flush = tokio::time::interval(Duration::from_secs(1));
     let mut beat = tokio::time::interval(heartbeat);
+    let mut rules_check = tokio::time::interval(Duration::from_secs(5));
+    let mut rules_seen = collector.match_rules_digest();
     loop {
         tokio::select! {
             event = receiver.recv() => {
@@ -56,6 +58,22 @@ pub async fn run(
                     }
                     SourceEvent::Reconciler { .. } => {}
                 }
+                if tracker.take_stamped_changed() {
+                    pending.retain(|item| !item.is_unstamped_app_object());
+                    pending.extend(tracker.report_unstamped_again(now, &mut take));
+                }
+            }
+            _ = rules_check.tick() => {
+                // Objects without stamps are resolved again by rules that changed.
+                let digest = collector.match_rules_digest();
+                if digest != rules_seen {
+                    if rules_seen.is_some() {
+                        let mut take = || { next_seq += 1; next_seq };
+                        pending.retain(|item| !item.is_unstamped_app_object());
+                        pending.extend(tracker.report_unstamped_again(now(), &mut take));
+                    }
+                    rules_seen = digest;
+                }
             }
             _ = flush.tick(), if !pending.is_empty() => {
                 report_seq += 1;
@@ -67,6 +85,7 @@ pub async fn run(
                     reconcilers: Default::default(),
                     change_seq_high: 0,
                     items: pending.clone(),
+                    stamped_apps: tracker.stamped_apps().iter().filter_map(|app| fleetscope_model::AppName::parse(app).ok()).collect(),
                 };
                 match store_with_retries(&collector, report).await {
                     Ok(()) => pending.clear(),
@@ -82,6 +101,7 @@ pub async fn run(
                     reconcilers: Default::default(),
                     change_seq_high: 0,
                     items: vec![],
+                    stamped_apps: vec![],
                 };
                 let _ = collector.ingest(report).await;
             }

@@ -141,6 +141,14 @@ async fn receive(
 
 /// Stores a received report and answers with what became of it: stored, a duplicate, or
 /// refused (unknown cluster, writer queue full, store unavailable).
+/// An acknowledgement with the digest of the match rules in force, when there are any.
+fn with_match_rules(mut answer: serde_json::Value, collector: &Collector) -> serde_json::Value {
+    if let Some(digest) = collector.match_rules_digest() {
+        answer["match_rules"] = serde_json::Value::String(digest);
+    }
+    answer
+}
+
 async fn store_received(
     collector: &Collector,
     metrics: &CollectorMetrics,
@@ -158,12 +166,15 @@ async fn store_received(
             tracing::debug!(cluster, seq, rows, kind, "report stored");
             Ok((
                 StatusCode::OK,
-                Json(json!({
-                    "status": "stored",
-                    "seq": seq,
-                    "rows": rows,
-                    "unchanged": unchanged,
-                })),
+                Json(with_match_rules(
+                    json!({
+                        "status": "stored",
+                        "seq": seq,
+                        "rows": rows,
+                        "unchanged": unchanged,
+                    }),
+                    collector,
+                )),
             )
                 .into_response())
         }
@@ -184,12 +195,15 @@ async fn store_received(
             }
             Ok((
                 StatusCode::OK,
-                Json(json!({
-                    "status": "duplicate",
-                    "seq": seq,
-                    "acked_seq": acked_seq,
-                    "highest_change_seq": highest_change_seq,
-                })),
+                Json(with_match_rules(
+                    json!({
+                        "status": "duplicate",
+                        "seq": seq,
+                        "acked_seq": acked_seq,
+                        "highest_change_seq": highest_change_seq,
+                    }),
+                    collector,
+                )),
             )
                 .into_response())
         }

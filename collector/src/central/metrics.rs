@@ -76,6 +76,24 @@ pub struct CollectorMetrics {
     pub flush_seconds: Family<TableLabels, Histogram>,
     pub backlog_rows: Family<TableLabels, Gauge>,
     pub stage_seconds: Family<StageLabels, Histogram>,
+    /// App objects without stamps, by what the match rules made of them.
+    pub unstamped: Family<UnstampedLabels, Counter>,
+}
+
+/// What the match rules made of an app object without stamps.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Resolution {
+    /// A rule gave it an app.
+    Matched,
+    /// No rule took it: it is reported and stored, and is no app's object.
+    Unmatched,
+    /// A rule gave it an app whose stamped object the cluster holds: the stamped one counts.
+    StampedWins,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UnstampedLabels {
+    pub resolution: Resolution,
 }
 
 impl CollectorMetrics {
@@ -94,6 +112,7 @@ impl CollectorMetrics {
             stage_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
             }),
+            unstamped: Family::default(),
         };
         let registry = registry.sub_registry_with_prefix("fleetscope_collector");
         registry.register(
@@ -141,7 +160,27 @@ impl CollectorMetrics {
             "Time one report spent in a stage of ingest, by stage and report kind",
             metrics.stage_seconds.clone(),
         );
+        registry.register(
+            "unstamped_objects",
+            "App objects received without stamps, by what the match rules made of them",
+            metrics.unstamped.clone(),
+        );
         metrics
+    }
+
+    /// Counts what resolving one report's objects without stamps did.
+    pub fn count_resolved(&self, resolved: super::matching::Resolved) {
+        for (resolution, count) in [
+            (Resolution::Matched, resolved.matched),
+            (Resolution::Unmatched, resolved.unmatched),
+            (Resolution::StampedWins, resolved.stamped_won),
+        ] {
+            if count > 0 {
+                self.unstamped
+                    .get_or_create(&UnstampedLabels { resolution })
+                    .inc_by(count);
+            }
+        }
     }
 
     /// Records `elapsed` for one report of `kind` in `stage`.

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod direct;
 mod ingest_route;
 pub mod lookup;
+pub mod matching;
 pub mod metrics;
 
 use std::collections::{HashMap, HashSet};
@@ -57,6 +58,8 @@ pub struct CollectorOptions {
     pub inventory_refresh: Duration,
     /// Batching of the reads snapshots make for inferred deletions.
     pub lookup: LookupConfig,
+    /// How often the match rules are read again.
+    pub match_rules_refresh: Duration,
 }
 
 impl Default for CollectorOptions {
@@ -68,6 +71,7 @@ impl Default for CollectorOptions {
             ack_timeout: Duration::from_secs(30),
             inventory_refresh: Duration::from_secs(15),
             lookup: LookupConfig::default(),
+            match_rules_refresh: matching::MATCH_RULES_REFRESH,
         }
     }
 }
@@ -130,6 +134,10 @@ struct Inner {
     /// each starting their own (at 100,000 clusters a read takes seconds under load).
     known_refresh: Arc<tokio::sync::Mutex<()>>,
     acked: Mutex<HashMap<String, Acked>>,
+    /// The match rules objects without stamps are resolved by.
+    rules: matching::RulesInForce,
+    /// Held while the rules are read for the first time; reports wait for that read.
+    rules_first_read: tokio::sync::Mutex<bool>,
     metrics: CollectorMetrics,
     store_metrics: StoreMetrics,
     registry: Registry,
@@ -203,6 +211,8 @@ impl Collector {
             }
         });
         let lookup = LiveObjectLookup::spawn(store.clone(), options.lookup);
+        let rules = matching::RulesInForce::default();
+        rules.watch(store.clone(), options.match_rules_refresh);
         Collector {
             inner: Arc::new(Inner {
                 store,
@@ -219,6 +229,8 @@ impl Collector {
                 }),
                 known_refresh: Arc::new(tokio::sync::Mutex::new(())),
                 acked: Mutex::new(HashMap::new()),
+                rules,
+                rules_first_read: tokio::sync::Mutex::new(false),
                 metrics,
                 store_metrics,
                 registry,
@@ -369,8 +381,30 @@ impl Collector {
         Ok(())
     }
 
+    /// The digest of the match rules in force, for the agents (`None` before any render
+    /// published rules).
+    pub fn match_rules_digest(&self) -> Option<String> {
+        self.inner.rules.get().digest.clone()
+    }
+
+    /// The match rules in force, read first if they never were: a report is not resolved
+    /// by rules the collector has not read yet.
+    async fn rules(&self) -> Result<Arc<matching::LoadedRules>, IngestError> {
+        let mut read = self.inner.rules_first_read.lock().await;
+        if !*read {
+            self.inner
+                .rules
+                .read(&self.inner.store)
+                .await
+                .map_err(IngestError::Store)?;
+            *read = true;
+        }
+        drop(read);
+        Ok(self.inner.rules.get())
+    }
+
     /// Stores one validated report; returns once ClickHouse accepted all of it.
-    pub async fn ingest(&self, report: ValidReport) -> Result<IngestReceipt, IngestError> {
+    pub async fn ingest(&self, mut report: ValidReport) -> Result<IngestReceipt, IngestError> {
         let now = now();
         let cluster = report.cluster.to_string();
         if !self.is_known(&cluster).await? {
@@ -395,6 +429,15 @@ impl Collector {
                     highest_change_seq: acked.change_seq,
                 });
             }
+        }
+        if report
+            .items
+            .iter()
+            .any(fleetscope_model::ObservedItem::is_unstamped_app_object)
+        {
+            let rules = self.rules().await?;
+            let resolved = matching::resolve(&mut report, &rules);
+            self.inner.metrics.count_resolved(resolved);
         }
         let highest_change_seq = report
             .items

@@ -115,6 +115,24 @@ pub(super) fn read(reader: &mut Reader, root: &Node<'_>) -> ArgoStatus {
     }
 }
 
+/// `spec.source.targetRevision`, or that of the first of `spec.sources`; empty when neither
+/// says (Argo CD then follows `HEAD`, but that is not a version).
+pub(super) fn target_revision(reader: &mut Reader, root: &Node<'_>) -> String {
+    let single = reader.at(root, &["spec", "source", "targetRevision"]);
+    if let Some(text) = reader.str(&single).filter(|t| !t.is_empty()) {
+        return text.to_owned();
+    }
+    let sources = reader.at(root, &["spec", "sources"]);
+    let first = reader.items(&sources).into_iter().next();
+    match first {
+        Some(source) => {
+            let node = reader.field(&source, "targetRevision");
+            reader.string(&node)
+        }
+        None => String::new(),
+    }
+}
+
 /// The first non-empty `status.conditions[].message`.
 fn first_condition_message(reader: &mut Reader, status: &Node<'_>) -> Option<String> {
     let conditions = reader.field(status, "conditions");

@@ -123,7 +123,9 @@ mod stamps;
 #[cfg(test)]
 mod test_objects;
 
-pub use object::{NormalizeError, NormalizedObject};
+pub use object::{NormalizeError, NormalizedObject, MAX_IMAGES, MAX_LABELS};
+
+use std::collections::BTreeMap;
 
 use fleetscope_model::state::{truncate_on_char_boundary, ObjectKind};
 use fleetscope_model::{Health, ObjectRef, ObservedItem, SyncStatus};
@@ -196,6 +198,8 @@ pub fn normalize(object: &Value) -> Result<NormalizedObject, NormalizeError> {
         operation_phase: None,
         images: Vec::new(),
         revisions: Vec::new(),
+        labels: labels(&mut reader, metadata),
+        target_revision: String::new(),
         warnings: Vec::new(),
     };
     if kind == ObjectKind::Application {
@@ -211,6 +215,7 @@ pub fn normalize(object: &Value) -> Result<NormalizedObject, NormalizeError> {
         normalized.attempted_revision = status.attempted_revision;
         normalized.revisions = status.revisions;
         normalized.images = status.images;
+        normalized.target_revision = argo::target_revision(&mut reader, &root);
     } else {
         let status = flux::read(&mut reader, &root, kind);
         normalized.health = status.health;
@@ -224,6 +229,35 @@ pub fn normalize(object: &Value) -> Result<NormalizedObject, NormalizeError> {
         truncate_on_char_boundary(&normalized.message, ObservedItem::MAX_MESSAGE_BYTES).to_owned();
     normalized.warnings = reader.into_warnings();
     Ok(normalized)
+}
+
+/// The object's labels that fit the protocol's limits, at most [`MAX_LABELS`] of them.
+fn labels(
+    reader: &mut Reader,
+    metadata: &serde_json::Map<String, Value>,
+) -> BTreeMap<String, String> {
+    let Some(Value::Object(labels)) = metadata.get("labels") else {
+        return BTreeMap::new();
+    };
+    let mut kept = BTreeMap::new();
+    let mut left_out = 0;
+    for (key, value) in labels {
+        let Value::String(value) = value else {
+            continue;
+        };
+        if kept.len() < MAX_LABELS && key.len() <= 317 && value.len() <= 63 {
+            kept.insert(key.clone(), value.clone());
+        } else {
+            left_out += 1;
+        }
+    }
+    if left_out > 0 {
+        reader.warn(format!(
+            "{left_out} label(s) left out: at most {} are reported, keys of at most 317 and values of at most 63 characters",
+            MAX_LABELS
+        ));
+    }
+    kept
 }
 
 /// The kind for an apiVersion (its group) and kind, if the collector reads it.

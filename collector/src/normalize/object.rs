@@ -2,6 +2,9 @@
 //! [`NormalizeError`] for an object that cannot be named, and the [`ObservedItem`] the store
 //! keeps.
 
+use std::collections::BTreeMap;
+
+use fleetscope_model::matching::ObjectFacts;
 use fleetscope_model::{
     AppName, ClusterId, Health, ObjectRef, ObservedItem, SyncStatus, Timestamp, Version,
 };
@@ -36,9 +39,20 @@ pub struct NormalizedObject {
     pub images: Vec<String>,
     /// Argo CD multi-source revisions, in `spec.sources` order.
     pub revisions: Vec<String>,
+    /// `metadata.labels` (at most [`MAX_LABELS`], each within the protocol's limits), for the
+    /// match rules of objects without stamps.
+    pub labels: BTreeMap<String, String>,
+    /// Argo CD `spec.source.targetRevision`, or that of the first of `spec.sources`.
+    pub target_revision: String,
     /// What was ignored or is worth knowing (an invalid stamp, an object being deleted).
     pub warnings: Vec<String>,
 }
+
+/// The most labels an object is reported with; further ones (in key order) are left out.
+pub const MAX_LABELS: usize = 64;
+
+/// The most images an object is reported with, for the match rules.
+pub const MAX_IMAGES: usize = 32;
 
 /// Why an object could not be normalized at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,6 +85,16 @@ impl NormalizedObject {
         observed_at: Timestamp,
         deleted: bool,
     ) -> ObservedItem {
+        // Facts go with an app object only when no stamp names its app: a stamped object is
+        // its app's already, and sources are never an app's object.
+        let facts = (self.app.is_none() && self.object.kind.is_app_object())
+            .then(|| ObjectFacts {
+                labels: self.labels,
+                target_revision: self.target_revision,
+                images: self.images.into_iter().take(MAX_IMAGES).collect(),
+            })
+            .filter(|facts| !facts.is_empty())
+            .map(Box::new);
         ObservedItem {
             cluster,
             object: self.object,
@@ -86,6 +110,7 @@ impl NormalizedObject {
             observed_at,
             change_seq: seq,
             deleted,
+            facts,
         }
     }
 }
@@ -130,6 +155,7 @@ mod tests {
                 observed_at: Timestamp(1_800_000_000),
                 change_seq: 7,
                 deleted: false,
+                facts: None,
             }
         );
 

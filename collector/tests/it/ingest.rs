@@ -60,6 +60,7 @@ fn report(cluster: &str, seq: u64, kind: ReportKind, changes: Vec<Change>) -> Re
         reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
         change_seq_high: changes.iter().map(|c| c.change_seq).max().unwrap_or(0) + 1,
         changes,
+        stamped_apps: Vec::new(),
     }
 }
 

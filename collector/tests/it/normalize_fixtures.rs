@@ -93,6 +93,8 @@ fn render(out: &mut String, normalized: &NormalizedObject) {
         operation_phase,
         images,
         revisions,
+        labels,
+        target_revision,
         warnings,
     } = normalized;
     let lines = [
@@ -114,6 +116,8 @@ fn render(out: &mut String, normalized: &NormalizedObject) {
         ("operation_phase", optional(operation_phase.as_ref())),
         ("images", format!("{images:?}")),
         ("revisions", format!("{revisions:?}")),
+        ("labels", format!("{labels:?}")),
+        ("target_revision", format!("{target_revision:?}")),
     ];
     for (key, value) in lines {
         writeln!(out, "  {key}: {value}").unwrap();

@@ -45,6 +45,7 @@ fn delta(seq: u64, changes: Vec<Change>) -> Report {
         reconcilers: Default::default(),
         change_seq_high: 0,
         changes,
+        stamped_apps: Vec::new(),
     }
 }
 

@@ -133,6 +133,9 @@ fn valid_change(change_seq: u64, name: &str) -> Change {
         transitioned_at: Some(NOW.seconds() - 60),
         observed_at: NOW.seconds() - 5,
         deleted: false,
+        labels: Default::default(),
+        target_revision: String::new(),
+        images: Vec::new(),
     }
 }
 
@@ -149,6 +152,7 @@ fn valid_report() -> Report {
             valid_change(5_120, "checkout"),
             valid_change(5_121, "payments"),
         ],
+        stamped_apps: Vec::new(),
     }
 }
 
@@ -248,6 +252,9 @@ fn change() -> impl Strategy<Value = Change> {
                 transitioned_at,
                 observed_at,
                 deleted,
+                labels: Default::default(),
+                target_revision: String::new(),
+                images: Vec::new(),
             },
         )
 }
@@ -287,6 +294,7 @@ fn report() -> impl Strategy<Value = Report> {
                     reconcilers,
                     change_seq_high,
                     changes,
+                    stamped_apps: Vec::new(),
                 }
             },
         )

@@ -61,11 +61,11 @@ pub use pairs::{all_pair_states_query, cluster_pair_states_query, PairStateRow};
 pub(crate) use renders::renders_between_sql;
 pub use renders::{
     app_version_changes_query, change_markers_query, changed_apps_query,
-    desired_version_changes_query, last_render_query, newest_render_rows_query,
-    platform_commit_query, render_change_counts_query, render_commit_times_query,
-    render_contents_query, render_origins_query, renders_between_query, rollout_clusters_query,
-    rollout_records_query, stored_change_counts_query, ChangeMarkers, LastRenderRow,
-    NewestRenderRows, RenderOriginRow,
+    desired_version_changes_query, last_render_query, latest_match_rules_query,
+    newest_render_rows_query, platform_commit_query, render_change_counts_query,
+    render_commit_times_query, render_contents_query, render_origins_query, renders_between_query,
+    rollout_clusters_query, rollout_records_query, stored_change_counts_query, ChangeMarkers,
+    LastRenderRow, NewestRenderRows, RenderOriginRow,
 };
 pub use rollups::{
     cluster_counts_query, pair_counts_query, rollup_trend_query, ClusterCountsRow, GroupRollup,

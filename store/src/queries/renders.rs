@@ -64,6 +64,13 @@ pub fn render_contents_query(store: &Store, render_id: u64) -> Query {
         .bind(render_id)
 }
 
+/// The match rules of the newest render that published any.
+pub fn latest_match_rules_query(store: &Store) -> Query {
+    store
+        .client()
+        .query("SELECT ?fields FROM match_rules ORDER BY render_id DESC LIMIT 1")
+}
+
 /// How many version change rows each render in `(after, until]` wrote, by render.
 pub fn render_change_counts_query(store: &Store, after: u64, until: u64) -> Query {
     store
@@ -381,6 +388,14 @@ impl Store {
             .fetch_all()
             .await
             .context(|| format!("reading the recorded rollout moments of {app}"))
+    }
+
+    /// The match rules of the newest render that published any (none before the first).
+    pub async fn latest_match_rules(&self) -> Result<Option<crate::rows::MatchRulesRow>> {
+        latest_match_rules_query(self)
+            .fetch_optional()
+            .await
+            .context(|| "reading the match rules".to_owned())
     }
 
     /// What render `render_id` wrote, when this store's node holds its `render_contents` row.

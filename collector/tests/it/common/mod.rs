@@ -61,6 +61,9 @@ pub fn change(change_seq: u64, name: &str, version: &str) -> Change {
         transitioned_at: Some(now() - 30),
         observed_at: now() - 1,
         deleted: false,
+        labels: Default::default(),
+        target_revision: String::new(),
+        images: Vec::new(),
     }
 }
 

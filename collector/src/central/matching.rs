@@ -1,0 +1,173 @@
+//! The match rules in force at the collector: read from the newest render's `match_rules` row
+//! now and then, and applied to every app object a report carries without stamps.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use fleetscope_model::matching::{Candidate, MatchIndex, MatchRules, ObjectFacts};
+use fleetscope_model::{AppName, ObservedItem};
+use fleetscope_store::Store;
+
+use crate::protocol::ValidReport;
+
+/// How often the collector reads the match rules again.
+pub const MATCH_RULES_REFRESH: Duration = Duration::from_secs(10);
+
+/// One set of rules, ready to resolve objects.
+#[derive(Debug, Default)]
+pub struct LoadedRules {
+    pub index: MatchIndex,
+    /// The digest the render published with them; `None` before any render published rules.
+    pub digest: Option<String>,
+    /// How many apps have rules.
+    pub apps: usize,
+}
+
+impl LoadedRules {
+    /// Rules from a published row's JSON, with its digest.
+    pub fn from_published(digest: String, json: &str) -> Result<LoadedRules, String> {
+        let rules: MatchRules = serde_json::from_str(json)
+            .map_err(|err| format!("the published match rules do not read: {err}"))?;
+        Ok(LoadedRules {
+            index: MatchIndex::new(&rules),
+            digest: Some(digest),
+            apps: rules.apps.len(),
+        })
+    }
+}
+
+/// What resolving one report did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    /// Objects without stamps that a rule gave an app.
+    pub matched: u64,
+    /// Objects without stamps that no rule took.
+    pub unmatched: u64,
+    /// Objects a rule gave an app whose stamped object the cluster holds: left unmanaged.
+    pub stamped_won: u64,
+}
+
+/// The rules in force, replaced whole when a newer render published others.
+#[derive(Debug, Clone, Default)]
+pub struct RulesInForce {
+    current: Arc<RwLock<Arc<LoadedRules>>>,
+}
+
+impl RulesInForce {
+    pub fn get(&self) -> Arc<LoadedRules> {
+        self.current.read().expect("match rules lock").clone()
+    }
+
+    pub fn replace(&self, rules: LoadedRules) {
+        *self.current.write().expect("match rules lock") = Arc::new(rules);
+    }
+
+    /// Reads the newest rules once; replaces those in force when their digest differs.
+    pub async fn read(&self, store: &Store) -> Result<bool, String> {
+        let Some(row) = store
+            .latest_match_rules()
+            .await
+            .map_err(|err| err.to_string())?
+        else {
+            return Ok(false);
+        };
+        if self.get().digest.as_deref() == Some(row.digest.as_str()) {
+            return Ok(false);
+        }
+        let loaded = LoadedRules::from_published(row.digest, &row.rules)?;
+        tracing::info!(
+            render_id = row.render_id,
+            apps = loaded.apps,
+            "match rules in force"
+        );
+        self.replace(loaded);
+        Ok(true)
+    }
+
+    /// Reads the rules every `interval` until the last other holder of these rules is gone.
+    pub fn watch(&self, store: Store, interval: Duration) {
+        let weak = Arc::downgrade(&self.current);
+        tokio::spawn(async move {
+            loop {
+                let Some(current) = weak.upgrade() else {
+                    return;
+                };
+                let rules = RulesInForce { current };
+                if let Err(err) = rules.read(&store).await {
+                    tracing::warn!(error = %err, "reading the match rules failed; the ones in force stay");
+                }
+                drop(rules);
+                tokio::time::sleep(interval).await;
+            }
+        });
+    }
+}
+
+static NO_FACTS: ObjectFacts = ObjectFacts {
+    labels: std::collections::BTreeMap::new(),
+    target_revision: String::new(),
+    images: Vec::new(),
+};
+
+/// Gives every app object of the report that carries no stamps the app and version the first
+/// rule that takes it says, unless the cluster holds a stamped object of that app (the report's
+/// `stamped_apps`, and the stamped objects in the report itself).
+pub fn resolve(report: &mut ValidReport, rules: &LoadedRules) -> Resolved {
+    let mut resolved = Resolved::default();
+    if !report
+        .items
+        .iter()
+        .any(ObservedItem::is_unstamped_app_object)
+    {
+        return resolved;
+    }
+    let stamped: BTreeSet<&AppName> = report
+        .stamped_apps
+        .iter()
+        .chain(
+            report
+                .items
+                .iter()
+                .filter(|item| item.object.kind.is_app_object() && !item.deleted)
+                .filter_map(|item| item.app.as_ref()),
+        )
+        .collect();
+    let mut decided = Vec::with_capacity(report.items.len());
+    for item in &report.items {
+        if !item.is_unstamped_app_object() {
+            decided.push(None);
+            continue;
+        }
+        let facts = item.facts.as_deref().unwrap_or(&NO_FACTS);
+        let candidate = Candidate {
+            kind: item.object.kind,
+            namespace: &item.object.namespace,
+            name: &item.object.name,
+            applied_revision: &item.applied_revision,
+            facts,
+        };
+        match rules.index.resolve(&candidate) {
+            Some(matched) if stamped.contains(&matched.app) => {
+                resolved.stamped_won += 1;
+                decided.push(None);
+            }
+            Some(matched) => {
+                resolved.matched += 1;
+                decided.push(Some(matched));
+            }
+            None => {
+                resolved.unmatched += 1;
+                decided.push(None);
+            }
+        }
+    }
+    for (item, matched) in report.items.iter_mut().zip(decided) {
+        if let Some(matched) = matched {
+            item.app = Some(matched.app);
+            item.version = matched.version;
+            item.content_hash = None;
+        }
+    }
+    resolved
+}
