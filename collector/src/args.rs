@@ -57,6 +57,15 @@ pub struct AgentArgs {
     /// the Web PKI roots built in (for a collector whose certificate a private CA signed).
     #[arg(long, env = "FLEETSCOPE_CA_FILE")]
     pub ca_file: Option<PathBuf>,
+    /// When the collector's match rules change, report the objects without stamps again at a
+    /// moment picked at random within this many seconds (so a fleet does not send them all at
+    /// once); 0 reports them at once.
+    #[arg(
+        long,
+        env = "FLEETSCOPE_MATCH_RULES_SPREAD_SECONDS",
+        default_value_t = 60
+    )]
+    pub match_rules_spread_seconds: u64,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -178,6 +187,7 @@ pub async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         spool_max_bytes: args.spool_max_bytes,
         heartbeat_interval: Duration::from_secs(args.heartbeat_seconds),
         snapshot_interval: Duration::from_secs(args.snapshot_seconds),
+        match_rules_spread: Duration::from_secs(args.match_rules_spread_seconds),
         ..AgentConfig::new(cluster, args.collector_url, args.spool_dir)
     };
     let (events, receiver) = mpsc::channel(4096);

@@ -62,6 +62,9 @@ pub struct AgentConfig {
     pub request_timeout: Duration,
     pub min_backoff: Duration,
     pub max_backoff: Duration,
+    /// When the collector's match rules change, the objects without stamps are reported again
+    /// at a moment picked at random within this window.
+    pub match_rules_spread: Duration,
 }
 
 impl AgentConfig {
@@ -84,6 +87,7 @@ impl AgentConfig {
             request_timeout: Duration::from_secs(30),
             min_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(60),
+            match_rules_spread: MATCH_RULES_SPREAD,
         }
     }
 }
@@ -125,9 +129,9 @@ struct Shared {
 /// The file in the spool directory holding the digest of the match rules last seen.
 const MATCH_RULES_FILE: &str = "match-rules";
 
-/// The longest an agent waits, after it saw the collector's match rules change, before it
-/// reports its objects without stamps again: each agent picks a moment in this window, so a
-/// fleet does not send them all at once.
+/// The longest an agent waits by default, after it saw the collector's match rules change,
+/// before it reports its objects without stamps again: each agent picks a moment in this
+/// window, so a fleet does not send them all at once.
 pub const MATCH_RULES_SPREAD: Duration = Duration::from_secs(60);
 
 impl Shared {
@@ -166,7 +170,7 @@ impl Shared {
         *seen = Some(digest);
         if changed {
             let shared = self.clone();
-            let wait = MATCH_RULES_SPREAD.mul_f64(random_fraction());
+            let wait = self.config.match_rules_spread.mul_f64(random_fraction());
             tracing::info!(in_seconds = wait.as_secs(), "the collector's match rules changed; the objects without stamps will be reported again");
             tokio::spawn(async move {
                 tokio::time::sleep(wait).await;

@@ -80,20 +80,12 @@ pub struct CollectorMetrics {
     pub unstamped: Family<UnstampedLabels, Counter>,
 }
 
-/// What the match rules made of an app object without stamps.
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum Resolution {
-    /// A rule gave it an app.
-    Matched,
-    /// No rule took it: it is reported and stored, and is no app's object.
-    Unmatched,
-    /// A rule gave it an app whose stamped object the cluster holds: the stamped one counts.
-    StampedWins,
-}
-
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UnstampedLabels {
-    pub resolution: Resolution,
+    /// `matched` (a rule gave it an app), `unmatched` (no rule took it: stored, no app's
+    /// object) or `stamped_wins` (a rule gave it an app whose stamped object the cluster
+    /// holds, which counts instead).
+    pub resolution: &'static str,
 }
 
 impl CollectorMetrics {
@@ -171,9 +163,9 @@ impl CollectorMetrics {
     /// Counts what resolving one report's objects without stamps did.
     pub fn count_resolved(&self, resolved: super::matching::Resolved) {
         for (resolution, count) in [
-            (Resolution::Matched, resolved.matched),
-            (Resolution::Unmatched, resolved.unmatched),
-            (Resolution::StampedWins, resolved.stamped_won),
+            ("matched", resolved.matched),
+            ("unmatched", resolved.unmatched),
+            ("stamped_wins", resolved.stamped_won),
         ] {
             if count > 0 {
                 self.unstamped

@@ -4,5 +4,6 @@
 
 mod cli;
 mod collector_crash;
+mod existing_fleet;
 mod faults;
 mod tls;
