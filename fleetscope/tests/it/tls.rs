@@ -60,6 +60,7 @@ fn heartbeat() -> Vec<u8> {
         reconcilers: [("flux".to_owned(), "v2.4.0".to_owned())].into(),
         change_seq_high: 0,
         changes: vec![],
+        stamped_apps: Vec::new(),
     }
     .encode()
 }
