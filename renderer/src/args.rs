@@ -27,6 +27,11 @@ pub struct RenderArgs {
     /// Validate and print what would be rendered; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Publish the desired state into ClickHouse (`--clickhouse-url`) with no GitOps output,
+    /// for a fleet whose manifests come from elsewhere: nothing is rendered or committed, and
+    /// the apps' objects are recognised by their `match` rules.
+    #[arg(long, conflicts_with_all = ["output", "push", "dry_run"])]
+    pub publish_only: bool,
     /// Also write the desired state into this ClickHouse (HTTP endpoint).
     #[arg(long, env = "FLEETSCOPE_CLICKHOUSE_URL")]
     pub clickhouse_url: Option<String>,
@@ -100,6 +105,79 @@ pub enum RenderCommand {
     },
 }
 
+/// The store `--clickhouse-url` names, with the service's credentials and cluster, if given.
+fn connect_store(args: &RenderArgs) -> anyhow::Result<Option<fleetscope_store::Store>> {
+    let store = match &args.clickhouse_url {
+        Some(url) => Some(fleetscope_store::Store::connect(
+            &fleetscope_store::StoreConfig {
+                user: args.service.clickhouse_user.clone(),
+                password: args.service.clickhouse_password.clone(),
+                cluster: args.service.clickhouse_cluster.as_ref().map(|name| {
+                    fleetscope_store::ClusterConfig {
+                        name: name.clone(),
+                        zookeeper_path: args.service.clickhouse_zookeeper_path.clone(),
+                    }
+                }),
+                ..fleetscope_store::StoreConfig::new(url.clone(), args.clickhouse_database.clone())
+            },
+        )?),
+        None => None,
+    };
+    Ok(store)
+}
+
+/// `fleetscope render --publish-only`: one publication, or one per `--every` pass, each only
+/// when the platform repo's files differ from what the last publication was made from.
+async fn publish_only(args: &RenderArgs) -> anyhow::Result<()> {
+    let store = connect_store(args)?
+        .context("--publish-only publishes into ClickHouse: give --clickhouse-url")?;
+    store.migrate().await.context("applying the schema")?;
+    let shutdown = fleetscope_runtime::shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let platform = args.platform.clone();
+        match blocking(move || crate::publish_only(&platform)).await {
+            Ok(outcome) => {
+                let published = store
+                    .last_render_commit()
+                    .await
+                    .context("reading the last published render")?;
+                if published.as_deref() == Some(outcome.commit.head.as_str()) {
+                    if args.service.every.is_none() {
+                        println!("publish: nothing changed (the platform repo is byte for byte what the last publication was made from)");
+                    }
+                } else {
+                    println!("{}", outcome.summary);
+                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+                    let published = crate::desired::publish(
+                        &store,
+                        &outcome,
+                        now.as_millis() as u64,
+                        fleetscope_model::Timestamp(now.as_secs() as i64),
+                    )
+                    .await?;
+                    println!(
+                        "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships ({} with a desired since of their own), {} cluster rows, {} version changes; read {:.2} s, compared {:.2} s, wrote {:.2} s",
+                        published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.member_since_rows, published.cluster_rows, published.version_change_rows,
+                        published.timings.read.as_secs_f64(), published.timings.compare.as_secs_f64(), published.timings.write.as_secs_f64()
+                    );
+                }
+            }
+            Err(err) if args.service.every.is_some() => {
+                eprintln!("publish: {err}");
+            }
+            Err(err) => return Err(err.into()),
+        }
+        let Some(every) = args.service.every else {
+            return Ok(());
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(every)) => {}
+            _ = &mut shutdown => return Ok(()),
+        }
+    }
+}
+
 /// At most five warnings, then how many more.
 fn print_warnings(warnings: &[String]) {
     for warning in warnings.iter().take(5) {
@@ -143,6 +221,9 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<()> {
             files.len()
         );
         return Ok(());
+    }
+    if args.publish_only {
+        return publish_only(&args).await;
     }
     if let Some(every) = args.service.every {
         // Installed before the first pass, so that a signal during it is not lost.
@@ -252,25 +333,7 @@ impl Renderer {
             .output
             .clone()
             .context("--output is required (or --dry-run)")?;
-        let store = match &args.clickhouse_url {
-            Some(url) => Some(fleetscope_store::Store::connect(
-                &fleetscope_store::StoreConfig {
-                    user: args.service.clickhouse_user.clone(),
-                    password: args.service.clickhouse_password.clone(),
-                    cluster: args.service.clickhouse_cluster.as_ref().map(|name| {
-                        fleetscope_store::ClusterConfig {
-                            name: name.clone(),
-                            zookeeper_path: args.service.clickhouse_zookeeper_path.clone(),
-                        }
-                    }),
-                    ..fleetscope_store::StoreConfig::new(
-                        url.clone(),
-                        args.clickhouse_database.clone(),
-                    )
-                },
-            )?),
-            None => None,
-        };
+        let store = connect_store(args)?;
         Ok(Renderer {
             platform: args.platform.clone(),
             output,

@@ -217,6 +217,54 @@ pub fn render(platform_dir: &Path, output: &Path) -> Result<RenderOutcome, Rende
     render_with_digest(platform_dir, &files, output, &digest)
 }
 
+/// The prefix of the commit a publication without GitOps output records: `published:` and the
+/// first 16 hex digits of the platform repo's digest.
+pub const PUBLISHED_PREFIX: &str = "published:";
+
+/// The desired state of `platform_dir` with no GitOps output (`render --publish-only`), for a
+/// fleet whose manifests come from elsewhere: validated and assigned as a render would, every
+/// app without a content hash (no object is rendered, so none carries one), and as its commit
+/// [`PUBLISHED_PREFIX`] and the platform digest, so that publishing the same files again is
+/// known to change nothing.
+pub fn publish_only(platform_dir: &Path) -> Result<RenderOutcome, RenderError> {
+    let (_, digest) = read_platform(platform_dir)?;
+    let (platform, assigned) = plan(platform_dir)?;
+    let hashes = assigned
+        .groups
+        .iter()
+        .flat_map(|(group, content)| {
+            content
+                .assignments
+                .iter()
+                .map(move |a| ((group.clone(), a.app.to_string()), String::new()))
+        })
+        .collect();
+    let clusters = assigned.members.len();
+    let summary = format!(
+        "publish: {} clusters, {} apps, {} policies → {} render groups (no GitOps output)",
+        platform.clusters.len(),
+        platform.apps.len(),
+        platform.policies.len(),
+        assigned.groups.len()
+    );
+    debug_assert!(clusters <= platform.clusters.len());
+    Ok(RenderOutcome {
+        kept_groups: 0,
+        warnings: Vec::new(),
+        platform,
+        assigned,
+        files: output::Files::new(),
+        hashes,
+        commit: git::CommitOutcome {
+            commit: None,
+            head: format!("{PUBLISHED_PREFIX}{}", &digest[..16.min(digest.len())]),
+            changed: Vec::new(),
+        },
+        summary,
+        platform_commit: git::platform_commit(platform_dir),
+    })
+}
+
 fn unreadable(platform_dir: &Path, err: std::io::Error) -> RenderError {
     RenderError::Invalid(vec![PlatformError {
         file: platform_dir.display().to_string(),

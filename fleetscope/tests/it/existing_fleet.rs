@@ -1,6 +1,6 @@
 //! A fleet Fleetscope did not render, end to end on the real binaries: real-shaped Flux and
 //! Argo CD objects without stamps in two real Kubernetes API servers (one per cluster), a
-//! `fleetscope agent` for each, `fleetscope collector`, `fleetscope render` publishing a
+//! `fleetscope agent` for each, `fleetscope collector`, `fleetscope render --publish-only` publishing a
 //! platform repo whose apps say how their objects are recognised, and `fleetscope hub`. Every
 //! pair is in the state docs/drift.md gives it, in the API, the pages and the command line; a
 //! stamped object wins over a matched one of the same app; and a changed match rule reaches
@@ -24,7 +24,7 @@ const APPLICATIONS: &str = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applica
 /// The platform repo: three clusters (two Flux, one Argo CD), apps with match rules and the
 /// policies that put them on the clusters. `search_name` is the name (or pattern) the `search`
 /// app's rule takes.
-fn platform(search_name: &str) -> String {
+fn platform(search_name: &str, podinfo_version: &str) -> String {
     format!(
         r#"kind: Environment
 name: prod
@@ -56,7 +56,7 @@ owners: [team-shop]
 ---
 kind: Application
 name: podinfo
-version: 6.5.0
+version: {podinfo_version}
 namespace: shop
 reconciler: flux-helmrelease
 source: {{type: helm, repository: "https://stefanprodan.github.io/podinfo", chart: podinfo}}
@@ -316,27 +316,29 @@ fn a_fleet_fleetscope_did_not_render_shows_every_drift_state() {
     let clusters: Vec<String> = ["store-1", "store-2", "store-3"].map(String::from).to_vec();
     let (server, _store, _runtime) = clickhouse_with(&[]);
 
-    // The desired state, published: render with ClickHouse.
+    // The desired state, published with no GitOps output: the fleet's manifests come from
+    // elsewhere.
     let platform_dir = work.path().join("platform");
     std::fs::create_dir_all(&platform_dir).unwrap();
-    std::fs::write(platform_dir.join("fleet.yaml"), platform("search")).unwrap();
-    let output = work.path().join("gitops");
-    let render = |dir: &Path| {
+    std::fs::write(platform_dir.join("fleet.yaml"), platform("search", "6.5.0")).unwrap();
+    let publish = |dir: &Path| {
         run(&[
             "render",
+            "--publish-only",
             "--platform",
             dir.to_str().unwrap(),
-            "--output",
-            output.to_str().unwrap(),
             "--clickhouse-url",
             &server.url(),
         ])
     };
-    let rendered = render(&platform_dir);
+    let published = publish(&platform_dir);
+    assert!(published.contains("(no GitOps output)"), "{published}");
     assert!(
-        rendered.contains("desired state in clickhouse"),
-        "{rendered}"
+        published.contains("desired state in clickhouse"),
+        "{published}"
     );
+    let again = publish(&platform_dir);
+    assert!(again.contains("publish: nothing changed"), "{again}");
 
     // What runs: store-1 on Flux, store-2 on Argo CD, none stamped but one HelmRelease.
     let flux = api_server(&[
@@ -556,8 +558,12 @@ fn a_fleet_fleetscope_did_not_render_shows_every_drift_state() {
 
     // A rule changed: the agent reports its objects without stamps again, and `search-eu`
     // becomes the app's object.
-    std::fs::write(platform_dir.join("fleet.yaml"), platform("search-*")).unwrap();
-    render(&platform_dir);
+    std::fs::write(
+        platform_dir.join("fleet.yaml"),
+        platform("search-*", "6.5.0"),
+    )
+    .unwrap();
+    publish(&platform_dir);
     let mut matched = first.clone();
     matched.remove(&(
         "store-2".into(),
@@ -574,5 +580,35 @@ fn a_fleet_fleetscope_did_not_render_shows_every_drift_state() {
     eventually("the changed rule applied", Duration::from_secs(90), || {
         pairs(hub) == matched
     });
+
+    // A new version published: a rollout starts from the publication, and the matched object
+    // has not reached it.
+    std::fs::write(
+        platform_dir.join("fleet.yaml"),
+        platform("search-*", "6.6.0"),
+    )
+    .unwrap();
+    publish(&platform_dir);
+    let mut rolling = matched.clone();
+    rolling.remove(&(
+        "store-1".into(),
+        "podinfo".into(),
+        "in_sync".into(),
+        "6.5.0".into(),
+    ));
+    rolling.insert((
+        "store-1".into(),
+        "podinfo".into(),
+        "progressing".into(),
+        "6.5.0".into(),
+    ));
+    eventually("the new version desired", Duration::from_secs(60), || {
+        pairs(hub) == rolling
+    });
+    let rollouts: Value = serde_json::from_str(&get(hub, "/api/v1/rollouts?app=podinfo")).unwrap();
+    let newest = &rollouts["items"][0];
+    assert_eq!(newest["version"], "6.6.0", "{rollouts:#}");
+    assert_eq!(newest["targeted"], 2, "store-1 and store-3: {rollouts:#}");
+    assert_eq!(newest["in_sync"], 0, "{rollouts:#}");
     drop(agents);
 }
