@@ -25,6 +25,11 @@ pub struct LoadtestArgs {
     /// Concurrent readers of the hub's API while the scenarios run.
     #[arg(long, default_value_t = 4)]
     pub readers: usize,
+    /// Agents report their objects without Fleetscope's stamps: the generated platform repo
+    /// gives every app a match rule (by name, the version from the label
+    /// `app.kubernetes.io/version`), and the collector resolves each object by it.
+    #[arg(long)]
+    pub unstamped: bool,
     /// Seed of the simulated fleet and its events.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

@@ -100,7 +100,12 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
     // The desired state, from the real renderer.
     let platform_dir = work.path().join("platform");
     let gitops_dir = work.path().join("gitops");
-    fleetscope_renderer::generate::generate(&platform_dir, args.clusters, args.apps)?;
+    fleetscope_renderer::generate::generate_with(
+        &platform_dir,
+        args.clusters,
+        args.apps,
+        args.unstamped,
+    )?;
     let t = Instant::now();
     let (p, g) = (platform_dir.clone(), gitops_dir.clone());
     let outcome =
@@ -139,7 +144,8 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<LoadtestReport> {
         stale_after_seconds: args.stale_after,
         ..DriftPolicy::default()
     };
-    let fleet = SimFleet::from_render(&outcome, args.seed, published_at, now, policy)?;
+    let mut fleet = SimFleet::from_render(&outcome, args.seed, published_at, now, policy)?;
+    fleet.unstamped = args.unstamped;
     let render = RenderNumbers {
         render_groups: outcome.assigned.groups.len() as u64,
         files: outcome.files.len() as u64,

@@ -135,6 +135,11 @@ pub struct SimFleet {
     pub apps: Vec<String>,
     pub clusters: Vec<SimCluster>,
     pub policy: DriftPolicy,
+    /// The agents report the platform's apps' objects without stamps (`--unstamped`): no
+    /// app, version or content hash, but the labels `app.kubernetes.io/name` and
+    /// `app.kubernetes.io/version` the generated match rules read. The unexpected app, which
+    /// the platform repo does not know, stays stamped.
+    pub unstamped: bool,
     seed: u64,
 }
 
@@ -156,6 +161,41 @@ fn settled_sync(kind: ObjectKind) -> SyncStatus {
         SyncStatus::Synced
     } else {
         SyncStatus::Unknown
+    }
+}
+
+/// The change an agent reports for `object` of `app` when the object carries no stamps: the
+/// labels the generated match rules read instead.
+fn unstamped_change(object: &Object, app: &str, now: Timestamp) -> Change {
+    Change {
+        change_seq: object.change_seq,
+        kind: object.kind.as_str().to_owned(),
+        namespace: match object.kind {
+            ObjectKind::Application => "argocd".to_owned(),
+            _ => "flux-system".to_owned(),
+        },
+        name: app.to_owned(),
+        app: None,
+        version: None,
+        content_hash: None,
+        applied_revision: object.revision.to_string(),
+        health: object.health.as_str().to_owned(),
+        sync: object.sync.as_str().to_owned(),
+        reason: object.reason.to_owned(),
+        message: object.message.to_owned(),
+        transitioned_at: Some(object.transitioned_at),
+        observed_at: now.seconds(),
+        deleted: false,
+        labels: [
+            ("app.kubernetes.io/name".to_owned(), app.to_owned()),
+            (
+                "app.kubernetes.io/version".to_owned(),
+                object.version.to_string(),
+            ),
+        ]
+        .into(),
+        target_revision: String::new(),
+        images: Vec::new(),
     }
 }
 
@@ -321,6 +361,7 @@ impl SimFleet {
             apps,
             clusters,
             policy,
+            unstamped: false,
             seed,
         })
     }
@@ -406,6 +447,7 @@ impl SimFleet {
     /// The next report of a cluster, numbered; its changes are the given objects.
     fn report(
         apps: &[String],
+        unstamped: bool,
         cluster: &mut SimCluster,
         kind: ReportKind,
         changed: &[usize],
@@ -421,6 +463,9 @@ impl SimFleet {
             .map(|&i| {
                 let o = &cluster.objects[i];
                 let app = &apps[usize::from(o.app)];
+                if unstamped && usize::from(o.app) + 1 != apps.len() {
+                    return unstamped_change(o, app, now);
+                }
                 Change {
                     change_seq: o.change_seq,
                     kind: o.kind.as_str().to_owned(),
@@ -463,6 +508,11 @@ impl SimFleet {
         }
     }
 
+    /// Whether the agents send the platform's apps' objects without stamps.
+    fn reads_hash(&self, object: &Object) -> bool {
+        !self.unstamped || usize::from(object.app) + 1 == self.apps.len()
+    }
+
     /// Makes the cluster's next report a full snapshot (what an agent sends when it
     /// reconnects), numbered but not yet queued: the caller queues it (with
     /// [`SimFleet::queue_encoded`]) before anything else of the cluster.
@@ -470,6 +520,7 @@ impl SimFleet {
         let all: Vec<usize> = (0..self.clusters[cluster].objects.len()).collect();
         Self::report(
             &self.apps,
+            self.unstamped,
             &mut self.clusters[cluster],
             ReportKind::Snapshot,
             &all,
@@ -502,7 +553,14 @@ impl SimFleet {
         let object = &mut sim.objects[index];
         edit(object);
         object.change_seq = seq;
-        let report = Self::report(&self.apps, sim, ReportKind::Delta, &[index], now);
+        let report = Self::report(
+            &self.apps,
+            self.unstamped,
+            sim,
+            ReportKind::Delta,
+            &[index],
+            now,
+        );
         sim.outbox.push_back(report);
         true
     }
@@ -539,10 +597,11 @@ impl SimFleet {
     pub fn pair_states(&self, cluster: &SimCluster, now: Timestamp) -> Vec<(u16, DriftState)> {
         let mut out = Vec::with_capacity(cluster.wants.len() + 1);
         let last_seen = cluster.last_ack.map(Timestamp);
-        fn observed(o: &Object) -> ObservedForDrift<'_> {
+        fn observed(o: &Object, reads_hash: bool) -> ObservedForDrift<'_> {
             ObservedForDrift {
                 version: &o.version,
-                content_hash: &o.content_hash,
+                // An object reported without stamps carries no content hash.
+                content_hash: if reads_hash { &o.content_hash } else { "" },
                 health: o.health,
                 sync: o.sync,
                 transitioned_at: Timestamp(o.transitioned_at),
@@ -558,7 +617,7 @@ impl SimFleet {
                     content_hash: &want.content_hash,
                     since: Timestamp(want.since),
                 }),
-                observed: object.map(observed),
+                observed: object.map(|o| observed(o, self.reads_hash(o))),
             };
             out.push((want.app, classify(&input, &self.policy)));
         }
@@ -568,7 +627,7 @@ impl SimFleet {
                     now,
                     last_seen,
                     desired: None,
-                    observed: Some(observed(object)),
+                    observed: Some(observed(object, self.reads_hash(object))),
                 };
                 out.push((object.app, classify(&input, &self.policy)));
             }

@@ -27,6 +27,18 @@ const TEAMS: &[&str] = &[
 
 /// Writes a platform repo with `clusters` clusters and `apps` apps into `dir` (created).
 pub fn generate(dir: &Path, clusters: usize, apps: usize) -> std::io::Result<()> {
+    generate_with(dir, clusters, apps, false)
+}
+
+/// [`generate`], every app with a match rule when `match_rules` is set: its objects are
+/// recognised by name without stamps, their version read from the label
+/// `app.kubernetes.io/version` (the load test's `--unstamped`).
+pub fn generate_with(
+    dir: &Path,
+    clusters: usize,
+    apps: usize,
+    match_rules: bool,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir.join("clusters"))?;
     std::fs::create_dir_all(dir.join("apps"))?;
     std::fs::create_dir_all(dir.join("policies"))?;
@@ -111,9 +123,14 @@ pub fn generate(dir: &Path, clusters: usize, apps: usize) -> std::io::Result<()>
             String::new()
         };
         let scope = if a % 10 == 9 { "regional" } else { "base" };
+        let rules = if match_rules {
+            format!("match: [{{name: app-{a:03}, versionFrom: label, label: app.kubernetes.io/version}}]\n")
+        } else {
+            String::new()
+        };
         let _ = write!(
             text,
-            "kind: Application\nname: app-{a:03}\nversion: 1.{}.{}\nnamespace: {team}\nreconciler: {reconciler}\nsource: {source}\n{depends}labels: {{team: {team}, scope: {scope}}}\nvalues: {{replicas: 2}}\n---\n",
+            "kind: Application\nname: app-{a:03}\nversion: 1.{}.{}\nnamespace: {team}\nreconciler: {reconciler}\nsource: {source}\n{depends}labels: {{team: {team}, scope: {scope}}}\nvalues: {{replicas: 2}}\n{rules}---\n",
             a % 9,
             a % 4
         );

@@ -19,6 +19,7 @@ async fn sigterm_ends_the_loop_and_the_command_succeeds() {
         output: Some(out.path().to_owned()),
         push: false,
         dry_run: false,
+        publish_only: false,
         clickhouse_url: None,
         clickhouse_database: "fleetscope".to_owned(),
         service: ServiceArgs {

@@ -158,6 +158,7 @@ async fn the_cli_publishes_a_commit_clickhouse_does_not_have_yet() {
         output: Some(out.path().to_owned()),
         push: false,
         dry_run: false,
+        publish_only: false,
         clickhouse_url: clickhouse.then(|| test.server.url()),
         clickhouse_database: test.store.database().to_owned(),
         service: Default::default(),

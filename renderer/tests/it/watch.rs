@@ -19,6 +19,7 @@ fn args(platform: &Path, output: &Path) -> RenderArgs {
         output: Some(output.to_owned()),
         push: false,
         dry_run: false,
+        publish_only: false,
         clickhouse_url: None,
         clickhouse_database: "fleetscope".to_owned(),
         service: ServiceArgs::default(),
