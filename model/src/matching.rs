@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppName, Version};
 use crate::selector::{validate_label_key, validate_labels, Labels};
+pub use crate::state::ObjectFacts;
 use crate::state::ObjectKind;
 
 crate::string_enum::string_enum!(
@@ -262,27 +263,6 @@ pub fn glob(pattern: &str, text: &str) -> bool {
         }
     }
     remaining.len() >= last.len() && remaining.ends_with(last)
-}
-
-/// What an unstamped app object shows beyond its status, for the match rules: sent by the agent
-/// with the object, never stored.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectFacts {
-    /// `metadata.labels`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    /// Argo CD `spec.source.targetRevision` (or the first of `spec.sources`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub target_revision: String,
-    /// Argo CD `status.summary.images`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub images: Vec<String>,
-}
-
-impl ObjectFacts {
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.target_revision.is_empty() && self.images.is_empty()
-    }
 }
 
 /// One unstamped object as the match rules see it.

@@ -113,7 +113,28 @@ pub struct ObservedItem {
     /// revision, images). Carried from the agent to the collector, which resolves the object's
     /// app and version from it; never stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub facts: Option<Box<crate::matching::ObjectFacts>>,
+    pub facts: Option<Box<ObjectFacts>>,
+}
+
+/// What an unstamped app object shows beyond its status, for the match rules: sent by the agent
+/// with the object, never stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectFacts {
+    /// `metadata.labels`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Argo CD `spec.source.targetRevision` (or the first of `spec.sources`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target_revision: String,
+    /// Argo CD `status.summary.images`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
+}
+
+impl ObjectFacts {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.target_revision.is_empty() && self.images.is_empty()
+    }
 }
 
 impl ObservedItem {
