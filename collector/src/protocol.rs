@@ -398,24 +398,7 @@ impl Report {
                 facts,
             });
         }
-        if self.stamped_apps.len() > MAX_STAMPED_APPS {
-            return Err(bad(
-                "stamped_apps",
-                format!(
-                    "has {} entries, at most {MAX_STAMPED_APPS}",
-                    self.stamped_apps.len()
-                ),
-            ));
-        }
-        let stamped_apps = self
-            .stamped_apps
-            .iter()
-            .enumerate()
-            .map(|(index, app)| {
-                AppName::parse(app)
-                    .map_err(|err| bad(format!("stamped_apps[{index}]"), err.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let stamped_apps = stamped_apps(&self.stamped_apps)?;
         Ok(ValidReport {
             cluster,
             agent_version: self.agent_version,
@@ -444,6 +427,24 @@ impl Report {
 
 /// The most apps a report's `stamped_apps` names.
 pub const MAX_STAMPED_APPS: usize = 10_000;
+
+/// The report's `stamped_apps`, checked.
+fn stamped_apps(names: &[String]) -> Result<Vec<AppName>, ReportError> {
+    if names.len() > MAX_STAMPED_APPS {
+        return Err(bad(
+            "stamped_apps",
+            format!("has {} entries, at most {MAX_STAMPED_APPS}", names.len()),
+        ));
+    }
+    names
+        .iter()
+        .enumerate()
+        .map(|(index, app)| {
+            AppName::parse(app)
+                .map_err(|err| bad(format!("stamped_apps[{index}]"), err.to_string()))
+        })
+        .collect()
+}
 
 /// The match facts of one change, checked: only an app object without stamps carries them.
 fn facts_of(

@@ -268,6 +268,8 @@ pub struct GridRows {
     pub renders: Vec<fleetscope_store::RenderRow>,
     /// What each of the two renders wrote.
     pub render_contents: Vec<fleetscope_store::RenderContentsRow>,
+    /// The match rules each of the two renders published (the second's is the newest).
+    pub match_rules: Vec<fleetscope_store::MatchRulesRow>,
     /// How many distinct version change rows each of the two renders wrote.
     pub change_counts: Vec<fleetscope_store::RenderChangeCountRow>,
     /// The hub's records of the rollout render 2 started: the rollout written twice (the later
@@ -299,6 +301,7 @@ pub fn rows(cases: &[GridCase]) -> GridRows {
     rows.add_arrival_writers();
     rows.add_render_contents();
     rows.add_rollout_records();
+    rows.add_match_rules();
     rows
 }
 
@@ -474,6 +477,22 @@ impl GridRows {
                 ..record.clone()
             });
         self.rollout_records.push(record);
+    }
+
+    /// The match rules of both renders: none at first, then one app's.
+    fn add_match_rules(&mut self) {
+        self.match_rules.push(fleetscope_store::MatchRulesRow {
+            render_id: 1,
+            digest: "44136fa355b3678a".into(),
+            rules: r#"{"apps":[]}"#.into(),
+        });
+        self.match_rules.push(fleetscope_store::MatchRulesRow {
+            render_id: 2,
+            digest: "5c0f3e1a9b7d2c48".into(),
+            rules:
+                r#"{"apps":[{"app":"app-a","rules":[{"kind":"HelmRelease","name":"app-a-*"}]}]}"#
+                    .into(),
+        });
     }
 
     /// What each render wrote, counted from the rows (once they are all added).
@@ -769,6 +788,7 @@ impl GridRows {
         let mut out = Vec::new();
         out.extend(table_inserts("renders", &self.renders));
         out.extend(table_inserts("render_contents", &self.render_contents));
+        out.extend(table_inserts("match_rules", &self.match_rules));
         out.extend(table_inserts("render_change_counts", &self.change_counts));
         out.extend(table_inserts("rollout_records", &self.rollout_records));
         out.extend(table_inserts("rollout_clusters", &self.rollout_clusters));

@@ -265,6 +265,16 @@ impl SqlRow for RenderRow {
     }
 }
 
+impl SqlRow for fleetscope_store::MatchRulesRow {
+    fn values(&self) -> Vec<String> {
+        vec![
+            self.render_id.literal(),
+            self.digest.literal(),
+            self.rules.literal(),
+        ]
+    }
+}
+
 impl SqlRow for RenderContentsRow {
     fn values(&self) -> Vec<String> {
         vec![

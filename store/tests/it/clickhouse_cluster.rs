@@ -52,6 +52,10 @@ async fn load(store: &Store, rows: &GridRows) {
         .await
         .expect("what the renders wrote");
     store
+        .insert_rows(&rows.match_rules)
+        .await
+        .expect("match rules");
+    store
         .insert_rows(&rows.change_counts)
         .await
         .expect("how many version changes the renders wrote");
