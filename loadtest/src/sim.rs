@@ -747,6 +747,7 @@ impl SimFleet {
             apps: vec!["api".to_owned()],
             clusters,
             policy: DriftPolicy::default(),
+            unstamped: false,
             seed: 1,
         }
     }

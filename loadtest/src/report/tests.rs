@@ -12,6 +12,7 @@ fn args() -> LoadtestArgs {
         concurrency: 8,
         readers: 2,
         seed: 7,
+        unstamped: false,
         out: "out".into(),
         heartbeat_seconds: 30,
         stale_after: 120,
