@@ -126,6 +126,27 @@ fn connect_store(args: &RenderArgs) -> anyhow::Result<Option<fleetscope_store::S
     Ok(store)
 }
 
+/// Publishes a render's desired state as of now, and says what it wrote.
+async fn publish_and_say(
+    store: &fleetscope_store::Store,
+    outcome: &crate::RenderOutcome,
+) -> anyhow::Result<()> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+    let published = crate::desired::publish(
+        store,
+        outcome,
+        now.as_millis() as u64,
+        fleetscope_model::Timestamp(now.as_secs() as i64),
+    )
+    .await?;
+    println!(
+        "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships ({} with a desired since of their own), {} cluster rows, {} version changes; read {:.2} s, compared {:.2} s, wrote {:.2} s",
+        published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.member_since_rows, published.cluster_rows, published.version_change_rows,
+        published.timings.read.as_secs_f64(), published.timings.compare.as_secs_f64(), published.timings.write.as_secs_f64()
+    );
+    Ok(())
+}
+
 /// `fleetscope render --publish-only`: one publication, or one per `--every` pass, each only
 /// when the platform repo's files differ from what the last publication was made from.
 async fn publish_only(args: &RenderArgs) -> anyhow::Result<()> {
@@ -148,19 +169,7 @@ async fn publish_only(args: &RenderArgs) -> anyhow::Result<()> {
                     }
                 } else {
                     println!("{}", outcome.summary);
-                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
-                    let published = crate::desired::publish(
-                        &store,
-                        &outcome,
-                        now.as_millis() as u64,
-                        fleetscope_model::Timestamp(now.as_secs() as i64),
-                    )
-                    .await?;
-                    println!(
-                        "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships ({} with a desired since of their own), {} cluster rows, {} version changes; read {:.2} s, compared {:.2} s, wrote {:.2} s",
-                        published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.member_since_rows, published.cluster_rows, published.version_change_rows,
-                        published.timings.read.as_secs_f64(), published.timings.compare.as_secs_f64(), published.timings.write.as_secs_f64()
-                    );
+                    publish_and_say(&store, &outcome).await?;
                 }
             }
             Err(err) if args.service.every.is_some() => {
@@ -427,19 +436,7 @@ impl Renderer {
         let head = current_head(&output);
         self.rendered = digest.map(|digest| (digest, head.clone()));
         if let (Some(store), Some(outcome)) = (&self.store, &outcome) {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
-            let published = crate::desired::publish(
-                store,
-                outcome,
-                now.as_millis() as u64,
-                fleetscope_model::Timestamp(now.as_secs() as i64),
-            )
-            .await?;
-            println!(
-                "desired state in clickhouse: render {}, {} desired rows, {} removed, {} memberships ({} with a desired since of their own), {} cluster rows, {} version changes; read {:.2} s, compared {:.2} s, wrote {:.2} s",
-                published.render_id, published.desired_rows, published.removed_rows, published.membership_rows, published.member_since_rows, published.cluster_rows, published.version_change_rows,
-                published.timings.read.as_secs_f64(), published.timings.compare.as_secs_f64(), published.timings.write.as_secs_f64()
-            );
+            publish_and_say(store, outcome).await?;
         }
         if self.push && !(watching && self.pushed.is_some() && self.pushed == head) {
             let output = output.clone();
