@@ -60,6 +60,9 @@ pub enum Command {
     Loadtest(fleetscope_loadtest::run::LoadtestArgs),
     /// Render the platform repo into GitOps output per render group (and explain the result).
     Render(fleetscope_renderer::args::RenderArgs),
+    /// Write a starting platform repo from what runs: the objects the agents report, Argo CD
+    /// and Flux manifests, a cluster inventory as CSV.
+    Import(fleetscope_renderer::import::ImportArgs),
     /// Run in an edge cluster: watch Flux and Argo CD objects and report changes to the collector.
     Agent(fleetscope_collector::args::AgentArgs),
     /// Serve drift, inventory, history and rollups over HTTP, with Prometheus metrics.
@@ -206,6 +209,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Render(args) => fleetscope_renderer::args::run(args).await,
+        Command::Import(args) => fleetscope_renderer::import::run(args).await,
         Command::Agent(args) => fleetscope_collector::args::run_agent(args).await,
         Command::Hub { hub, clickhouse } => fleetscope_hub::run(hub, clickhouse.connect()?).await,
         Command::Collector {

@@ -98,6 +98,7 @@ mod tests {
         for name in [
             "migrate",
             "render",
+            "import",
             "agent",
             "hub",
             "collector",

@@ -14,6 +14,7 @@ pub mod desired;
 pub mod explain;
 pub mod generate;
 pub mod git;
+pub mod import;
 pub mod output;
 pub mod platform;
 pub mod validate;

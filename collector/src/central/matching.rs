@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use fleetscope_model::matching::{Candidate, MatchIndex, MatchRules, ObjectFacts};
+use fleetscope_model::matching::{
+    Candidate, MatchIndex, MatchRule, MatchRules, Matched, ObjectFacts,
+};
 use fleetscope_model::{AppName, ObservedItem};
 use fleetscope_store::Store;
 
@@ -104,6 +106,13 @@ impl RulesInForce {
     }
 }
 
+/// What resolving decided for one object without stamps.
+enum Decision {
+    Matched(Matched),
+    /// No rule took it: the version the default `versionFrom` of its kind reads.
+    Unmatched(Option<fleetscope_model::Version>),
+}
+
 static NO_FACTS: ObjectFacts = ObjectFacts {
     labels: std::collections::BTreeMap::new(),
     target_revision: String::new(),
@@ -154,19 +163,27 @@ pub fn resolve(report: &mut ValidReport, rules: &LoadedRules) -> Resolved {
             }
             Some(matched) => {
                 resolved.matched += 1;
-                decided.push(Some(matched));
+                decided.push(Some(Decision::Matched(matched)));
             }
             None => {
                 resolved.unmatched += 1;
-                decided.push(None);
+                // No app, but the version its kind's default reads, so that what runs can be
+                // told from the stored row (`fleetscope import` proposes it as the version).
+                decided.push(Some(Decision::Unmatched(
+                    MatchRule::default().version(&candidate),
+                )));
             }
         }
     }
-    for (item, matched) in report.items.iter_mut().zip(decided) {
-        if let Some(matched) = matched {
-            item.app = Some(matched.app);
-            item.version = matched.version;
-            item.content_hash = None;
+    for (item, decision) in report.items.iter_mut().zip(decided) {
+        match decision {
+            Some(Decision::Matched(matched)) => {
+                item.app = Some(matched.app);
+                item.version = matched.version;
+                item.content_hash = None;
+            }
+            Some(Decision::Unmatched(version)) => item.version = version,
+            None => {}
         }
     }
     resolved
