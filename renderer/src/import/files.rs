@@ -114,10 +114,15 @@ pub fn read_manifests(paths: &[PathBuf]) -> Result<Manifests, Vec<InputError>> {
             match <Value as serde::Deserialize>::deserialize(doc) {
                 Ok(Value::Null) => {}
                 Ok(value) => documents.push((at, value)),
-                Err(err) => errors.push(InputError {
-                    at,
-                    message: format!("not YAML: {err}"),
-                }),
+                Err(err) => {
+                    // The reader cannot go on past a syntax error: the rest of the file is
+                    // not read.
+                    errors.push(InputError {
+                        at,
+                        message: format!("not YAML: {err}"),
+                    });
+                    break;
+                }
             }
         }
     }

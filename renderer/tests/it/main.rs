@@ -4,6 +4,7 @@
 mod cache;
 mod crd_schemas;
 mod desired;
+mod import;
 mod render;
 mod schema;
 mod version_changes;
