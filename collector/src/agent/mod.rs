@@ -153,10 +153,11 @@ impl Shared {
         }
     }
 
-    /// Takes note of the match rules' digest in an acknowledgement. When it differs from the
-    /// one seen before, the objects without stamps are reported again, at a moment picked at
-    /// random within [`MATCH_RULES_SPREAD`]; the first digest an agent sees changes nothing
-    /// (what it reported was resolved with those rules).
+    /// Takes note of the match rules' digest in an acknowledgement (`none` when no rules were
+    /// in force). When it differs from the one seen before, the objects without stamps are
+    /// reported again, at a moment picked at random within [`MATCH_RULES_SPREAD`]; the first
+    /// answer an agent sees changes nothing (what it reported was resolved with those rules),
+    /// but rules published after answers without any are a change.
     fn match_rules_seen(self: &Arc<Self>, digest: String) {
         let mut seen = self.match_rules.lock().expect("match rules lock");
         if seen.as_deref() == Some(digest.as_str()) {

@@ -40,11 +40,16 @@ impl Duplicate {
     }
 }
 
+/// What [`Answer::match_rules`] holds for an acknowledgement that named no match rules: none
+/// were in force at the collector. Not a digest (those are hexadecimal).
+pub const NO_MATCH_RULES: &str = "none";
+
 /// What an acknowledgement said besides "stored".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Answer {
     pub duplicate: Option<Duplicate>,
-    /// The digest of the match rules in force at the collector.
+    /// The digest of the match rules in force at the collector, or [`NO_MATCH_RULES`]; `None`
+    /// when the report was not acknowledged.
     pub match_rules: Option<String>,
 }
 
@@ -186,7 +191,9 @@ impl Sender {
         let acknowledged = outcome == SendOutcome::Acknowledged;
         let answer = Answer {
             duplicate: duplicate.filter(|_| acknowledged),
-            match_rules: match_rules.filter(|_| acknowledged),
+            // An acknowledgement without a digest: no rules are in force.
+            match_rules: acknowledged
+                .then(|| match_rules.unwrap_or_else(|| NO_MATCH_RULES.to_owned())),
         };
         (outcome, answer)
     }

@@ -256,6 +256,38 @@ fn get(port: u16, path: &str) -> String {
     body.to_owned()
 }
 
+/// `fleetscope agent` for `cluster`, watching `api`, reporting to the collector on `collector`.
+fn start_agent(dir: &Path, cluster: &str, api: &LocalApiServer, collector: u16) -> Service {
+    let token_file = dir.join(format!("{cluster}.token"));
+    std::fs::write(&token_file, token(cluster)).unwrap();
+    let spool = dir.join(format!("{cluster}-spool"));
+    let metrics_port = free_port();
+    let args: Vec<String> = [
+        "agent",
+        "--cluster",
+        cluster,
+        "--collector-url",
+        &format!("http://127.0.0.1:{collector}"),
+        "--token-file",
+        token_file.to_str().unwrap(),
+        "--spool-dir",
+        spool.to_str().unwrap(),
+        "--kubeconfig",
+        api.kubeconfig_path().to_str().unwrap(),
+        "--heartbeat-seconds",
+        "1",
+        "--match-rules-spread-seconds",
+        "0",
+        "--metrics-listen",
+        &format!("127.0.0.1:{metrics_port}"),
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut agent = Service::spawn(&binary(), &args, &dir.join(format!("{cluster}-agent.log")));
+    agent.wait_until_healthy(metrics_port);
+    agent
+}
+
 const EVERY_STATE: &str = "in_sync,progressing,failed,out_of_sync,missing,unexpected,stale,unknown";
 
 /// Every pair the hub answers, as (cluster, app, state, observed version).
@@ -414,41 +446,10 @@ fn a_fleet_fleetscope_did_not_render_shows_every_drift_state() {
     let collector_port = free_port();
     let collector_log = work.path();
     let _collector = start_collector(collector_log, &clusters, &server.url(), collector_port, &[]);
-    let mut agents = Vec::new();
-    for (cluster, api) in [("store-1", &flux), ("store-2", &argo)] {
-        let token_file = work.path().join(format!("{cluster}.token"));
-        std::fs::write(&token_file, token(cluster)).unwrap();
-        let spool = work.path().join(format!("{cluster}-spool"));
-        let metrics_port = free_port();
-        let args: Vec<String> = [
-            "agent",
-            "--cluster",
-            cluster,
-            "--collector-url",
-            &format!("http://127.0.0.1:{collector_port}"),
-            "--token-file",
-            token_file.to_str().unwrap(),
-            "--spool-dir",
-            spool.to_str().unwrap(),
-            "--kubeconfig",
-            api.kubeconfig_path().to_str().unwrap(),
-            "--heartbeat-seconds",
-            "1",
-            "--match-rules-spread-seconds",
-            "0",
-            "--metrics-listen",
-            &format!("127.0.0.1:{metrics_port}"),
-        ]
-        .map(String::from)
-        .to_vec();
-        let mut agent = Service::spawn(
-            &binary(),
-            &args,
-            &work.path().join(format!("{cluster}-agent.log")),
-        );
-        agent.wait_until_healthy(metrics_port);
-        agents.push(agent);
-    }
+    let agents: Vec<Service> = [("store-1", &flux), ("store-2", &argo)]
+        .into_iter()
+        .map(|(cluster, api)| start_agent(work.path(), cluster, api, collector_port))
+        .collect();
 
     let (_hub, hub) = start_hub(work.path(), &server.url(), "600");
     let first = expected(&[
@@ -611,4 +612,163 @@ fn a_fleet_fleetscope_did_not_render_shows_every_drift_state() {
     assert_eq!(newest["targeted"], 2, "store-1 and store-3: {rollouts:#}");
     assert_eq!(newest["in_sync"], 0, "{rollouts:#}");
     drop(agents);
+}
+
+/// The podinfo HelmRelease as the team's Flux repo declares it, with its HelmRepository.
+const PODINFO_MANIFEST: &str = r#"apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {name: charts, namespace: shop}
+spec: {url: "https://stefanprodan.github.io/podinfo", interval: 10m}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: podinfo, namespace: shop}
+spec:
+  interval: 10m
+  chart: {spec: {chart: podinfo, version: "6.5.x", sourceRef: {kind: HelmRepository, name: charts}}}
+"#;
+
+/// From agents installed on clusters no inventory knows to a hub that shows the fleet, with
+/// no YAML written by hand: the collector registers the clusters, `fleetscope import` writes
+/// a platform repo from what they report (a CSV places them, a manifest gives podinfo its
+/// source), `render --publish-only` publishes it, and every pair is in sync.
+#[test]
+fn import_gives_a_repo_whose_publication_shows_the_fleet_in_sync() {
+    let _one_at_a_time = one_at_a_time();
+    let work = tempfile::tempdir().unwrap();
+    let clusters: Vec<String> = ["store-1", "store-2"].map(String::from).to_vec();
+    let (server, _store, _runtime) = clickhouse_with(&[]);
+    let flux = api_server(&[
+        "flux-kustomization.crd.yaml",
+        "flux-helmrelease.crd.yaml",
+        "flux-gitrepository.crd.yaml",
+    ]);
+    create(
+        &flux,
+        HELMRELEASES,
+        helm_release("podinfo", "6.5.0", "True", json!({})),
+    );
+    create(
+        &flux,
+        KUSTOMIZATIONS,
+        kustomization(
+            "shop-checkout",
+            json!({}),
+            "v1.4.0@sha1:3f4e5d6c7b8a9f0e1d2c3b4a5f6e7d8c9b0a1f2e",
+            "True",
+        ),
+    );
+    create(
+        &flux,
+        HELMRELEASES,
+        helm_release("ingress-nginx", "4.11.3", "True", json!({})),
+    );
+    let argo = api_server(&["argocd-application.crd.yaml"]);
+    for (name, target) in [("catalog", "3.2.0"), ("search-eu", "v1.1.0")] {
+        argo.post_json(
+            APPLICATIONS,
+            &application(name, target, "Synced", "Healthy"),
+        )
+        .unwrap();
+    }
+    let collector_port = free_port();
+    let _collector = start_collector(
+        work.path(),
+        &clusters,
+        &server.url(),
+        collector_port,
+        &["--auto-register"],
+    );
+    let _agents: Vec<Service> = [("store-1", &flux), ("store-2", &argo)]
+        .into_iter()
+        .map(|(cluster, api)| start_agent(work.path(), cluster, api, collector_port))
+        .collect();
+
+    let inventory = work.path().join("clusters.csv");
+    std::fs::write(
+        &inventory,
+        "cluster,group,environment,country\nstore-1,emea/de,prod,de\nstore-2,emea/fr,prod,fr\n",
+    )
+    .unwrap();
+    let manifests = work.path().join("flux");
+    std::fs::create_dir(&manifests).unwrap();
+    std::fs::write(manifests.join("podinfo.yaml"), PODINFO_MANIFEST).unwrap();
+    let platform_dir = work.path().join("platform");
+    let import = |target: &Path| {
+        run(&[
+            "import",
+            "--platform",
+            target.to_str().unwrap(),
+            "--clickhouse-url",
+            &server.url(),
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--manifests",
+            manifests.to_str().unwrap(),
+        ])
+    };
+    // Import once every object has been stored (earlier attempts write scratch repos).
+    let mut attempt = 0;
+    eventually(
+        "the agents' objects stored",
+        Duration::from_secs(60),
+        || {
+            attempt += 1;
+            import(&work.path().join(format!("attempt-{attempt}")))
+                .contains("desired equals what runs for 5 of 5 running pairs")
+        },
+    );
+    let said = import(&platform_dir);
+    assert!(
+        said.contains("import: 2 clusters in 1 environment(s), 5 apps (0 other version(s) pinned, 4 with a placeholder source), 1 from 1 manifest file(s)"),
+        "{said}"
+    );
+    let podinfo = std::fs::read_to_string(platform_dir.join("apps/podinfo.yaml")).unwrap();
+    assert!(
+        podinfo.contains("repository: https://stefanprodan.github.io/podinfo"),
+        "{podinfo}"
+    );
+    let published = run(&[
+        "render",
+        "--publish-only",
+        "--platform",
+        platform_dir.to_str().unwrap(),
+        "--clickhouse-url",
+        &server.url(),
+    ]);
+    assert!(
+        published.contains("publish: 2 clusters, 5 apps"),
+        "{published}"
+    );
+
+    let (_hub, hub) = start_hub(work.path(), &server.url(), "600");
+    let in_sync = expected(&[
+        ("store-1", "ingress-nginx", "in_sync", "4.11.3"),
+        ("store-1", "podinfo", "in_sync", "6.5.0"),
+        ("store-1", "shop-checkout", "in_sync", "v1.4.0"),
+        ("store-2", "catalog", "in_sync", "3.2.0"),
+        ("store-2", "search-eu", "in_sync", "v1.1.0"),
+    ]);
+    let mut last = BTreeSet::new();
+    let settled = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < settled {
+        last = pairs(hub);
+        if last == in_sync {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(last, in_sync, "every pair in sync within 60 s");
+    // The clusters sit where the CSV put them.
+    let summary: Value = serde_json::from_str(&get(hub, "/api/v1/summary?depth=2")).unwrap();
+    let groups: BTreeSet<&str> = summary["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["group"].as_str())
+        .collect();
+    assert!(
+        groups.contains("emea/de") && groups.contains("emea/fr"),
+        "{summary:#}"
+    );
 }
