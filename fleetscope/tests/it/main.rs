@@ -6,4 +6,5 @@ mod cli;
 mod collector_crash;
 mod existing_fleet;
 mod faults;
+mod guide;
 mod tls;
