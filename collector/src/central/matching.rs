@@ -188,3 +188,95 @@ pub fn resolve(report: &mut ValidReport, rules: &LoadedRules) -> Resolved {
     }
     resolved
 }
+
+#[cfg(test)]
+mod tests {
+    use fleetscope_model::matching::{AppRules, MatchRule, MatchRules};
+    use fleetscope_model::{
+        AppName, ClusterId, Health, ObjectKind, ObjectRef, ObservedItem, SyncStatus, Timestamp,
+        Version,
+    };
+
+    use super::{resolve, LoadedRules};
+    use crate::protocol::{ReportKind, ValidReport};
+
+    fn item(kind: ObjectKind, name: &str, revision: &str) -> ObservedItem {
+        ObservedItem {
+            cluster: ClusterId::parse("store-1").unwrap(),
+            object: ObjectRef {
+                kind,
+                namespace: "shop".into(),
+                name: name.into(),
+            },
+            app: None,
+            version: None,
+            content_hash: None,
+            applied_revision: revision.into(),
+            health: Health::Healthy,
+            sync: SyncStatus::Unknown,
+            reason: String::new(),
+            message: String::new(),
+            transitioned_at: Timestamp(1),
+            observed_at: Timestamp(1),
+            change_seq: 1,
+            deleted: false,
+            facts: None,
+        }
+    }
+
+    /// A matched object gets the rule's app and version; one no rule takes keeps no app but
+    /// the version its kind's default reads; a source is left as it came.
+    #[test]
+    fn objects_no_rule_takes_keep_the_version_their_kind_reads() {
+        let rules = MatchRules {
+            apps: vec![AppRules {
+                app: AppName::parse("podinfo").unwrap(),
+                rules: vec![MatchRule {
+                    name: Some("podinfo".into()),
+                    ..MatchRule::default()
+                }],
+            }],
+        };
+        let loaded = LoadedRules {
+            index: fleetscope_model::matching::MatchIndex::new(&rules),
+            digest: Some("d".into()),
+            apps: 1,
+        };
+        let mut report = ValidReport {
+            cluster: ClusterId::parse("store-1").unwrap(),
+            agent_version: "0.1.0".into(),
+            report_seq: 1,
+            kind: ReportKind::Delta,
+            reconcilers: Default::default(),
+            change_seq_high: 0,
+            items: vec![
+                item(ObjectKind::HelmRelease, "podinfo", "6.5.0+0cc9a8446c95"),
+                item(ObjectKind::HelmRelease, "ingress-nginx", "4.11.3+1a2b"),
+                item(ObjectKind::Kustomization, "infra", "v1.2.0@sha1:3f4e5d6c"),
+                item(ObjectKind::GitRepository, "infra", "v1.2.0@sha1:3f4e5d6c"),
+            ],
+            stamped_apps: vec![],
+        };
+        let resolved = resolve(&mut report, &loaded);
+        assert_eq!((resolved.matched, resolved.unmatched), (1, 2));
+        let got: Vec<(Option<&str>, Option<&str>)> = report
+            .items
+            .iter()
+            .map(|i| {
+                (
+                    i.app.as_ref().map(AppName::as_str),
+                    i.version.as_ref().map(Version::as_str),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("podinfo"), Some("6.5.0")),
+                (None, Some("4.11.3")),
+                (None, Some("v1.2.0")),
+                (None, None),
+            ]
+        );
+    }
+}
