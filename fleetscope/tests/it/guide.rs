@@ -164,51 +164,76 @@ enum Kind {
 /// The programs a plain command may start (words at the start of a command or after `|`,
 /// `;`, `&&`, `$(`, `do` or `{`).
 const PROGRAMS: &[&str] = &[
-    "cat", "cp", "curl", "cut", "echo", "find", "grep", "head", "ls", "mkdir", "openssl",
-    "printf", "sed", "sha256sum", "sort", "tr", "fleetscope", "kubectl", "for", "do", "done",
-    "{", "}", "chmod", "export",
+    "cat",
+    "cp",
+    "curl",
+    "cut",
+    "echo",
+    "find",
+    "grep",
+    "head",
+    "ls",
+    "mkdir",
+    "openssl",
+    "printf",
+    "sed",
+    "sha256sum",
+    "sort",
+    "tr",
+    "fleetscope",
+    "kubectl",
+    "for",
+    "do",
+    "done",
+    "{",
+    "}",
+    "chmod",
+    "export",
 ];
 
-fn classify(step: &Step) -> Kind {
+/// What the test does with `step`, or why it cannot run it.
+fn classify(step: &Step) -> Result<Kind, String> {
     let text = step.text.trim();
+    let at = format!("docs/existing-fleet.md:{}", step.line);
     let words: Vec<&str> = text.split_whitespace().collect();
     if let Some(assignment) = text.strip_prefix("export ") {
         let name = assignment.split('=').next().unwrap_or_default();
         if PLACEHOLDERS.contains(&name) {
-            return Kind::Placeholder(name.to_owned());
+            return Ok(Kind::Placeholder(name.to_owned()));
         }
     }
     if let ["kubectl", "--context", cluster, "apply", "-k", dir] = words.as_slice() {
-        return Kind::Apply {
+        return Ok(Kind::Apply {
             cluster: (*cluster).to_owned(),
             dir: (*dir).to_owned(),
-        };
+        });
     }
-    for program in command_words(text) {
-        assert!(
-            PROGRAMS.contains(&program.as_str()),
-            "docs/existing-fleet.md:{}: the test does not know how to run `{program}` in:\n{text}",
-            step.line
-        );
+    if let Some(program) = command_words(text)
+        .into_iter()
+        .find(|program| !PROGRAMS.contains(&program.as_str()))
+    {
+        return Err(format!(
+            "{at}: the test does not know how to run `{program}` in:\n{text}"
+        ));
     }
-    let kubectl_ok = !text.contains("kubectl ") || text.starts_with("kubectl kustomize ");
-    assert!(
-        kubectl_ok,
-        "docs/existing-fleet.md:{}: the test runs `kubectl kustomize` and `kubectl --context C apply -k DIR` only:\n{text}",
-        step.line
-    );
-    match words.as_slice() {
+    if text.contains("kubectl ") && !text.starts_with("kubectl kustomize ") {
+        return Err(format!(
+            "{at}: the test runs `kubectl kustomize` and `kubectl --context C apply -k DIR` only:\n{text}"
+        ));
+    }
+    Ok(match words.as_slice() {
         ["fleetscope", "collector", ..] => Kind::Service("collector"),
         ["fleetscope", "hub", ..] => Kind::Service("hub"),
-        ["fleetscope", "agent", ..] => panic!(
-            "docs/existing-fleet.md:{}: the agent runs from its Deployment, not from a command",
-            step.line
-        ),
+        ["fleetscope", "agent", ..] => {
+            return Err(format!(
+                "{at}: the agent runs from its Deployment, not from a command"
+            ))
+        }
         ["fleetscope", "render", "--publish-only", ..] => Kind::Publish,
         ["fleetscope", "import", ..] => Kind::Import,
         ["fleetscope", "status" | "drift" | "versions", ..] => Kind::AskHub,
         _ => Kind::Plain,
-    }
+    })
 }
 
 /// The first word of every simple command in `text` (here-document bodies left out).
@@ -234,8 +259,7 @@ fn command_words(text: &str) -> Vec<String> {
             if index == 0 && continued {
                 continue;
             }
-            let mut tokens = part.split_whitespace();
-            while let Some(token) = tokens.next() {
+            for token in part.split_whitespace() {
                 if token.contains('=') && !token.starts_with('-') {
                     continue; // an assignment before the command
                 }
@@ -250,7 +274,6 @@ fn command_words(text: &str) -> Vec<String> {
     words.retain(|word| !word.starts_with('"') && !word.starts_with('>'));
     words
 }
-
 
 /// An agent as its Deployment runs it: the process and the front it reaches its API server
 /// through.
@@ -313,12 +336,13 @@ impl Run {
             out.status
         );
         std::fs::rename(format!("{}.next", env.display()), &env).unwrap();
-        self.took.push((step.line, first_line(text), started.elapsed()));
+        self.took
+            .push((step.line, first_line(text), started.elapsed()));
         output
     }
 
     fn step(&mut self, step: &Step) {
-        match classify(step) {
+        match classify(step).unwrap_or_else(|err| panic!("{err}")) {
             Kind::Placeholder(name) => {
                 let value = self.values[name.as_str()].clone();
                 self.shell(step, &format!("export {name}='{value}'"));
@@ -366,8 +390,12 @@ impl Run {
         let started = Instant::now();
         let mut service = Service::spawn(Path::new("/usr/bin/env"), &args, &log);
         service.wait_until_healthy(port);
-        self.took.push((step.line, first_line(&step.text), started.elapsed()));
-        println!("$ {}(started: {which} on port {port})", step.text.trim_start());
+        self.took
+            .push((step.line, first_line(&step.text), started.elapsed()));
+        println!(
+            "$ {}(started: {which} on port {port})",
+            step.text.trim_start()
+        );
         self.services.push((which, service));
     }
 
@@ -421,7 +449,10 @@ impl Run {
         args.extend(pod.args.iter().cloned());
         let log = root.join("agent.log");
         let process = Service::spawn(Path::new("/usr/bin/env"), &args, &log);
-        println!("(the agent of {cluster} runs: fleetscope {})", pod.args.join(" "));
+        println!(
+            "(the agent of {cluster} runs: fleetscope {})",
+            pod.args.join(" ")
+        );
         self.agents.push(Agent {
             cluster: cluster.to_owned(),
             front,
@@ -471,7 +502,9 @@ impl Run {
     }
 
     fn hub_addr(&self) -> String {
-        self.values["HUB_URL"].trim_start_matches("http://").to_owned()
+        self.values["HUB_URL"]
+            .trim_start_matches("http://")
+            .to_owned()
     }
 
     /// `GET path` on the hub with the guide's read token.
@@ -516,7 +549,11 @@ impl Run {
     fn reported(&self) -> Result<BTreeMap<String, usize>, String> {
         let query = "SELECT cluster_id, uniqExact(object_kind, object_namespace, object_name) \
                      FROM fleetscope.observed_latest GROUP BY cluster_id FORMAT TSV";
-        let addr = self.clickhouse.url().trim_start_matches("http://").to_owned();
+        let addr = self
+            .clickhouse
+            .url()
+            .trim_start_matches("http://")
+            .to_owned();
         let answer = http_request(
             &addr,
             "GET",
@@ -548,9 +585,13 @@ impl Run {
                 .iter()
                 .map(|agent| format!("{}:\n{}", agent.cluster, agent.process.log_tail()))
                 .collect();
-            (reported == self.objects)
-                .then_some(())
-                .ok_or_else(|| format!("{reported:?}, wanted {:?}\n{}", self.objects, agents.join("\n")))
+            (reported == self.objects).then_some(()).ok_or_else(|| {
+                format!(
+                    "{reported:?}, wanted {:?}\n{}",
+                    self.objects,
+                    agents.join("\n")
+                )
+            })
         })
     }
 
@@ -623,7 +664,15 @@ impl Run {
     /// groups.
     fn check_pages(&self) {
         let get = |path: &str, headers: &[(&str, &str)]| {
-            http_request(&self.hub_addr(), "GET", path, headers, b"", Duration::from_secs(10)).unwrap()
+            http_request(
+                &self.hub_addr(),
+                "GET",
+                path,
+                headers,
+                b"",
+                Duration::from_secs(10),
+            )
+            .unwrap()
         };
         let first = get("/ui/", &[]);
         assert!(
@@ -631,7 +680,10 @@ impl Run {
             "GET /ui/: {first:?}"
         );
         let form = get("/ui/sign-in", &[]);
-        assert!(form.status == 200 && form.body.contains("name=\"token\""), "{form:?}");
+        assert!(
+            form.status == 200 && form.body.contains("name=\"token\""),
+            "{form:?}"
+        );
         let body = format!("token={}&next=%2Fui%2Ffleet", self.hub_token());
         let signed_in = http_request(
             &self.hub_addr(),
@@ -644,34 +696,50 @@ impl Run {
         .unwrap();
         assert_eq!(signed_in.status, 303, "sign-in: {signed_in:?}");
         let cookie = format!("fleetscope_session={}", self.hub_token());
+        let fleet = get("/ui/fleet", &[("Cookie", &cookie)]);
+        assert!(
+            fleet.status == 200 && fleet.body.contains("emea"),
+            "{fleet:?}"
+        );
         let page = get("/ui/fleet?group=emea", &[("Cookie", &cookie)]);
         assert_eq!(page.status, 200, "{page:?}");
-        assert!(page.body.contains("emea/de") && page.body.contains("emea/fr"), "{}", page.body);
+        assert!(
+            page.body.contains("emea/de") && page.body.contains("emea/fr"),
+            "{}",
+            page.body
+        );
         let cluster = get("/ui/clusters/shop-de-1", &[("Cookie", &cookie)]);
         assert!(
-            cluster.status == 200 && cluster.body.contains("data-state=\"in_sync\""),
-            "{cluster:?}"
+            cluster.status == 200
+                && cluster.body.contains("data-state=\"in_sync\"")
+                && cluster.body.contains("import-podinfo"),
+            "the cluster page, with each app's state and the policy that puts it there: {cluster:?}"
         );
     }
 
     /// After the version change: podinfo is desired at the new version and on its way (or,
     /// past the grace period, out of sync); the rest stays in sync.
     fn check_changed(&self) -> Duration {
-        wait_for("podinfo's new version desired", || {
+        let waited = wait_for("podinfo's new version desired", || {
             let pairs = self.pairs()?;
-            let ok = pairs.iter().all(|((cluster, app), (state, desired, observed))| {
-                if (cluster.as_str(), app.as_str()) == ("shop-de-1", "podinfo") {
-                    ["progressing", "out_of_sync"].contains(&state.as_str())
-                        && desired == "6.6.0"
-                        && observed == "6.5.0"
-                } else {
-                    state == "in_sync"
-                }
-            });
+            let ok = pairs
+                .iter()
+                .all(|((cluster, app), (state, desired, observed))| {
+                    if (cluster.as_str(), app.as_str()) == ("shop-de-1", "podinfo") {
+                        ["progressing", "out_of_sync"].contains(&state.as_str())
+                            && desired == "6.6.0"
+                            && observed == "6.5.0"
+                    } else {
+                        state == "in_sync"
+                    }
+                });
             (ok && pairs.len() == 5)
                 .then_some(())
                 .ok_or_else(|| format!("{pairs:#?}"))
-        })
+        });
+        let rollouts = self.hub("/api/v1/rollouts?app=podinfo").unwrap();
+        assert_eq!(rollouts["items"][0]["version"], "6.6.0", "{rollouts:#}");
+        waited
     }
 
     /// The agents ran under the manifests' RBAC: nothing they asked was refused, and each
@@ -709,12 +777,28 @@ impl Run {
 /// The private servers the guide's placeholders name, the fleet in them, and the team's
 /// GitOps repository in the guide's directory.
 fn prepare() -> Run {
-    let kubectl = Command::new("kubectl").args(["version", "--client"]).output();
+    let kubectl = Command::new("kubectl")
+        .args(["version", "--client", "-o", "json"])
+        .output();
+    let minor = kubectl
+        .ok()
+        .filter(|out| out.status.success())
+        .and_then(|out| {
+            let version: Value = serde_json::from_slice(&out.stdout).ok()?;
+            let minor = version["clientVersion"]["minor"]
+                .as_str()?
+                .trim_end_matches('+');
+            (version["clientVersion"]["major"] == "1").then(|| minor.parse::<u32>().ok())?
+        });
     assert!(
-        kubectl.is_ok_and(|out| out.status.success()),
-        "this test needs kubectl 1.27 or newer on the PATH: run scripts/install-prereqs --tests"
+        minor.is_some_and(|minor| minor >= 27),
+        "this test needs kubectl 1.27 or newer (kustomize 5) on the PATH, found {minor:?}: install \
+         it (scripts/install-prereqs --tests does where an apt source has it)"
     );
-    let work = tempfile::Builder::new().prefix("fleetscope-guide-").tempdir().unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("fleetscope-guide-")
+        .tempdir()
+        .unwrap();
     let clickhouse = LocalClickHouse::start()
         .unwrap_or_else(|err| panic!("this test needs a private ClickHouse server: {err}"));
     let mut apis = BTreeMap::new();
@@ -740,11 +824,17 @@ fn prepare() -> Run {
         ("COLLECTOR_URL", format!("http://127.0.0.1:{collector}")),
         ("HUB_LISTEN", format!("127.0.0.1:{hub}")),
         ("HUB_URL", format!("http://127.0.0.1:{hub}")),
-        ("FLEETSCOPE_SRC", root.canonicalize().unwrap().display().to_string()),
+        (
+            "FLEETSCOPE_SRC",
+            root.canonicalize().unwrap().display().to_string(),
+        ),
     ]);
     let bin_dir = binary().parent().unwrap().display().to_string();
     let base_env = vec![
-        ("PATH".to_owned(), format!("{bin_dir}:/usr/local/bin:/usr/bin:/bin")),
+        (
+            "PATH".to_owned(),
+            format!("{bin_dir}:/usr/local/bin:/usr/bin:/bin"),
+        ),
         ("HOME".to_owned(), work.path().display().to_string()),
         ("KUBECONFIG".to_owned(), kubeconfig.display().to_string()),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
@@ -773,7 +863,8 @@ fn the_existing_fleet_guide_runs_as_written() {
     let steps = sh_commands(&guide);
     assert!(steps.len() > 10, "{steps:#?}");
     for step in &steps {
-        let _ = classify(step); // every command known before anything starts
+        // Every command known before anything starts.
+        classify(step).unwrap_or_else(|err| panic!("{err}"));
     }
     let mut run = prepare();
     for step in &steps {
@@ -788,8 +879,53 @@ fn the_existing_fleet_guide_runs_as_written() {
     for (line, command, took) in &run.took {
         println!("{took:>10.2?}  line {line:>3}: {command}");
     }
-    println!("the guide: {} commands in {:.1?}", steps.len(), started.elapsed());
+    println!(
+        "the guide: {} commands in {:.1?}",
+        steps.len(),
+        started.elapsed()
+    );
+    for (which, service) in &run.services {
+        println!("--- {which}'s log, last lines:\n{}", service.log_tail());
+    }
+    for agent in &run.agents {
+        println!(
+            "--- the agent of {}, last lines:\n{}",
+            agent.cluster,
+            agent.process.log_tail()
+        );
+    }
     for (_, service) in run.services.drain(..).rev() {
         drop(service);
     }
+}
+
+#[test]
+fn a_command_the_guide_test_cannot_run_fails_it() {
+    let step = |text: &str| Step {
+        line: 1,
+        text: format!("{text}\n"),
+    };
+    for text in [
+        "kubectl -n fleetscope rollout status deployment/fleetscope-agent",
+        "helm install podinfo podinfo/podinfo",
+        "fleetscope agent --cluster shop-de-1 --collector-url http://collector",
+        "systemctl start fleetscope-hub",
+    ] {
+        let refused = classify(&step(text));
+        assert!(refused.is_err(), "{text} was taken: {refused:?}");
+    }
+    let markdown = "```sh\nexport HUB_URL=https://hub\nfor c in a b; do\n    echo \"$c\"\ndone\ncat > f <<'EOF'\nx\nEOF\nkubectl --context a apply -k agents/a\n```\n";
+    let steps = sh_commands(markdown);
+    let kinds: Vec<Kind> = steps.iter().map(|step| classify(step).unwrap()).collect();
+    assert_eq!(steps.len(), 4, "{steps:#?}");
+    assert_eq!(kinds[0], Kind::Placeholder("HUB_URL".into()));
+    assert_eq!(kinds[1], Kind::Plain);
+    assert_eq!(kinds[2], Kind::Plain);
+    assert_eq!(
+        kinds[3],
+        Kind::Apply {
+            cluster: "a".into(),
+            dir: "agents/a".into()
+        }
+    );
 }

@@ -12,7 +12,10 @@ fn base64_decode(text: &str) -> Vec<u8> {
     let mut bits = 0u32;
     let mut count = 0;
     let mut out = Vec::new();
-    for byte in text.bytes().filter(|b| !b.is_ascii_whitespace() && *b != b'=') {
+    for byte in text
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace() && *b != b'=')
+    {
         let value = ALPHABET
             .iter()
             .position(|c| *c == byte)
@@ -107,7 +110,9 @@ impl Applied {
                     }
                 }
                 "Deployment" => applied.deployments.push(object.clone()),
-                other => panic!("the agent's manifests hold a {other}, which the test does not apply"),
+                other => {
+                    panic!("the agent's manifests hold a {other}, which the test does not apply")
+                }
             }
         }
         applied
@@ -126,7 +131,6 @@ impl Applied {
     }
 }
 
-
 /// A Deployment's one container as a process: its program, arguments and environment with
 /// volumes as directories under `root`, and the service account it runs as.
 #[derive(Debug)]
@@ -139,7 +143,9 @@ pub(super) struct Pod {
 impl Applied {
     /// What the kubelet would run for `deployment`, its volumes made under `root`.
     pub(super) fn pod(&self, deployment: &Value, root: &std::path::Path) -> Pod {
-        let namespace = deployment["metadata"]["namespace"].as_str().unwrap_or("default");
+        let namespace = deployment["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
         let replicas = deployment["spec"]["replicas"].as_u64().unwrap_or(1);
         assert_eq!(replicas, 1, "the agent's Deployment runs one replica");
         let spec = &deployment["spec"]["template"]["spec"];
@@ -178,7 +184,8 @@ impl Applied {
                 }
             } else if let Some(claim) = volume["persistentVolumeClaim"]["claimName"].as_str() {
                 assert!(
-                    self.claims.contains(&(namespace.to_owned(), claim.to_owned())),
+                    self.claims
+                        .contains(&(namespace.to_owned(), claim.to_owned())),
                     "volume {name}: no PersistentVolumeClaim {claim}"
                 );
             } else {
@@ -217,7 +224,10 @@ impl Applied {
             .collect();
         let mut env = Vec::new();
         for variable in container["env"].as_array().into_iter().flatten() {
-            let name = variable["name"].as_str().expect("a variable name").to_owned();
+            let name = variable["name"]
+                .as_str()
+                .expect("a variable name")
+                .to_owned();
             let value = if let Some(value) = variable["value"].as_str() {
                 value.to_owned()
             } else {

@@ -300,4 +300,3 @@ pub(super) fn admin_kubeconfig(apis: &BTreeMap<String, LocalApiServer>) -> Strin
            "contexts": contexts, "current-context": ""})
     .to_string()
 }
-

@@ -223,8 +223,15 @@ async fn serve(mut socket: tokio::net::TcpStream, state: &FrontState) -> std::io
         .filter_map(|line| line.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let length: usize = header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut body = raw[head_end..].to_vec();
     while body.len() < length {
         let read = socket.read(&mut buffer).await?;
