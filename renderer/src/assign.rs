@@ -172,15 +172,94 @@ pub fn policy_apps(platform: &Platform) -> Vec<Vec<AppName>> {
 
 /// The policies (by index, in precedence order) that select a cluster.
 pub fn matching_policies(platform: &Platform, cluster: &ClusterId) -> Vec<usize> {
-    let entry = &platform.clusters[cluster];
-    let labels = platform.effective_labels(entry);
-    platform
-        .policies
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.clusters.matches(&labels, &entry.group))
-        .map(|(i, _)| i)
-        .collect()
+    PolicyMatcher::new(platform).matching(platform, cluster)
+}
+
+/// `In` and `NotIn` requirements with more values than this are looked up in a set.
+const SET_FROM: usize = 8;
+
+/// Every policy's cluster selector, ready to be tried on many clusters: the values of a long
+/// `In` or `NotIn` list (a policy naming thousands of clusters by `fleetscope.io/cluster`, as
+/// `fleetscope import` writes them) are looked up in a hash set instead of read one by one.
+/// It selects exactly what [`fleetscope_model::ClusterSelector::matches`] selects.
+#[derive(Debug)]
+pub struct PolicyMatcher<'a> {
+    selectors: Vec<CompiledSelector<'a>>,
+}
+
+/// One cluster selector with a set per long value list.
+#[derive(Debug)]
+pub struct CompiledSelector<'a> {
+    selector: &'a fleetscope_model::ClusterSelector,
+    sets: Vec<Option<std::collections::HashSet<&'a str>>>,
+}
+
+impl<'a> CompiledSelector<'a> {
+    pub fn new(selector: &'a fleetscope_model::ClusterSelector) -> CompiledSelector<'a> {
+        use fleetscope_model::Operator;
+        let sets = selector
+            .match_expressions
+            .iter()
+            .map(|r| {
+                (matches!(r.operator, Operator::In | Operator::NotIn) && r.values.len() > SET_FROM)
+                    .then(|| r.values.iter().map(String::as_str).collect())
+            })
+            .collect();
+        CompiledSelector { selector, sets }
+    }
+
+    pub fn matches(
+        &self,
+        labels: &fleetscope_model::Labels,
+        group: &fleetscope_model::GroupPath,
+    ) -> bool {
+        use fleetscope_model::Operator;
+        let selector = self.selector;
+        selector
+            .match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && selector
+                .match_expressions
+                .iter()
+                .zip(&self.sets)
+                .all(|(requirement, set)| match set {
+                    Some(set) => {
+                        let value = labels.get(&requirement.key);
+                        let listed = value.is_some_and(|v| set.contains(v.as_str()));
+                        match requirement.operator {
+                            Operator::In => listed,
+                            _ => !listed,
+                        }
+                    }
+                    None => requirement.matches(labels),
+                })
+            && (selector.groups.is_empty() || selector.groups.iter().any(|g| group.is_within(g)))
+    }
+}
+
+impl<'a> PolicyMatcher<'a> {
+    pub fn new(platform: &'a Platform) -> PolicyMatcher<'a> {
+        PolicyMatcher {
+            selectors: platform
+                .policies
+                .iter()
+                .map(|p| CompiledSelector::new(&p.clusters))
+                .collect(),
+        }
+    }
+
+    /// The policies (by index, in precedence order) that select `cluster`.
+    pub fn matching(&self, platform: &Platform, cluster: &ClusterId) -> Vec<usize> {
+        let entry = &platform.clusters[cluster];
+        let labels = platform.effective_labels(entry);
+        self.selectors
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.matches(&labels, &entry.group))
+            .map(|(i, _)| i)
+            .collect()
+    }
 }
 
 /// The assignments of one cluster, or the conflicts that prevent them.
@@ -277,10 +356,11 @@ pub fn assign(platform: &Platform) -> Result<Assigned, Vec<PlatformError>> {
 /// The policies (by index, in precedence order) that select each cluster, in the order of
 /// `platform.clusters`.
 pub fn cluster_matches(platform: &Platform) -> Vec<Vec<usize>> {
+    let matcher = PolicyMatcher::new(platform);
     platform
         .clusters
         .keys()
-        .map(|id| matching_policies(platform, id))
+        .map(|id| matcher.matching(platform, id))
         .collect()
 }
 

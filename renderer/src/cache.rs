@@ -345,6 +345,7 @@ pub fn plan(
     let policies = platform.policies.len();
     // Files whose clusters are matched again get a new entry.
     let mut rematched = vec![false; sources.len()];
+    let matcher = assign::PolicyMatcher::new(&platform);
     let matches: Vec<Vec<usize>> = platform
         .clusters
         .keys()
@@ -360,10 +361,10 @@ pub fn plan(
                     }
                     _ => {
                         rematched[index] = true;
-                        assign::matching_policies(&platform, id)
+                        matcher.matching(&platform, id)
                     }
                 },
-                None => assign::matching_policies(&platform, id),
+                None => matcher.matching(&platform, id),
             }
         })
         .collect();

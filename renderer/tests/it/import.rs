@@ -497,3 +497,72 @@ fn groups_come_from_the_inventory_and_the_labels() {
         Some("EMEA")
     );
 }
+
+/// The renderer's compiled selectors (sets for long value lists, as import's policies have)
+/// select exactly what the model's selectors select.
+#[test]
+fn compiled_selectors_select_what_selectors_select() {
+    use fleetscope_model::{ClusterSelector, GroupPath, LabelRequirement, Operator};
+    use fleetscope_renderer::assign::CompiledSelector;
+    let value =
+        || proptest::sample::select(vec!["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]);
+    let requirement = (
+        proptest::sample::select(vec!["x", "y"]),
+        proptest::sample::select(vec![
+            Operator::In,
+            Operator::NotIn,
+            Operator::Exists,
+            Operator::DoesNotExist,
+        ]),
+        proptest::collection::vec(value(), 0..12),
+    )
+        .prop_map(|(key, operator, values)| LabelRequirement {
+            key: key.into(),
+            operator,
+            values: values.into_iter().map(str::to_owned).collect(),
+        });
+    let selector = (
+        proptest::collection::btree_map(proptest::sample::select(vec!["x", "y"]), value(), 0..2),
+        proptest::collection::vec(requirement, 0..3),
+        proptest::collection::vec(
+            proptest::sample::select(vec!["emea", "emea/de", "amer"]),
+            0..2,
+        ),
+    )
+        .prop_map(|(labels, match_expressions, groups)| ClusterSelector {
+            match_labels: labels
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            match_expressions,
+            groups: groups
+                .into_iter()
+                .map(|g| GroupPath::parse(g).unwrap())
+                .collect(),
+        });
+    let labels = proptest::collection::btree_map(
+        proptest::sample::select(vec!["x", "y", "z"]),
+        value(),
+        0..3,
+    );
+    let group = proptest::sample::select(vec!["emea/de/berlin", "emea/fr", "amer/us"]);
+    let mut runner = TestRunner::new(Config {
+        cases: 2_000,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&(selector, labels, group), |(selector, labels, group)| {
+            let labels = labels
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            let group = GroupPath::parse(group).unwrap();
+            prop_assert_eq!(
+                CompiledSelector::new(&selector).matches(&labels, &group),
+                selector.matches(&labels, &group)
+            );
+            Ok(())
+        })
+        .unwrap();
+}
