@@ -1,6 +1,9 @@
 //! Render benchmark: a generated platform repo (30,000 clusters × 100 apps by default) rendered
 //! into a fresh Git repository, then rendered again unchanged (no-op), then after one app's
-//! version changed. Prints times, render groups, files written and files in the output.
+//! version changed. Prints times, render groups, files written and files in the output. Then
+//! `fleetscope import` of that fleet as its agents would report it (every desired app running
+//! without stamps, every tenth cluster at another version): planning, then writing and checking
+//! the repo.
 //!
 //! `cargo bench -p fleetscope-renderer --bench render`; `FLEETSCOPE_BENCH_CLUSTERS` and
 //! `FLEETSCOPE_BENCH_APPS` change the size.
@@ -87,5 +90,59 @@ no-op {:.2} s (no commit; {:.2} s when the input digest matches), one-app change
         one.commit.changed.len(),
         one.kept_groups,
         one.assigned.groups.len()
+    );
+    import(&one.assigned);
+}
+
+/// Times `fleetscope import` of a fleet running what `assigned` desires, objects without
+/// stamps, every tenth cluster at another version of each app.
+fn import(assigned: &fleetscope_renderer::assign::Assigned) {
+    use fleetscope_renderer::import::{build, facts, files, write};
+    let mut fleet = facts::FleetFacts::default();
+    for (n, (cluster, group)) in assigned.members.iter().enumerate() {
+        fleet.clusters.insert(cluster.to_string(), None);
+        for a in &assigned.groups[group].assignments {
+            let version = if n % 10 == 0 {
+                format!("{}-other", a.version)
+            } else {
+                a.version.to_string()
+            };
+            fleet.objects.push(facts::RunningObject {
+                cluster: cluster.to_string(),
+                kind: fleetscope_model::ObjectKind::HelmRelease,
+                namespace: "apps".into(),
+                name: a.app.to_string(),
+                app: None,
+                version: Some(version),
+                stamped: false,
+            });
+        }
+    }
+    let options = build::Options {
+        owners: vec!["platform".into()],
+        ..build::Options::default()
+    };
+    let started = Instant::now();
+    let plan = build::Plan {
+        clusters: build::plan_clusters(&fleet, &[], &options),
+        apps: build::plan_apps(&fleet, &files::Manifests::default()),
+    };
+    let plan_time = started.elapsed();
+    let dir = tempfile::tempdir().unwrap();
+    let written = write::write(&dir.path().join("platform"), &plan, &options).unwrap();
+    let total = started.elapsed();
+    assert_eq!(
+        written.desired_equal, written.running,
+        "import desires what runs"
+    );
+    println!(
+        "import: {} clusters, {} running pairs, {} apps -> {} render groups; plan {:.2} s, write and check {:.2} s, total {:.2} s",
+        plan.clusters.len(),
+        written.running,
+        plan.apps.len(),
+        written.render_groups,
+        plan_time.as_secs_f64(),
+        (total - plan_time).as_secs_f64(),
+        total.as_secs_f64()
     );
 }
