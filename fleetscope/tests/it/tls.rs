@@ -1,7 +1,7 @@
 //! TLS without a proxy: the collector and the hub started with `--tls-cert`/`--tls-key` from a
 //! private CA made here; an agent's sender that trusts that CA (`--ca-file`) delivers a report,
 //! one that trusts only the Web PKI roots is refused by verification; a new certificate written
-//! over the files is served without a restart.
+//! over the files is served without a restart. Both serve HTTP/2 to clients that take it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,6 +45,33 @@ async fn until_ok(url: &str, ca_pem: &str, service: &Service) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// curl's status and HTTP version for `url`, trusting `ca_file`, with curl's defaults and
+/// `extra` arguments.
+fn curl(ca_file: &Path, url: &str, extra: &[&str]) -> String {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+            "--cacert",
+        ])
+        .arg(ca_file)
+        .args(extra)
+        .arg(url)
+        .output()
+        .unwrap_or_else(|err| panic!("this test needs curl (Debian package curl): {err}"));
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn heartbeat() -> Vec<u8> {
@@ -184,6 +211,20 @@ async fn collector_and_hub_serve_tls_from_a_private_ca_and_reload_the_certificat
     );
     let hub_url = format!("https://127.0.0.1:{hub_port}");
     until_ok(&format!("{hub_url}/healthz"), &ca, &hub).await;
+    // Both serve the HTTP/2 they offer in ALPN (what browsers and curl's defaults take), and
+    // HTTP/1.1 to a client that asks for it.
+    for url in [&collector_url, &hub_url] {
+        assert_eq!(
+            curl(&ca_file, &format!("{url}/healthz"), &[]),
+            "200 2",
+            "{url}"
+        );
+        assert_eq!(
+            curl(&ca_file, &format!("{url}/healthz"), &["--http1.1"]),
+            "200 1.1",
+            "{url}"
+        );
+    }
     let summary = client(Some(&ca))
         .get(format!("{hub_url}/api/v1/summary"))
         .bearer_auth(HUB_TOKEN)
