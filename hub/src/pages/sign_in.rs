@@ -28,11 +28,63 @@ pub struct SignIn {
 /// Where to go after signing in: a page of the hub's own (`/ui/…`), else the fleet page.
 fn next_page(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with("/ui/") && !n.starts_with("/ui//") && !n.contains('\\') => {
-            n.to_owned()
-        }
+        Some(n) if stays_under_ui(n) => n.to_owned(),
         _ => "/ui/fleet".to_owned(),
     }
+}
+
+/// Whether a browser sent to `next` stays on one of the hub's pages: a path under `/ui/`
+/// whose segments, percent-decoded, are none of `.`, `..` or empty, with no backslash or
+/// control character anywhere (browsers resolve `/ui/../api` and `/ui/%2e%2e/api` to `/api`).
+fn stays_under_ui(next: &str) -> bool {
+    if next.chars().any(|c| c == '\\' || c.is_control()) {
+        return false;
+    }
+    let path = next.split(['?', '#']).next().unwrap_or_default();
+    let decoded = percent_decoded(path);
+    let Some(rest) = decoded.strip_prefix("/ui/") else {
+        return false;
+    };
+    !decoded.chars().any(|c| c == '\\' || c.is_control())
+        && rest
+            .split('/')
+            .enumerate()
+            .all(|(i, segment)| !matches!(segment, "." | "..") && (i == 0 || !segment.is_empty()))
+        && !rest.starts_with('/')
+        && !rest.is_empty()
+}
+
+/// `%XX` escapes decoded (repeatedly, so that `%252e` is no way around), the rest as it is.
+fn percent_decoded(text: &str) -> String {
+    let mut current = text.to_owned();
+    for _ in 0..3 {
+        let bytes = current.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            let hex = |b: u8| (b as char).to_digit(16);
+            match (
+                bytes[i],
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            ) {
+                (b'%', Some(high), Some(low)) => {
+                    out.push((high * 16 + low) as u8);
+                    i += 3;
+                }
+                (b, _, _) => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        let next = String::from_utf8_lossy(&out).into_owned();
+        if next == current {
+            break;
+        }
+        current = next;
+    }
+    current
 }
 
 /// `GET /ui/sign-in?next=`.
@@ -155,10 +207,28 @@ mod tests {
             "/ui//evil",
             "/api/v1/summary",
             "/ui/\\x",
+            "/ui/../api/v1/summary",
+            "/ui/%2e%2e/api/v1/summary",
+            "/ui/%2E%2E/api",
+            "/ui/%252e%252e/api",
+            "/ui/apps/../../api/v1/summary",
+            "/ui/./../api",
+            "/ui/%2f%2fevil.example",
+            "/ui/%5c%5cevil.example",
+            "/ui/x\n",
+            "/ui/",
         ] {
             assert_eq!(next_page(Some(elsewhere)), "/ui/fleet", "{elsewhere}");
         }
         assert_eq!(next_page(None), "/ui/fleet");
+        for own in [
+            "/ui/fleet",
+            "/ui/clusters/berlin-01.eu?at=1#top",
+            "/ui/groups/emea/de",
+            "/ui/apps/a..b",
+        ] {
+            assert_eq!(next_page(Some(own)), own);
+        }
     }
 
     #[test]
