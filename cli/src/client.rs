@@ -30,7 +30,7 @@ pub struct HubConnection {
     #[arg(long, env = "FLEETSCOPE_HUB_TIMEOUT", default_value_t = 30)]
     pub timeout: u64,
     /// `table` for people, `json` for scripts (the hub's answer as it sent it).
-    #[arg(short, long, env = "FLEETSCOPE_OUTPUT", value_enum, default_value_t = Output::Table)]
+    #[arg(short, long, env = "FLEETSCOPE_OUTPUT_FORMAT", value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
 

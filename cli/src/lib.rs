@@ -87,7 +87,7 @@ pub async fn main(command: Command) -> ExitCode {
         Ok(outcome) => outcome.exit_code(),
         Err(err) => {
             let _ = stdout.flush();
-            eprintln!("error: {err}");
+            eprintln!("error: {}", table::printable(&err.to_string()));
             err.exit_code()
         }
     };
@@ -105,6 +105,6 @@ fn parse<T: serde::de::DeserializeOwned>(path: &str, text: &str) -> Result<T, Cl
 
 /// Writes `text` and a line end to `out`.
 fn write_line(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
-    writeln!(out, "{}", text.trim_end())?;
+    writeln!(out, "{}", table::printable(text.trim_end()))?;
     Ok(())
 }

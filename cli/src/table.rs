@@ -23,7 +23,10 @@ impl Table {
 
     /// Adds a row; missing cells are empty, cells beyond the headers are dropped.
     pub fn push<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
-        let mut row: Vec<String> = cells.into_iter().map(Into::into).collect();
+        let mut row: Vec<String> = cells
+            .into_iter()
+            .map(|cell| printable(&cell.into()))
+            .collect();
         row.resize(self.headers.len(), String::new());
         self.rows.push(row);
     }
@@ -58,6 +61,29 @@ impl fmt::Display for Table {
         }
         Ok(())
     }
+}
+
+/// `text` safe to write to a terminal: every control character but the line end (ESC and the
+/// rest of C0, DEL, C1) and every bidirectional override written as a visible `\u{…}` escape,
+/// so that text from edge clusters (a reconciler's message) cannot move the cursor, recolour
+/// or retitle the operator's terminal, or reorder what it shows.
+pub fn printable(text: &str) -> String {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `text` on one line and at most `max` characters, the cut marked with `…`.
@@ -109,6 +135,28 @@ pub fn duration(seconds: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Text from edge clusters reaches the terminal with its control characters shown, not
+    /// obeyed: no ESC, BEL or bidirectional override is written.
+    #[test]
+    fn control_characters_are_shown_not_sent() {
+        let message = "Helm upgrade failed\u{1b}[2J\u{1b}]0;owned\u{7} \u{202e}txt.exe\u{9b}31m";
+        let mut table = Table::new(["APP", "MESSAGE"]);
+        table.push(["checkout", message]);
+        let text = table.to_string();
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("failed\\u{1b}[2J\\u{1b}]0;owned\\u{7} \\u{202e}txt.exe\\u{9b}31m"),
+            "{text}"
+        );
+        assert_eq!(printable("plain text\nand lines"), "plain text\nand lines");
+    }
+
     use super::*;
 
     #[test]

@@ -779,3 +779,30 @@ fn the_hub_runs_with_one_allocator_arena_unless_told_otherwise() {
         assert_eq!(settings, [expected], "given {given:?}");
     }
 }
+
+/// The renderer's `FLEETSCOPE_OUTPUT` (a path) exported in the shell leaves the command line
+/// client alone: its format has a variable of its own, `FLEETSCOPE_OUTPUT_FORMAT`.
+#[test]
+fn the_renderers_output_variable_does_not_reach_the_clients_format() {
+    let port = fleetscope_testkit::faults::free_port();
+    let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args(["status", "--hub-url", &format!("http://127.0.0.1:{port}")])
+        .env("FLEETSCOPE_OUTPUT", "/srv/gitops")
+        .output()
+        .expect("run fleetscope");
+    let err = String::from_utf8_lossy(&output.stderr);
+    // Not a usage error (2): the client tried the hub, which is not there (3).
+    assert_eq!(output.status.code(), Some(3), "{err}");
+    assert!(err.contains("cannot reach the hub"), "{err}");
+    let output = Command::new(env!("CARGO_BIN_EXE_fleetscope"))
+        .args(["status", "--hub-url", &format!("http://127.0.0.1:{port}")])
+        .env("FLEETSCOPE_OUTPUT_FORMAT", "yaml")
+        .output()
+        .expect("run fleetscope");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
