@@ -353,3 +353,34 @@ fn the_engine_links_nothing_that_serves_http() {
 
 #[path = "boundaries/modules.rs"]
 mod modules;
+
+/// Every dependency names at least the version whose breaking changes it was written for: no
+/// `*`, and no bare `0` (which takes any 0.x release, each of which may break the API).
+#[test]
+fn no_dependency_accepts_any_breaking_release() {
+    let metadata: Value =
+        serde_json::from_str(&cargo(&["metadata", "--format-version", "1", "--no-deps"]))
+            .expect("cargo metadata prints JSON");
+    let mut loose = Vec::new();
+    for package in metadata["packages"].as_array().expect("packages") {
+        for dep in package["dependencies"].as_array().expect("dependencies") {
+            let name = dep["name"].as_str().unwrap_or_default();
+            if is_member(name) {
+                continue;
+            }
+            let req = dep["req"].as_str().unwrap_or_default();
+            let bare = req.trim_start_matches(['^', '=', '~']);
+            if req == "*" || bare == "0" || bare == "0.*" {
+                loose.push(format!(
+                    "{} depends on {name} {req}",
+                    package["name"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    assert!(
+        loose.is_empty(),
+        "name a minor version:\n{}",
+        loose.join("\n")
+    );
+}
