@@ -206,7 +206,7 @@ fn holding_back(
         div class="held" id="app-pairs" {
             p {
                 strong id="app-in-sync" { (in_sync) } " of " strong id="app-instances" { (all) }
-                " instances of " (app) " in sync (" (view::percent(view::in_sync_share(by_state))) "), "
+                " instances of " (app) " in sync (" (view::in_sync_percent(by_state)) "), "
                 (all - in_sync) " holding their desired version back."
             }
             (view::state_bar(by_state))

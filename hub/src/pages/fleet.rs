@@ -145,7 +145,7 @@ fn totals(page: &Page, group: Option<&str>, summary: &Summary) -> Markup {
                     }
                 }
                 div { dt { "App instances" } dd id="total-instances" { (t.app_instances) } }
-                div { dt { "In sync" } dd id="total-in-sync" { (view::percent(view::in_sync_share(&t.app_instances_by_state))) } }
+                div { dt { "In sync" } dd id="total-in-sync" { (view::in_sync_percent(&t.app_instances_by_state)) } }
             }
             (view::state_bar(&t.app_instances_by_state))
             p id="total-counts" { (view::state_counts(&t.app_instances_by_state)) }
@@ -175,7 +175,7 @@ fn group_table(page: &Page, children: &[&GroupRollup]) -> Markup {
                         }
                         td class="num clusters" { (g.rollup.clusters) }
                         td class="num stale" { (g.rollup.stale_clusters) }
-                        td class="num share" { (view::percent(view::in_sync_share(&g.rollup.app_instances_by_state))) }
+                        td class="num share" { (view::in_sync_percent(&g.rollup.app_instances_by_state)) }
                         td class="wide" {
                             (view::state_bar(&g.rollup.app_instances_by_state))
                             (view::state_counts(&g.rollup.app_instances_by_state))

@@ -59,6 +59,18 @@ pub fn in_sync_share(by_state: &ByState) -> f64 {
     by_state.get("in_sync").copied().unwrap_or(0) as f64 / total as f64
 }
 
+/// The share of pairs in sync of `by_state` as a percentage, or `—` when there are none: an
+/// empty selection is not a healthy one.
+pub fn in_sync_percent(by_state: &ByState) -> String {
+    if by_state.values().sum::<u64>() == 0 {
+        return NO_SHARE.to_owned();
+    }
+    percent(in_sync_share(by_state))
+}
+
+/// What a share of nothing reads as.
+pub const NO_SHARE: &str = "—";
+
 /// A horizontal bar of `by_state`, each state's part as wide as its share, with a text
 /// equivalent for screen readers.
 pub fn state_bar(by_state: &ByState) -> Markup {
@@ -378,6 +390,17 @@ pub fn curve_chart(points: &[(u64, u64, u64)], labels: (&str, &str)) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A selection with no app instances (a group outside a scoped token's subtree, an empty
+    /// group) shows no share, never 100 %.
+    #[test]
+    fn nothing_in_a_selection_is_no_share_not_all_in_sync() {
+        assert_eq!(in_sync_percent(&ByState::new()), "—");
+        let zeros: ByState = [("in_sync".to_owned(), 0), ("failed".to_owned(), 0)].into();
+        assert_eq!(in_sync_percent(&zeros), "—");
+        let half: ByState = [("in_sync".to_owned(), 1), ("failed".to_owned(), 1)].into();
+        assert_eq!(in_sync_percent(&half), "50.0 %");
+    }
 
     #[test]
     fn a_bar_is_as_wide_as_its_parts_and_says_them_in_words() {
