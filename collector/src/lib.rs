@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod args;
 pub mod central;
+pub mod jitter;
 pub mod normalize;
 pub mod protocol;
 pub mod watch;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use fleetscope_collector::agent::sender::{SendOutcome, Sender, REQUEST_OVERHEAD_BYTES};
 use fleetscope_collector::agent::AgentConfig;
+use fleetscope_collector::jitter;
 use fleetscope_collector::protocol::{Report, ReportEncoder, ReportKind};
 use fleetscope_runtime::clock;
 use tokio::sync::Notify;
@@ -441,8 +442,9 @@ impl Agents {
     }
 
     /// When to send again after `outcome`, as the agent does: the collector's Retry-After (at
-    /// least the first backoff), the longest backoff after a refusal, and a backoff doubling
-    /// from the first to the last while the collector is unreachable; `None` after an
+    /// least the first backoff, and up to half as long again), the longest backoff after a
+    /// refusal, and a backoff doubling from the first to the last while the collector is
+    /// unreachable, each of the last two spread over its second half; `None` after an
     /// acknowledgement, which resets the backoff.
     fn retry_in(&self, c: usize, outcome: &SendOutcome) -> Option<Duration> {
         let mut schedule = self.schedule.lock().expect("schedule lock");
@@ -450,11 +452,20 @@ impl Agents {
         let (retry_in, next_backoff) = match outcome {
             SendOutcome::Acknowledged => (None, self.min_backoff),
             SendOutcome::RetryAfter(delay) => (
-                Some((*delay).max(self.min_backoff)),
+                Some(jitter::after(
+                    (*delay).max(self.min_backoff),
+                    jitter::random_fraction(),
+                )),
                 (backoff * 2).min(self.max_backoff),
             ),
-            SendOutcome::Refused { .. } => (Some(self.max_backoff), self.max_backoff),
-            SendOutcome::Unreachable(_) => (Some(backoff), (backoff * 2).min(self.max_backoff)),
+            SendOutcome::Refused { .. } => (
+                Some(jitter::within(self.max_backoff, jitter::random_fraction())),
+                self.max_backoff,
+            ),
+            SendOutcome::Unreachable(_) => (
+                Some(jitter::within(backoff, jitter::random_fraction())),
+                (backoff * 2).min(self.max_backoff),
+            ),
         };
         schedule.backoff[c] = next_backoff;
         retry_in
@@ -580,10 +591,15 @@ mod tests {
         );
 
         // The collector was busy: the report stays in the outbox and comes back after the
-        // delay it asked for, not before (the first backoff is the agent's 0.5 s).
+        // delay it asked for (at least the agent's first backoff of 0.5 s, up to half as long
+        // again), not before.
         let busy = SendOutcome::RetryAfter(Duration::from_millis(10));
         let retry_in = agents.retry_in(0, &busy);
-        assert_eq!(retry_in, Some(agents.min_backoff));
+        let waited = retry_in.expect("a wait");
+        assert!(
+            waited >= agents.min_backoff && waited <= agents.min_backoff * 3 / 2,
+            "{waited:?}"
+        );
         agents.finish(0, Some(seq), retry_in, Some("busy".to_owned()));
         assert_eq!(agents.undelivered(), 1);
         assert!(agents.next_job().is_none(), "not before its backoff");
@@ -599,7 +615,7 @@ mod tests {
             "{}",
             agents.undelivered_detail(5)
         );
-        std::thread::sleep(agents.min_backoff);
+        std::thread::sleep(waited);
         let again = agents.next_job().expect("the snapshot again");
         assert_eq!(what(&again.job), (0, seq), "the same report");
         assert!(
@@ -608,18 +624,22 @@ mod tests {
             again.waited
         );
 
-        // Unreachable twice: the backoff doubles, as the agent's does; an acknowledgement ends it.
+        // Unreachable twice: the backoff doubles, as the agent's does, each wait between half
+        // the backoff and all of it; an acknowledgement ends it.
         let down = SendOutcome::Unreachable("connection refused".to_owned());
-        assert_eq!(agents.retry_in(0, &down), Some(agents.min_backoff * 2));
-        assert_eq!(agents.retry_in(0, &down), Some(agents.min_backoff * 4));
+        let within = |wait: Option<Duration>, backoff: Duration| {
+            let wait = wait.expect("a wait");
+            assert!(
+                wait >= backoff / 2 && wait <= backoff,
+                "{wait:?} for a backoff of {backoff:?}"
+            );
+        };
+        within(agents.retry_in(0, &down), agents.min_backoff * 2);
+        within(agents.retry_in(0, &down), agents.min_backoff * 4);
         agents.finish(0, Some(seq), None, None);
         assert_eq!(agents.undelivered(), 0);
         assert_eq!(agents.retry_in(0, &SendOutcome::Acknowledged), None);
-        assert_eq!(
-            agents.retry_in(0, &down),
-            Some(agents.min_backoff),
-            "the backoff starts again after an acknowledgement"
-        );
+        within(agents.retry_in(0, &down), agents.min_backoff);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use fleetscope_model::{ClusterId, ObjectKind, ObservedItem};
 use fleetscope_runtime::clock::now;
 use tokio::sync::{mpsc, Notify};
 
+use crate::jitter;
 use crate::normalize::normalize;
 use crate::protocol::{Change, Report, ReportKind};
 use sender::{SendOutcome, Sender, REQUEST_OVERHEAD_BYTES};
@@ -171,7 +172,10 @@ impl Shared {
         *seen = Some(digest);
         if changed {
             let shared = self.clone();
-            let wait = self.config.match_rules_spread.mul_f64(random_fraction());
+            let wait = self
+                .config
+                .match_rules_spread
+                .mul_f64(crate::jitter::random_fraction());
             tracing::info!(in_seconds = wait.as_secs(), "the collector's match rules changed; the objects without stamps will be reported again");
             tokio::spawn(async move {
                 tokio::time::sleep(wait).await;
@@ -222,18 +226,6 @@ impl Shared {
         self.wake.notify_one();
         Ok(())
     }
-}
-
-/// A number in [0, 1) that differs from agent to agent and from start to start.
-fn random_fraction() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Runs the agent until `events` closes or `shutdown` resolves. Everything gathered is in the
@@ -455,16 +447,18 @@ async fn deliver(shared: Arc<Shared>, sender: Sender) {
                 continue;
             }
             SendOutcome::RetryAfter(delay) => {
-                tracing::info!(seq, retry_in = ?delay, "collector busy");
-                delay.max(config.min_backoff)
+                let wait = jitter::after(delay.max(config.min_backoff), jitter::random_fraction());
+                tracing::info!(seq, retry_in = ?wait, "collector busy");
+                wait
             }
             SendOutcome::Refused { status, message } => {
                 tracing::error!(seq, status, error = %message, "collector refused the report; it stays spooled and is retried");
-                config.max_backoff
+                jitter::within(config.max_backoff, jitter::random_fraction())
             }
             SendOutcome::Unreachable(error) => {
-                tracing::warn!(seq, error = %error, retry_in = ?backoff, "collector unreachable; reports stay spooled");
-                backoff
+                let wait = jitter::within(backoff, jitter::random_fraction());
+                tracing::warn!(seq, error = %error, retry_in = ?wait, "collector unreachable; reports stay spooled");
+                wait
             }
         };
         shared.stats.send_failures.fetch_add(1, Ordering::Relaxed);

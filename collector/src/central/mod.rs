@@ -641,7 +641,10 @@ fn error_response(status: StatusCode, message: impl Into<String>, field: Option<
     (status, Json(body)).into_response()
 }
 
-fn with_retry_after(mut response: Response, seconds: u32) -> Response {
+/// `response` with a `Retry-After` between `base` and twice `base` seconds, picked at random,
+/// so that agents refused at the same moment do not all come back at the same one.
+fn with_retry_after(mut response: Response, base: u32) -> Response {
+    let seconds = crate::jitter::retry_after_seconds(base, crate::jitter::random_fraction());
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
