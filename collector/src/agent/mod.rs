@@ -175,7 +175,7 @@ impl Shared {
             let wait = self
                 .config
                 .match_rules_spread
-                .mul_f64(crate::jitter::random_fraction());
+                .mul_f64(jitter::random_fraction());
             tracing::info!(in_seconds = wait.as_secs(), "the collector's match rules changed; the objects without stamps will be reported again");
             tokio::spawn(async move {
                 tokio::time::sleep(wait).await;
