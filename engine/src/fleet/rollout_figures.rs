@@ -427,6 +427,22 @@ pub fn failed_change(
 }
 
 impl Fleet {
+    /// Whether any rollout of `app` targeted a selected cluster: what decides, for a
+    /// selection less than the whole fleet (a scoped token, a group), whether the app is
+    /// listed in the delivery figures at all, as `rollouts` lists only such rollouts.
+    pub fn app_reaches(&self, app: &str, filter: &Filter) -> bool {
+        if selects_all(filter) {
+            return self.rollouts.apps.contains_key(app);
+        }
+        let Some(rollouts) = self.rollouts.apps.get(app) else {
+            return false;
+        };
+        let all: Vec<&Rollout> = rollouts.rollouts.iter().collect();
+        self.standings_of_each(&all, filter)
+            .iter()
+            .any(|(standing, _)| standing.targeted > 0)
+    }
+
     /// The delivery figures of `app`'s rollouts (of the clusters `filter` selects) over the
     /// window `[from, to)`.
     pub fn delivery(

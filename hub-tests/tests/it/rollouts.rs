@@ -682,6 +682,21 @@ async fn delivery_figures_follow_the_documented_rules() {
             "time_to_restore": {"count": 0, "median_seconds": null, "p90_seconds": null},
         })
     );
+    // A selection lists only the apps whose rollouts reached it: `api` never went to amer/us
+    // (as `rollouts` lists none of its rollouts there), so a scoped token learns no app name
+    // from outside its subtree.
+    let amer = ok(&base, "delivery?group=amer/us").await;
+    let listed: Vec<&str> = amer["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["app"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, vec!["web"], "{amer:#}");
+    let api_there = ok(&base, "rollouts?app=api&group=amer/us").await;
+    assert_eq!(api_there["items"], json!([]), "{api_there:#}");
+    let emea = ok(&base, "delivery?group=emea/de").await;
+    assert_eq!(emea["apps"].as_array().unwrap().len(), 2, "{emea:#}");
     let one = ok(&base, "delivery?app=web&window=1h").await;
     // The last hour (+3700 to +7300): nothing completed or started in it.
     assert_eq!(

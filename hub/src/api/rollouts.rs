@@ -279,9 +279,17 @@ pub async fn delivery(
     let rendered = on_fleet(&state, move |fleet, now| {
         let to = u32::try_from(now.seconds()).unwrap_or(u32::MAX);
         let from = to.saturating_sub(window);
+        // Without an app named, the apps whose rollouts reached the selection: a scoped token
+        // learns no app name from outside its subtree.
         let apps: Vec<String> = match &app {
             Some(app) => vec![app.clone()],
-            None => fleet.rollouts.apps.keys().cloned().collect(),
+            None => fleet
+                .rollouts
+                .apps
+                .keys()
+                .filter(|app| fleet.app_reaches(app, &filter))
+                .cloned()
+                .collect(),
         };
         let apps = apps
             .into_iter()
