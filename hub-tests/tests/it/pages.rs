@@ -251,14 +251,32 @@ async fn the_pages_show_the_apis_answers_to_whoever_signed_in() {
 
     // A phone's width: nothing wider than the screen but the tables that scroll on their own.
     browser.set_window_size(390, 800).await;
-    visit(&browser, &base, "/ui/fleet", "fleet-phone").await;
-    let overflow = browser
-        .execute(
-            "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
-            &[],
-        )
-        .await;
-    assert_eq!(overflow, json!(0), "the fleet page is wider than a phone");
+    let versions = api.get(READER, "/api/v1/apps/checkout/versions").await;
+    let version = versions["desired"][0]["version"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let summary = api.get(READER, "/api/v1/summary?depth=1").await;
+    let group = summary["groups"][0]["group"].as_str().unwrap().to_owned();
+    for (path, name) in [
+        ("/ui/fleet".to_owned(), "fleet-phone"),
+        (format!("/ui/fleet?group={group}"), "group-phone"),
+        ("/ui/apps/checkout".to_owned(), "app-phone"),
+        ("/ui/stale".to_owned(), "stale-phone"),
+        (
+            format!("/ui/gate?app=checkout&version={version}"),
+            "gate-phone",
+        ),
+    ] {
+        visit(&browser, &base, &path, name).await;
+        let overflow = browser
+            .execute(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                &[],
+            )
+            .await;
+        assert_eq!(overflow, json!(0), "{path} is wider than a phone");
+    }
     browser.set_window_size(1280, 900).await;
 
     // Signing out ends the session: the pages ask to sign in again.
