@@ -82,16 +82,19 @@ impl ClusterSetup {
                 name: "clickhouse".into(),
                 health: "/ping".into(),
                 backends: clickhouse.servers().iter().map(|s| s.http_port()).collect(),
+                tls: None,
             },
             Balanced {
                 name: "collectors".into(),
                 health: "/readyz".into(),
                 backends: collector_ports.clone(),
+                tls: None,
             },
             Balanced {
                 name: "hubs".into(),
                 health: "/readyz".into(),
                 backends: hub_ports.clone(),
+                tls: None,
             },
         ])?;
         Ok(ClusterSetup {

@@ -34,6 +34,8 @@ pub struct Balanced {
     pub name: String,
     pub health: String,
     pub backends: Vec<u16>,
+    /// Terminate TLS at the frontend with this PEM file (the certificate chain, then its key).
+    pub tls: Option<PathBuf>,
 }
 
 /// A running HAProxy.
@@ -64,8 +66,13 @@ impl LocalHaproxy {
         for service in services {
             let port = crate::free_port().map_err(|e| io("finding a free port", e))?;
             ports.push((service.name.clone(), port));
+            let tls = service
+                .tls
+                .as_ref()
+                .map(|pem| format!(" ssl crt {}", pem.display()))
+                .unwrap_or_default();
             config.push_str(&format!(
-                "frontend {name}\n    bind 127.0.0.1:{port}\n    default_backend {name}\n\n\
+                "frontend {name}\n    bind 127.0.0.1:{port}{tls}\n    default_backend {name}\n\n\
                  backend {name}\n    balance roundrobin\n    option httpchk GET {health}\n    \
                  http-check expect status 200\n    default-server inter {CHECK_EVERY} fall {FALL} rise {RISE}\n",
                 name = service.name,

@@ -267,3 +267,55 @@ async fn collector_and_hub_serve_tls_from_a_private_ca_and_reload_the_certificat
         "{metrics}"
     );
 }
+
+/// ClickHouse reached over TLS: HAProxy terminates TLS in front of a private ClickHouse with a
+/// certificate from a private CA. `migrate` over `https://` succeeds when the CA is among the
+/// trusted roots (`SSL_CERT_FILE`), and is refused by certificate verification when it is not.
+#[test]
+fn clickhouse_is_reached_over_tls() {
+    use fleetscope_local_process::haproxy::{Balanced, LocalHaproxy};
+    let server = LocalClickHouse::start().expect("private clickhouse-server");
+    let dir = tempfile::tempdir().unwrap();
+    let PrivatePki { ca, cert, key } = private_pki("clickhouse");
+    let ca_file = dir.path().join("ca.pem");
+    write(&ca_file, &ca);
+    let pem = dir.path().join("clickhouse.pem");
+    write(&pem, &format!("{cert}{key}"));
+    let proxy = LocalHaproxy::start(&[Balanced {
+        name: "clickhouse".into(),
+        health: "/ping".into(),
+        backends: vec![server.http_port()],
+        tls: Some(pem),
+    }])
+    .unwrap_or_else(|err| panic!("this test needs HAProxy (Debian package haproxy): {err}"));
+    let url = format!("https://{}", proxy.addr("clickhouse"));
+    let migrate = |trust: Option<&Path>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_fleetscope"));
+        command.args(["migrate", "--clickhouse-url", &url]);
+        if let Some(ca) = trust {
+            command.env("SSL_CERT_FILE", ca);
+        }
+        command.output().unwrap()
+    };
+    let trusted = migrate(Some(&ca_file));
+    assert!(
+        trusted.status.success(),
+        "migrate over TLS: {}{}\n{}",
+        String::from_utf8_lossy(&trusted.stdout),
+        String::from_utf8_lossy(&trusted.stderr),
+        proxy.log_tail()
+    );
+    assert!(
+        String::from_utf8_lossy(&trusted.stdout)
+            .contains("database fleetscope: applied migrations"),
+        "{}",
+        String::from_utf8_lossy(&trusted.stdout)
+    );
+    let untrusted = migrate(None);
+    let err = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(!untrusted.status.success(), "an unknown CA was trusted");
+    assert!(
+        err.contains("UnknownIssuer") || err.contains("certificate"),
+        "{err}"
+    );
+}
