@@ -211,6 +211,24 @@ async fn collector_and_hub_serve_tls_from_a_private_ca_and_reload_the_certificat
     );
     let hub_url = format!("https://127.0.0.1:{hub_port}");
     until_ok(&format!("{hub_url}/healthz"), &ca, &hub).await;
+    // A browser opens the pages over TLS, and takes HTTP/2 for them.
+    let browser = fleetscope_testkit::browser::Browser::start().await;
+    browser.goto(&format!("{hub_url}/ui/sign-in")).await;
+    browser
+        .wait_for("form.sign-in", Duration::from_secs(10))
+        .await;
+    let protocol = browser
+        .execute(
+            "return performance.getEntriesByType('navigation')[0].nextHopProtocol;",
+            &[],
+        )
+        .await;
+    browser.quit().await;
+    assert_eq!(
+        protocol,
+        serde_json::json!("h2"),
+        "the sign-in page over TLS"
+    );
     // Both serve the HTTP/2 they offer in ALPN (what browsers and curl's defaults take), and
     // HTTP/1.1 to a client that asks for it.
     for url in [&collector_url, &hub_url] {

@@ -663,6 +663,8 @@ async fn create_session(
     let capabilities = json!({
         "capabilities": { "alwaysMatch": {
             "browserName": "chrome",
+            // Tests serve HTTPS with certificates of a private CA made for the test.
+            "acceptInsecureCerts": true,
             "goog:chromeOptions": { "binary": CHROMIUM, "args": args },
             "goog:loggingPrefs": { "browser": "ALL" },
             "timeouts": { "implicit": 0, "pageLoad": 30_000, "script": 30_000 },
