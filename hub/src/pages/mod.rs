@@ -317,7 +317,7 @@ pub(crate) fn segment(text: &str) -> String {
 
 /// Percent-decoding (`+` is not a space here: the cookie and paths never use it), `None` when
 /// an escape is broken or the bytes are not UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
+pub(crate) fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

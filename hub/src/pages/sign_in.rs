@@ -41,7 +41,9 @@ fn stays_under_ui(next: &str) -> bool {
         return false;
     }
     let path = next.split(['?', '#']).next().unwrap_or_default();
-    let decoded = percent_decoded(path);
+    let Some(decoded) = percent_decoded(path) else {
+        return false;
+    };
     let Some(rest) = decoded.strip_prefix("/ui/") else {
         return false;
     };
@@ -54,37 +56,18 @@ fn stays_under_ui(next: &str) -> bool {
         && !rest.is_empty()
 }
 
-/// `%XX` escapes decoded (repeatedly, so that `%252e` is no way around), the rest as it is.
-fn percent_decoded(text: &str) -> String {
+/// `%XX` escapes decoded repeatedly (so that `%252e` is no way around); `None` when an escape
+/// is broken or the bytes are not UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
     let mut current = text.to_owned();
     for _ in 0..3 {
-        let bytes = current.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            let hex = |b: u8| (b as char).to_digit(16);
-            match (
-                bytes[i],
-                bytes.get(i + 1).copied().and_then(hex),
-                bytes.get(i + 2).copied().and_then(hex),
-            ) {
-                (b'%', Some(high), Some(low)) => {
-                    out.push((high * 16 + low) as u8);
-                    i += 3;
-                }
-                (b, _, _) => {
-                    out.push(b);
-                    i += 1;
-                }
-            }
-        }
-        let next = String::from_utf8_lossy(&out).into_owned();
+        let next = super::percent_decode(&current)?;
         if next == current {
             break;
         }
         current = next;
     }
-    current
+    Some(current)
 }
 
 /// `GET /ui/sign-in?next=`.
