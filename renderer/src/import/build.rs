@@ -272,7 +272,6 @@ pub fn plan_apps(facts: &FleetFacts, manifests: &Manifests) -> BTreeMap<String, 
             None => names[&id].clone(),
         };
         let app = apps.entry(name.clone()).or_default();
-        app.name = name.clone();
         match &object.app {
             None => {
                 app.identities.insert(id.clone());

@@ -19,8 +19,6 @@ pub struct KnownCluster {
     pub reconciler: String,
     /// Its labels, Fleetscope's own (`fleetscope.io/…`) left out.
     pub labels: Labels,
-    /// Placed by a render (inventory version above 0), not added by `--auto-register`.
-    pub rendered: bool,
 }
 
 /// One live app object on one cluster.
@@ -73,7 +71,6 @@ pub async fn read(store: &Store) -> anyhow::Result<FleetFacts> {
                 environment: row.environment,
                 reconciler: row.reconciler,
                 labels,
-                rendered: row.version > 0,
             }),
         );
     }

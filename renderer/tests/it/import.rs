@@ -87,7 +87,6 @@ fn fleet() -> impl Strategy<Value = FleetFacts> {
                         } else {
                             Default::default()
                         },
-                        rendered: true,
                     }),
                 };
                 facts.clusters.insert(format!("store-{i}"), known);
@@ -464,7 +463,6 @@ fn groups_come_from_the_inventory_and_the_labels() {
             environment: "stage".into(),
             reconciler: "argocd".into(),
             labels: [("region".to_owned(), "emea".to_owned())].into(),
-            rendered: true,
         }),
     );
     let options = Options {
