@@ -13,22 +13,31 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use super::oidc::{looks_like_jwt, Refusal};
 use super::tokens::Auth;
 use super::Principal;
 
 /// Requests checked against a token file (reading the file is in `tokens`).
 impl Auth {
-    /// The caller a request's headers identify.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthRejection> {
-        let table = match self {
+    /// The caller a request's headers identify: a token of the file, else a JWT of the
+    /// identity provider the file names.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthRejection> {
+        let secured = match self {
             Auth::Insecure => return Ok(Principal::insecure()),
-            Auth::Tokens(table) => table,
+            Auth::Secured(secured) => secured,
         };
         let token = bearer_token(headers)?;
-        table
-            .find(token)
-            .cloned()
-            .ok_or(AuthRejection::UnknownToken)
+        if let Some(principal) = secured.tokens.find(token) {
+            return Ok(principal.clone());
+        }
+        match &secured.oidc {
+            Some(oidc) if looks_like_jwt(token) => oidc
+                .verify(token)
+                .await
+                .map(|verified| verified.principal)
+                .map_err(AuthRejection::Oidc),
+            _ => Err(AuthRejection::UnknownToken),
+        }
     }
 }
 
@@ -48,8 +57,10 @@ impl LiveAuth {
         self.0.read().expect("auth lock").clone()
     }
 
-    /// Puts `auth` in force for every request from now on.
-    pub fn replace(&self, auth: Auth) {
+    /// Puts `auth` in force for every request from now on, keeping what was discovered and
+    /// fetched of an identity provider it shares with the file it replaces.
+    pub fn replace(&self, mut auth: Auth) {
+        auth.carry_over(&self.current());
         *self.0.write().expect("auth lock") = Arc::new(auth);
     }
 
@@ -133,6 +144,9 @@ pub enum AuthRejection {
     /// A bearer token the token file does not admit.
     #[error("unknown token")]
     UnknownToken,
+    /// A JWT the identity provider's verification refused, or whose groups give no role.
+    #[error("{0}")]
+    Oidc(Refusal),
     /// A handler asked for the caller on a route without the middleware: a wiring mistake,
     /// refused rather than served unauthenticated.
     #[error("this route is not behind authentication")]
@@ -146,6 +160,9 @@ impl AuthRejection {
             AuthRejection::MissingToken
             | AuthRejection::MalformedHeader(_)
             | AuthRejection::UnknownToken => StatusCode::UNAUTHORIZED,
+            AuthRejection::Oidc(Refusal::NoRole) => StatusCode::FORBIDDEN,
+            AuthRejection::Oidc(Refusal::Unavailable) => StatusCode::SERVICE_UNAVAILABLE,
+            AuthRejection::Oidc(_) => StatusCode::UNAUTHORIZED,
             AuthRejection::NotAuthenticated => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -153,11 +170,21 @@ impl AuthRejection {
 
 impl IntoResponse for AuthRejection {
     fn into_response(self) -> Response {
-        let challenge = match self {
-            AuthRejection::MissingToken | AuthRejection::MalformedHeader(_) => Some("Bearer"),
-            AuthRejection::UnknownToken => Some("Bearer error=\"invalid_token\""),
-            _ => None,
+        let challenge = match &self {
+            AuthRejection::MissingToken | AuthRejection::MalformedHeader(_) => {
+                Some("Bearer".to_owned())
+            }
+            AuthRejection::UnknownToken => Some("Bearer error=\"invalid_token\"".to_owned()),
+            AuthRejection::Oidc(Refusal::NoRole) => {
+                Some("Bearer error=\"insufficient_scope\"".to_owned())
+            }
+            AuthRejection::Oidc(Refusal::Unavailable) => None,
+            AuthRejection::Oidc(refusal) => Some(format!(
+                "Bearer error=\"invalid_token\", error_description=\"{refusal}\""
+            )),
+            AuthRejection::NotAuthenticated => None,
         };
+        let unavailable = matches!(self, AuthRejection::Oidc(Refusal::Unavailable));
         let mut response = (
             self.status(),
             Json(crate::answers::ErrorBody {
@@ -166,10 +193,14 @@ impl IntoResponse for AuthRejection {
             }),
         )
             .into_response();
-        if let Some(challenge) = challenge {
-            response
-                .headers_mut()
-                .insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        if let Some(challenge) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, challenge);
+        }
+        if unavailable {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                HeaderValue::from_static("5"),
+            );
         }
         response
     }
@@ -181,7 +212,7 @@ impl IntoResponse for AuthRejection {
 /// token file in force when it arrives.
 pub async fn require(State(auth): State<LiveAuth>, mut request: Request, next: Next) -> Response {
     let auth = auth.current();
-    match auth.authenticate(request.headers()) {
+    match auth.authenticate(request.headers()).await {
         Ok(principal) => {
             request.headers_mut().remove(AUTHORIZATION);
             request.extensions_mut().insert(principal);
@@ -378,7 +409,7 @@ mod tests {
             HeaderValue::from_bytes("Bearer tökenß-0123456789".as_bytes()).unwrap(),
         );
         assert_eq!(
-            tokens().authenticate(&headers),
+            futures::executor::block_on(tokens().authenticate(&headers)),
             Err(AuthRejection::MalformedHeader(
                 "the Authorization header is not printable ASCII"
             ))

@@ -38,6 +38,7 @@ use serde::Serialize;
 #[cfg(test)]
 mod fixtures;
 mod middleware;
+pub mod oidc;
 mod tokens;
 
 pub use middleware::{require, LiveAuth};

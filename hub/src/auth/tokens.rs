@@ -5,11 +5,13 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use fleetscope_model::GroupPath;
 use fleetscope_runtime::tokens::{self, TokenDigest};
 use serde_yaml_ng::{Mapping, Value};
 
+use super::oidc::Oidc;
 use super::{Principal, Role};
 
 /// Why a token file could not be used: the same errors as for the collector's token file.
@@ -57,8 +59,27 @@ impl fmt::Debug for TokenTable {
 pub enum Auth {
     /// Local use only: every request is [`Principal::insecure`], whatever it sends.
     Insecure,
-    /// Each request must bring a token the table admits.
-    Tokens(TokenTable),
+    /// Each request must bring a token the table admits, or a JWT of the identity provider.
+    Secured(Secured),
+}
+
+/// The callers a token file admits: its tokens and, when it has an `oidc` section, the people
+/// its identity provider signs in.
+#[derive(Clone)]
+pub struct Secured {
+    pub(super) tokens: TokenTable,
+    pub(super) oidc: Option<Arc<Oidc>>,
+}
+
+impl fmt::Debug for Secured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = f.debug_tuple("Secured");
+        out.field(&self.tokens);
+        if let Some(oidc) = &self.oidc {
+            out.field(&oidc.config.issuer);
+        }
+        out.finish()
+    }
 }
 
 impl Auth {
@@ -68,32 +89,49 @@ impl Auth {
     }
 
     /// Reads the text of a token file. On failure, returns every problem found, each starting
-    /// with the entry and field it is about (`tokens[2].role: ...`).
+    /// with the entry and field it is about (`tokens[2].role: ...`, `oidc.issuer: ...`).
     pub fn parse(text: &str) -> Result<Auth, Vec<String>> {
         let document: Value = serde_yaml_ng::from_str(text).map_err(|err| vec![err.to_string()])?;
         let top = match &document {
             Value::Mapping(top) => top,
-            Value::Null => return Err(vec!["the file is empty; expected a `tokens` list".into()]),
-            _ => return Err(vec!["expected a mapping with a `tokens` list".into()]),
+            Value::Null => {
+                return Err(vec![
+                    "the file is empty; expected a `tokens` list or an `oidc` section".into(),
+                ])
+            }
+            _ => {
+                return Err(vec![
+                    "expected a mapping with a `tokens` list or an `oidc` section".into(),
+                ])
+            }
         };
         let mut problems = Vec::new();
         for key in top.keys() {
-            if key.as_str() != Some("tokens") {
-                problems.push(format!("{}; expected `tokens`", describe_key(key)));
+            if !matches!(key.as_str(), Some("tokens" | "oidc")) {
+                problems.push(format!(
+                    "{}; expected `tokens` or `oidc`",
+                    describe_key(key)
+                ));
             }
         }
+        let oidc = match top.get("oidc") {
+            None | Some(Value::Null) => None,
+            Some(section) => super::oidc::config::parse(section, &mut problems),
+        };
+        let has_oidc = top.get("oidc").is_some_and(|v| !v.is_null());
         let entries: &[Value] = match top.get("tokens") {
-            Some(Value::Sequence(entries)) if entries.is_empty() => {
+            Some(Value::Sequence(entries)) if entries.is_empty() && !has_oidc => {
                 problems.push("tokens: the list is empty; every request would be refused".into());
                 &[]
             }
             Some(Value::Sequence(entries)) => entries,
-            Some(_) => {
-                problems.push("tokens: expected a list of entries".into());
+            None | Some(Value::Null) if has_oidc => &[],
+            Some(Value::Null) | None => {
+                problems.push("tokens: missing (give tokens, an oidc section, or both)".into());
                 &[]
             }
-            None => {
-                problems.push("tokens: missing".into());
+            Some(_) => {
+                problems.push("tokens: expected a list of entries".into());
                 &[]
             }
         };
@@ -136,7 +174,10 @@ impl Auth {
             }
         }
         if problems.is_empty() {
-            Ok(Auth::Tokens(TokenTable { by_digest }))
+            Ok(Auth::Secured(Secured {
+                tokens: TokenTable { by_digest },
+                oidc: oidc.map(|config| Arc::new(Oidc::new(config))),
+            }))
         } else {
             Err(problems)
         }
@@ -145,6 +186,29 @@ impl Auth {
     /// Whether every request is let in as [`Principal::insecure`].
     pub fn is_insecure(&self) -> bool {
         matches!(self, Auth::Insecure)
+    }
+
+    /// The identity provider people sign in with, if the token file names one.
+    pub fn oidc(&self) -> Option<&Arc<Oidc>> {
+        match self {
+            Auth::Secured(secured) => secured.oidc.as_ref(),
+            Auth::Insecure => None,
+        }
+    }
+
+    /// Whether the token file gives any token (the pages offer the token form only then).
+    pub fn has_tokens(&self) -> bool {
+        matches!(self, Auth::Secured(secured) if !secured.tokens.by_digest.is_empty())
+    }
+
+    /// Keeps what `previous` discovered and fetched of the identity provider when this file
+    /// names the same provider and client.
+    pub fn carry_over(&mut self, previous: &Auth) {
+        if let (Auth::Secured(next), Some(before)) = (self, previous.oidc()) {
+            if let Some(oidc) = next.oidc.as_mut().and_then(Arc::get_mut) {
+                oidc.carry_over(before);
+            }
+        }
     }
 }
 
@@ -373,15 +437,15 @@ mod tests {
         assert_eq!(
             Auth::parse("tokens: []\nextra: 1\n").unwrap_err(),
             [
-                "unknown field \"extra\"; expected `tokens`",
+                "unknown field \"extra\"; expected `tokens` or `oidc`",
                 "tokens: the list is empty; every request would be refused",
             ]
         );
         assert_eq!(
             Auth::parse("token:\n  - name: a\n").unwrap_err(),
             [
-                "unknown field \"token\"; expected `tokens`",
-                "tokens: missing"
+                "unknown field \"token\"; expected `tokens` or `oidc`",
+                "tokens: missing (give tokens, an oidc section, or both)"
             ]
         );
         assert_eq!(
@@ -390,11 +454,11 @@ mod tests {
         );
         assert_eq!(
             Auth::parse("").unwrap_err(),
-            ["the file is empty; expected a `tokens` list"]
+            ["the file is empty; expected a `tokens` list or an `oidc` section"]
         );
         assert_eq!(
             Auth::parse("- a\n").unwrap_err(),
-            ["expected a mapping with a `tokens` list"]
+            ["expected a mapping with a `tokens` list or an `oidc` section"]
         );
         let syntax = Auth::parse("tokens: [\n").unwrap_err();
         assert_eq!(syntax.len(), 1);
@@ -415,7 +479,7 @@ mod tests {
         let debug = format!("{:?}", tokens());
         assert_eq!(
             debug,
-            "Tokens([\"platform-admins\", \"team-de\", \"viewers\"])"
+            "Secured(Secured([\"platform-admins\", \"team-de\", \"viewers\"]))"
         );
     }
 
@@ -428,10 +492,15 @@ mod tests {
             format!("tokens:\n  - name: a\n    token: {ADMIN_TOKEN}\n    role: admin\n"),
         )
         .unwrap();
-        let Auth::Tokens(table) = Auth::load(&path).unwrap() else {
+        let Auth::Secured(secured) = Auth::load(&path).unwrap() else {
             panic!("a token file gives tokens");
         };
-        let names: Vec<&str> = table.principals().iter().map(|p| p.name.as_str()).collect();
+        let names: Vec<&str> = secured
+            .tokens
+            .principals()
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
         assert_eq!(names, ["a"]);
 
         std::fs::write(&path, "tokens:\n  - name: a\n  - name: b\n    role: x\n").unwrap();

@@ -119,13 +119,13 @@ pub async fn submit(
     }
     let token = form.token.trim();
     let mut bearer = HeaderMap::new();
-    let admitted = HeaderValue::from_str(&format!("Bearer {token}"))
-        .ok()
-        .map(|value| {
+    let admitted = match HeaderValue::from_str(&format!("Bearer {token}")) {
+        Ok(value) => {
             bearer.insert(header::AUTHORIZATION, value);
-            ui.auth.current().authenticate(&bearer).is_ok()
-        })
-        .unwrap_or(false);
+            ui.auth.current().authenticate(&bearer).await.is_ok()
+        }
+        Err(_) => false,
+    };
     if token.is_empty() || !admitted {
         tracing::info!("a sign-in to the pages was refused: unknown token");
         return sign_in_page(
