@@ -2,7 +2,8 @@
 //! order, one at a time, with its own token, through the agent's own [`Sender`] (same request,
 //! same answer handling); it sends a heartbeat when nothing went out for the heartbeat interval;
 //! a dark cluster sends nothing and keeps its reports until it comes back. A report that was not
-//! acknowledged is sent again after the agent's own backoff. While both heartbeats and reports
+//! acknowledged is sent again after the agent's own backoff ([`Backoff::Spread`]), or after
+//! the same waits without their spread ([`Backoff::Plain`]). While both heartbeats and reports
 //! wait, the workers take them in turns, so neither can starve the other.
 
 use std::cell::RefCell;
@@ -17,6 +18,7 @@ use fleetscope_collector::agent::AgentConfig;
 use fleetscope_collector::jitter;
 use fleetscope_collector::protocol::{Report, ReportEncoder, ReportKind};
 use fleetscope_runtime::clock;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::sim::SimFleet;
@@ -49,6 +51,38 @@ pub fn encode(report: &Report) -> Vec<u8> {
     ENCODER.with_borrow_mut(|encoder| encoder.encode(report))
 }
 
+/// How one request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    Acknowledged,
+    /// Answered 429 or 5xx: busy or unable to store now, with a Retry-After (or its default).
+    Busy,
+    /// Answered with another status (a refusal a retry alone will not fix).
+    Refused,
+    /// No answer: no collector listening, the connection reset, a timeout.
+    Unreachable,
+}
+
+impl Answered {
+    /// Of an outcome of the agent's sender.
+    pub fn of(outcome: &SendOutcome) -> Answered {
+        match outcome {
+            SendOutcome::Acknowledged => Answered::Acknowledged,
+            SendOutcome::RetryAfter(_) => Answered::Busy,
+            SendOutcome::Refused { .. } => Answered::Refused,
+            SendOutcome::Unreachable(_) => Answered::Unreachable,
+        }
+    }
+}
+
+/// One request of any kind, acknowledged or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    /// Milliseconds since the run started, when it was sent.
+    pub sent_ms: u64,
+    pub answered: Answered,
+}
+
 #[derive(Debug, Default)]
 pub struct Tally {
     pub acks: Vec<Ack>,
@@ -57,6 +91,58 @@ pub struct Tally {
     /// Answers the collector refused (4xx other than 429): a bug or a misconfiguration.
     pub refused: Vec<String>,
     pub unreachable: u64,
+    /// Every request sent while [`Agents::record_attempts`] is on, in the order they ended.
+    pub attempts: Option<Vec<Attempt>>,
+}
+
+/// How the simulated agents wait before sending a report again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Backoff {
+    /// As the agent does: after no answer, a wait between half the backoff and all of it; after
+    /// a Retry-After, that wait and up to half as long again.
+    #[default]
+    Spread,
+    /// The same waits without the spread: all of the backoff, and the Retry-After exactly.
+    /// Agents cut off at the same moment come back at the same moments.
+    Plain,
+}
+
+impl Backoff {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backoff::Spread => "spread",
+            Backoff::Plain => "plain",
+        }
+    }
+}
+
+/// The wait before an agent whose backoff stands at `backoff` sends again after `outcome`,
+/// and its backoff after that, by the agent's rules: the collector's Retry-After (at least
+/// `min`), the longest backoff `max` after a refusal, the backoff itself when the collector did
+/// not answer; the backoff doubles after every request not acknowledged, up to `max`, and an
+/// acknowledgement (no wait: `None`) resets it to `min`. [`Backoff::Spread`] places each wait
+/// by `fraction` (0 to 1) as the agent does; [`Backoff::Plain`] ignores it.
+pub fn retry_wait(
+    style: Backoff,
+    outcome: &SendOutcome,
+    backoff: Duration,
+    (min, max): (Duration, Duration),
+    fraction: f64,
+) -> (Option<Duration>, Duration) {
+    let doubled = (backoff * 2).min(max);
+    let wait = match (outcome, style) {
+        (SendOutcome::Acknowledged, _) => return (None, min),
+        (SendOutcome::RetryAfter(asked), Backoff::Spread) => {
+            jitter::after((*asked).max(min), fraction)
+        }
+        (SendOutcome::RetryAfter(asked), Backoff::Plain) => (*asked).max(min),
+        (SendOutcome::Refused { .. }, Backoff::Spread) => jitter::within(max, fraction),
+        (SendOutcome::Refused { .. }, Backoff::Plain) => max,
+        (SendOutcome::Unreachable(_), Backoff::Spread) => jitter::within(backoff, fraction),
+        (SendOutcome::Unreachable(_), Backoff::Plain) => backoff,
+    };
+    (Some(wait), doubled)
 }
 
 #[derive(Debug)]
@@ -77,6 +163,8 @@ struct Schedule {
     heartbeat_turn: bool,
     /// Each cluster's next backoff after its collector was unreachable, as the agent's.
     backoff: Vec<Duration>,
+    /// How the waits before sending again are placed.
+    style: Backoff,
     /// Why each cluster's last request was not acknowledged, and how many in a row were not;
     /// cleared by an acknowledgement.
     failures: Vec<Option<(u32, String)>>,
@@ -94,6 +182,7 @@ impl Schedule {
             retry_due: vec![None; clusters],
             heartbeat_turn: true,
             backoff: vec![min_backoff; clusters],
+            style: Backoff::Spread,
             failures: vec![None; clusters],
         }
     }
@@ -441,34 +530,79 @@ impl Agents {
         }
     }
 
-    /// When to send again after `outcome`, as the agent does: the collector's Retry-After (at
-    /// least the first backoff, and up to half as long again), the longest backoff after a
-    /// refusal, and a backoff doubling from the first to the last while the collector is
-    /// unreachable, each of the last two spread over its second half; `None` after an
-    /// acknowledgement, which resets the backoff.
+    /// When to send again after `outcome` ([`retry_wait`] with this cluster's backoff, which
+    /// it moves on); `None` after an acknowledgement.
     fn retry_in(&self, c: usize, outcome: &SendOutcome) -> Option<Duration> {
         let mut schedule = self.schedule.lock().expect("schedule lock");
-        let backoff = schedule.backoff[c];
-        let (retry_in, next_backoff) = match outcome {
-            SendOutcome::Acknowledged => (None, self.min_backoff),
-            SendOutcome::RetryAfter(delay) => (
-                Some(jitter::after(
-                    (*delay).max(self.min_backoff),
-                    jitter::random_fraction(),
-                )),
-                (backoff * 2).min(self.max_backoff),
-            ),
-            SendOutcome::Refused { .. } => (
-                Some(jitter::within(self.max_backoff, jitter::random_fraction())),
-                self.max_backoff,
-            ),
-            SendOutcome::Unreachable(_) => (
-                Some(jitter::within(backoff, jitter::random_fraction())),
-                (backoff * 2).min(self.max_backoff),
-            ),
-        };
+        let (retry_in, next_backoff) = retry_wait(
+            schedule.style,
+            outcome,
+            schedule.backoff[c],
+            (self.min_backoff, self.max_backoff),
+            jitter::random_fraction(),
+        );
         schedule.backoff[c] = next_backoff;
         retry_in
+    }
+
+    /// How the agents wait before sending again from now on (default [`Backoff::Spread`]).
+    pub fn set_backoff(&self, style: Backoff) {
+        self.schedule.lock().expect("schedule lock").style = style;
+    }
+
+    /// How the agents wait before sending again.
+    pub fn backoff(&self) -> Backoff {
+        self.schedule.lock().expect("schedule lock").style
+    }
+
+    /// Keeps every request sent from now on in [`Tally::attempts`], until
+    /// [`Agents::take_attempts`].
+    pub fn record_attempts(&self) {
+        self.tally
+            .lock()
+            .expect("tally lock")
+            .attempts
+            .get_or_insert_with(Vec::new);
+    }
+
+    /// The requests recorded since [`Agents::record_attempts`]; recording stops.
+    pub fn take_attempts(&self) -> Vec<Attempt> {
+        self.tally
+            .lock()
+            .expect("tally lock")
+            .attempts
+            .take()
+            .unwrap_or_default()
+    }
+
+    /// Each cluster's backlog as it stands: the number of the last report in its outbox, for
+    /// every delivering cluster with one (`None` for the others).
+    pub fn backlog_marks(&self) -> Vec<Option<u64>> {
+        let fleet = self.fleet.lock().expect("fleet lock");
+        fleet
+            .clusters
+            .iter()
+            .map(|c| {
+                (!c.dark && !c.never_seen)
+                    .then(|| c.outbox.back().map(|r| r.report_seq))
+                    .flatten()
+            })
+            .collect()
+    }
+
+    /// The clusters whose backlog of `marks` is not all acknowledged yet: reports go out in
+    /// order and their numbers only grow, so a backlog is delivered once the outbox is empty or
+    /// its first report is numbered above the mark.
+    pub fn backlog_left(&self, marks: &[Option<u64>]) -> usize {
+        let fleet = self.fleet.lock().expect("fleet lock");
+        fleet
+            .clusters
+            .iter()
+            .zip(marks)
+            .filter(|(c, mark)| {
+                mark.is_some_and(|mark| c.outbox.front().is_some_and(|r| r.report_seq <= mark))
+            })
+            .count()
     }
 
     /// Runs `workers` delivery loops until [`Agents::stop`].
@@ -539,6 +673,12 @@ impl Agents {
                     Some(format!("unreachable: {error}"))
                 }
             };
+            if let Some(attempts) = &mut self.tally.lock().expect("tally lock").attempts {
+                attempts.push(Attempt {
+                    sent_ms: first.duration_since(self.started).as_millis() as u64,
+                    answered: Answered::of(&outcome),
+                });
+            }
             let retry_in = self.retry_in(c, &outcome);
             self.finish(c, seq, retry_in, failure);
         }
@@ -640,6 +780,117 @@ mod tests {
         assert_eq!(agents.undelivered(), 0);
         assert_eq!(agents.retry_in(0, &SendOutcome::Acknowledged), None);
         within(agents.retry_in(0, &down), agents.min_backoff);
+    }
+
+    #[test]
+    fn plain_waits_are_the_whole_backoff_and_the_retry_after_exactly() {
+        let bounds = (Duration::from_millis(500), Duration::from_secs(60));
+        let down = SendOutcome::Unreachable("connection refused".to_owned());
+        // A fraction that would move a spread wait: plain waits ignore it.
+        let fraction = 0.37;
+        let mut backoff = bounds.0;
+        let mut waits = Vec::new();
+        for _ in 0..9 {
+            let (wait, next) = retry_wait(Backoff::Plain, &down, backoff, bounds, fraction);
+            waits.push(wait.expect("a wait").as_secs_f64());
+            backoff = next;
+        }
+        assert_eq!(waits, [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]);
+        let busy = |seconds: u64| SendOutcome::RetryAfter(Duration::from_secs(seconds));
+        assert_eq!(
+            retry_wait(Backoff::Plain, &busy(2), bounds.0, bounds, fraction),
+            (Some(Duration::from_secs(2)), Duration::from_secs(1)),
+            "the Retry-After exactly, and the backoff doubles"
+        );
+        let quick = SendOutcome::RetryAfter(Duration::from_millis(10));
+        assert_eq!(
+            retry_wait(Backoff::Plain, &quick, bounds.0, bounds, fraction).0,
+            Some(bounds.0),
+            "at least the first backoff"
+        );
+        let refused = SendOutcome::Refused {
+            status: 403,
+            message: "no".to_owned(),
+        };
+        assert_eq!(
+            retry_wait(
+                Backoff::Plain,
+                &refused,
+                Duration::from_secs(4),
+                bounds,
+                fraction
+            ),
+            (Some(bounds.1), Duration::from_secs(8))
+        );
+        assert_eq!(
+            retry_wait(
+                Backoff::Plain,
+                &SendOutcome::Acknowledged,
+                Duration::from_secs(16),
+                bounds,
+                fraction
+            ),
+            (None, bounds.0),
+            "an acknowledgement resets the backoff"
+        );
+    }
+
+    #[test]
+    fn spread_waits_are_placed_by_the_fraction_within_their_span() {
+        let bounds = (Duration::from_millis(500), Duration::from_secs(60));
+        let down = SendOutcome::Unreachable("connection refused".to_owned());
+        let backoff = Duration::from_secs(8);
+        let at = |outcome: &SendOutcome, fraction: f64| {
+            retry_wait(Backoff::Spread, outcome, backoff, bounds, fraction)
+        };
+        assert_eq!(at(&down, 0.0), (Some(Duration::from_secs(4)), backoff * 2));
+        assert_eq!(at(&down, 1.0), (Some(backoff), backoff * 2));
+        assert_eq!(at(&down, 0.5).0, Some(Duration::from_secs(6)));
+        let busy = SendOutcome::RetryAfter(Duration::from_secs(2));
+        assert_eq!(at(&busy, 0.0).0, Some(Duration::from_secs(2)));
+        assert_eq!(at(&busy, 1.0).0, Some(Duration::from_secs(3)));
+        // The agents' own choice: the default, until set otherwise.
+        let agents = agents(1);
+        let first = agents.retry_in(0, &down).expect("a wait");
+        assert!(first >= bounds.0 / 2 && first <= bounds.0, "{first:?}");
+        agents.set_backoff(Backoff::Plain);
+        assert_eq!(agents.retry_in(0, &down), Some(bounds.0 * 2));
+        assert_eq!(agents.retry_in(0, &down), Some(bounds.0 * 4));
+    }
+
+    #[test]
+    fn a_backlog_is_delivered_once_its_last_report_is_acknowledged() {
+        let agents = agents(4);
+        // Cluster 0 has two reports waiting, cluster 1 one, cluster 2 none; cluster 3 is dark.
+        let first = queue_snapshot(&agents, 0);
+        let second = queue_snapshot(&agents, 0);
+        let other = queue_snapshot(&agents, 1);
+        agents.fleet.lock().unwrap().go_dark(3);
+        queue_snapshot(&agents, 3);
+        let marks = agents.backlog_marks();
+        assert_eq!(marks, [Some(second), Some(other), None, None]);
+        assert_eq!(agents.backlog_left(&marks), 2);
+
+        // Cluster 1's report acknowledged; a report made after the marks does not count.
+        let taken: Vec<(usize, u64)> = std::iter::from_fn(|| agents.next_job())
+            .map(|t| what(&t.job))
+            .collect();
+        assert!(
+            taken.contains(&(1, other)) && taken.contains(&(0, first)),
+            "{taken:?}"
+        );
+        agents.finish(1, Some(other), None, None);
+        queue_snapshot(&agents, 1);
+        assert_eq!(agents.backlog_left(&marks), 1);
+        // Cluster 0: its first report is not the whole backlog.
+        agents.finish(0, Some(first), None, None);
+        assert_eq!(agents.backlog_left(&marks), 1);
+        let taken: Vec<(usize, u64)> = std::iter::from_fn(|| agents.next_job())
+            .map(|t| what(&t.job))
+            .collect();
+        assert!(taken.contains(&(0, second)), "{taken:?}");
+        agents.finish(0, Some(second), None, None);
+        assert_eq!(agents.backlog_left(&marks), 0);
     }
 
     #[test]

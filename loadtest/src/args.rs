@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::agents::Backoff;
 use crate::cluster::ClusterShape;
 use crate::faults::Fault;
 use crate::scenario::Scenario;
@@ -104,6 +105,17 @@ pub struct LoadtestArgs {
     /// How long a killed collector or hub stays down before it is started again.
     #[arg(long, default_value_t = 5)]
     pub service_down_seconds: u64,
+    /// How long the outage scenario keeps the collector down (killed, then started again).
+    #[arg(long, default_value_t = 60)]
+    pub outage_seconds: u64,
+    /// How long after the collector's return the outage scenario goes on changing the fleet
+    /// and counting the requests per second.
+    #[arg(long, default_value_t = 120)]
+    pub outage_after_seconds: u64,
+    /// How the simulated agents wait before sending a report again: `spread` as the agent
+    /// does, or `plain`, the same backoff and Retry-After without the spread.
+    #[arg(long, value_enum, default_value_t = Backoff::Spread)]
+    pub agent_backoff: Backoff,
 }
 
 impl LoadtestArgs {
@@ -150,6 +162,15 @@ impl LoadtestArgs {
                 shape.shards
             ),
         }
+        anyhow::ensure!(
+            self.clickhouse_cluster.is_none() || !self.scenarios.contains(&Scenario::Outage),
+            "--scenarios outage takes down the only collector; with --clickhouse-cluster, use \
+             --faults collector"
+        );
+        anyhow::ensure!(
+            self.outage_after_seconds > 0,
+            "--outage-after-seconds must be positive"
+        );
         if let Some(other) = self
             .fault_scenarios
             .iter()

@@ -170,7 +170,8 @@ async fn restart_after(
     Ok(())
 }
 
-fn repoint(watched: &Watched, old: u32, new: u32) {
+/// Points the sampler's entry of the process `old` at its successor `new`.
+pub(crate) fn repoint(watched: &Watched, old: u32, new: u32) {
     for entry in watched.lock().expect("watched lock").iter_mut() {
         if entry.1 == old {
             entry.1 = new;

@@ -22,7 +22,8 @@ use crate::pipeline::{HubReader, Pipeline, PipelineConfig};
 use crate::procs::{self, Sampler};
 use crate::report::{self, LoadtestReport, RenderNumbers};
 use crate::scenario::{
-    DarkKnobs, FlapKnobs, Knobs, PhaseReport, RolloutKnobs, Scenario, SteadyKnobs,
+    DarkKnobs, FlapKnobs, Knobs, OutageKnobs, OutageReport, PhaseReport, RolloutKnobs, Scenario,
+    SteadyKnobs,
 };
 use crate::sim::SimFleet;
 
@@ -365,6 +366,7 @@ async fn drive(
     let shape = FleetShape::of(&fleet);
     let config = pipeline_config(args, exe, servers, platform_dir, gitops_dir, started);
     let mut pipeline = Pipeline::start(config, fleet, store).await?;
+    pipeline.ctx.agents.set_backoff(args.agent_backoff);
     let pids = |services: &[procs::Service]| {
         services
             .iter()
@@ -406,9 +408,18 @@ async fn drive(
         readers_stop.clone(),
     )?;
     let mut storm_numbers = None;
+    let mut outages = Vec::new();
     for &scenario in &args.scenarios {
         pipeline.check_alive()?;
-        let storm = run_phase(args, &pipeline, scenario, &mut rng, &mut phases, started).await?;
+        let storm = run_phase(
+            args,
+            &mut pipeline,
+            scenario,
+            &mut rng,
+            (&mut phases, &mut outages),
+            started,
+        )
+        .await?;
         if storm.is_some() {
             storm_numbers = storm;
         }
@@ -482,6 +493,7 @@ async fn drive(
             )
         }),
         faults,
+        outages,
         store_audit,
     }))
 }
@@ -556,6 +568,10 @@ fn knobs(args: &LoadtestArgs) -> Knobs {
         },
         dark: DarkKnobs {
             share: args.dark_share,
+        },
+        outage: OutageKnobs {
+            down_seconds: args.outage_seconds,
+            after_seconds: args.outage_after_seconds,
         },
         ..Knobs::new(args.stale_after)
     }
@@ -682,17 +698,23 @@ async fn connect(
     Ok((reports, rows, connect_seconds))
 }
 
-/// Runs one scenario as a phase, checked against the ground truth. Returns the storm's
-/// (reports, rows, seconds) when the scenario was the storm.
+/// Runs one scenario as a phase, checked against the ground truth, and keeps an outage's
+/// figures. Returns the storm's (reports, rows, seconds) when the scenario was the storm.
 async fn run_phase(
     args: &LoadtestArgs,
-    pipeline: &Pipeline,
+    pipeline: &mut Pipeline,
     scenario: Scenario,
     rng: &mut SplitMix64,
-    phases: &mut Phases,
+    (phases, outages): (&mut Phases, &mut Vec<OutageReport>),
     started: Instant,
 ) -> anyhow::Result<Option<(u64, u64, f64)>> {
-    let ctx = &pipeline.ctx;
+    let Pipeline {
+        collectors,
+        watched,
+        ctx,
+        ..
+    } = pipeline;
+    let ctx = &*ctx;
     let phase_start = Instant::now();
     let mut notes = Vec::new();
     let mut storm_numbers = None;
@@ -710,6 +732,13 @@ async fn run_phase(
             window = Some(delivery_window(started, numbers.2));
             storm_numbers = Some(numbers);
             (numbers.1, None)
+        }
+        Scenario::Outage => {
+            let (changes, outage) = ctx
+                .outage(&mut collectors[0], watched, rng, &mut notes)
+                .await?;
+            outages.push(outage);
+            (changes, None)
         }
     };
     let outcome = match check.take() {
@@ -730,7 +759,7 @@ async fn run_phase(
     );
     phases.end(ctx.metrics_hub(), phase, window).await;
     save_collector_metrics(
-        &pipeline.collectors[0].url,
+        &collectors[0].url,
         &args
             .out
             .join(format!("collector-metrics-{}.txt", scenario.name())),

@@ -41,6 +41,7 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
         seconds,
         cluster,
         faults,
+        outages,
         store_audit,
     } = inputs;
     for (phase, &(window, resync)) in phases.iter_mut().zip(&phase_windows) {
@@ -111,6 +112,7 @@ pub fn build(inputs: Inputs<'_>) -> (LoadtestReport, PlotData) {
         correctness_passed,
         cluster,
         faults,
+        outages,
         store_audit,
     };
     report.targets = targets(&report);

@@ -11,6 +11,7 @@ pub fn markdown(r: &LoadtestReport) -> String {
     design_targets(&mut md, r);
     phases(&mut md, r);
     faults(&mut md, r);
+    outages(&mut md, r);
     store_audit(&mut md, r);
     simulator(&mut md, r);
     ingest(&mut md, r);
@@ -78,6 +79,54 @@ fn design_targets(md: &mut String, r: &LoadtestReport) {
             None => "—",
         };
         let _ = writeln!(md, "| {} | {} | {} | {met} |", t.what, t.target, t.measured);
+    }
+}
+
+/// Each outage of the collector: how long it was down, the backlog at its return, the requests
+/// per second after it, and how long the backlog took to deliver.
+fn outages(md: &mut String, r: &LoadtestReport) {
+    if r.outages.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\n## Collector outage\n\nThe collector killed (SIGKILL) while the fleet kept changing, then started again on its port. Its return is the first request it answered after it was started again; \"down\" runs from the kill to the return, and every count is of requests by the second they were sent in. \"Delivered\" runs from the return until every report spooled at the return was acknowledged.\n\n\
+| agents' backoff | down | ready after start | spooled at the return | requests/s before | peak requests/s (second after the return) | requests in the window | answered 429/503 | no collector, while down / after | delivered |\n\
+|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for o in &r.outages {
+        let _ = writeln!(
+            md,
+            "| {} | {:.1} s | {:.1} s | {} reports of {} clusters | {:.0} | {} ({}) | {} in {} s | {} ({:.1} %) | {} / {} | {:.1} s |",
+            o.backoff,
+            o.down_seconds,
+            o.start_seconds,
+            o.backlog_reports,
+            o.backlog_clusters,
+            o.before_requests_per_second,
+            o.peak_requests_per_second,
+            o.peak_second,
+            o.requests,
+            o.window_seconds,
+            o.busy,
+            o.busy_share * 100.0,
+            o.unreachable_while_down,
+            o.unreachable_after_return,
+            o.drained_after_s,
+        );
+    }
+    for (i, o) in r.outages.iter().enumerate() {
+        let answered: Vec<String> = o
+            .per_second
+            .iter()
+            .map(|s| s.answered.to_string())
+            .collect();
+        let _ = writeln!(
+            md,
+            "\nOutage {}, requests answered in each second after the return: {}.",
+            i + 1,
+            answered.join(", ")
+        );
     }
 }
 

@@ -29,7 +29,7 @@ use crate::faults::{FaultRecord, FaultReport};
 use crate::plot;
 use crate::procs::ProcSample;
 use crate::readers::{RouteLatency, Timings};
-use crate::scenario::{PhaseReport, RolloutReport, SteadyWindow};
+use crate::scenario::{OutageReport, PhaseReport, RolloutReport, SteadyWindow};
 
 /// The initial render and its publication.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -181,6 +181,9 @@ pub struct LoadtestReport {
     /// The faults injected, one per fault phase, in order.
     #[serde(default)]
     pub faults: Vec<FaultReport>,
+    /// The collector's outages of the outage scenario, in order (none without it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outages: Vec<OutageReport>,
     /// Every acknowledged change stored, once, at the end of the run (absent from reports of
     /// older runs).
     #[serde(default)]
@@ -214,6 +217,7 @@ pub struct Inputs<'a> {
     pub seconds: f64,
     pub cluster: Option<String>,
     pub faults: Vec<FaultRecord>,
+    pub outages: Vec<OutageReport>,
     pub store_audit: Option<StoreAudit>,
 }
 

@@ -36,6 +36,9 @@ fn args() -> LoadtestArgs {
         replica_down_seconds: 10,
         zookeeper_stop_seconds: 60,
         service_down_seconds: 5,
+        outage_seconds: 60,
+        outage_after_seconds: 120,
+        agent_backoff: crate::agents::Backoff::Spread,
     }
 }
 
@@ -209,6 +212,7 @@ fn inputs(args: &LoadtestArgs) -> Inputs<'_> {
             retried: 3,
             refused: vec!["cluster-007: 400".to_owned()],
             unreachable: 1,
+            attempts: None,
         },
         freshness: (0..25)
             .map(|i| (5.0 + f64::from(i) * 0.8, 200.0 + f64::from(i) * 40.0))
@@ -251,8 +255,44 @@ fn inputs(args: &LoadtestArgs) -> Inputs<'_> {
         seconds: 30.0,
         cluster: Some("ClickHouse as 2x2 with ZooKeeper".to_owned()),
         faults: vec![collector_fault()],
+        outages: vec![collector_outage()],
         store_audit: Some(audit_with_one_lost()),
     }
+}
+
+fn collector_outage() -> OutageReport {
+    use crate::agents::{Answered, Attempt};
+    let record = crate::scenario::OutageRecord {
+        backoff: crate::agents::Backoff::Spread,
+        started_s: 20.0,
+        killed_s: 30.0,
+        restarted_s: 90.0,
+        ready_s: 90.4,
+        drained_s: 97.5,
+        backlog_clusters: 30,
+        backlog_reports: 41,
+        changes: 55,
+        window_seconds: 3,
+    };
+    let mut attempts: Vec<Attempt> = (0..50)
+        .map(|i| Attempt {
+            sent_ms: 20_000 + i * 200,
+            answered: Answered::Acknowledged,
+        })
+        .collect();
+    attempts.extend((0..12).map(|i| Attempt {
+        sent_ms: 30_000 + i * 5_000,
+        answered: Answered::Unreachable,
+    }));
+    attempts.extend((0..40).map(|i| Attempt {
+        sent_ms: 90_300 + i * 50,
+        answered: if i % 8 == 0 {
+            Answered::Busy
+        } else {
+            Answered::Acknowledged
+        },
+    }));
+    OutageReport::from_record(&record, &attempts)
 }
 
 #[test]
@@ -277,6 +317,7 @@ fn the_report_of_a_large_run_without_steady_or_storm_reads_as_before() {
     inputs.phase_windows.truncate(1);
     inputs.cluster = None;
     inputs.faults.clear();
+    inputs.outages.clear();
     inputs.store_audit = None;
     let (report, _) = build(inputs);
     expect_test::expect_file!["report_sample_large.md"].assert_eq(&markdown(&report));

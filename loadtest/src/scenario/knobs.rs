@@ -21,6 +21,7 @@ pub struct Knobs {
     pub rollout: RolloutKnobs,
     pub flap: FlapKnobs,
     pub dark: DarkKnobs,
+    pub outage: OutageKnobs,
 }
 
 impl Knobs {
@@ -39,6 +40,7 @@ impl Knobs {
             rollout: RolloutKnobs::default(),
             flap: FlapKnobs::default(),
             dark: DarkKnobs::default(),
+            outage: OutageKnobs::default(),
         }
     }
 }
@@ -76,4 +78,13 @@ pub struct FlapKnobs {
 pub struct DarkKnobs {
     /// Share of clusters going dark.
     pub share: f64,
+}
+
+/// The outage scenario's knobs (its changes come at the steady scenario's `change_rate`).
+#[derive(Debug, Clone, Default)]
+pub struct OutageKnobs {
+    /// How long the collector stays down before it is started again.
+    pub down_seconds: u64,
+    /// How long the changes go on, and requests are counted per second, after its return.
+    pub after_seconds: u64,
 }

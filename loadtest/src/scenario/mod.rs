@@ -2,8 +2,8 @@
 //! taken while it happens. Every phase ends with the ground-truth check.
 //!
 //! `ctx` is what every scenario shares, `knobs` their settings, `prober` the freshness
-//! prober, `reports` what a phase measured; `steady`, `rollout`, `flap`, `dark` and `snapshots`
-//! (the storm) are the scenarios themselves.
+//! prober, `reports` what a phase measured; `steady`, `rollout`, `flap`, `dark`, `snapshots`
+//! (the storm) and `outage` are the scenarios themselves.
 
 use fleetscope_model::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -12,6 +12,7 @@ mod ctx;
 mod dark;
 mod flap;
 mod knobs;
+mod outage;
 mod prober;
 mod reports;
 mod rollout;
@@ -19,7 +20,8 @@ mod snapshots;
 mod steady;
 
 pub use ctx::Ctx;
-pub use knobs::{DarkKnobs, FlapKnobs, Knobs, RolloutKnobs, SteadyKnobs};
+pub use knobs::{DarkKnobs, FlapKnobs, Knobs, OutageKnobs, RolloutKnobs, SteadyKnobs};
+pub use outage::{OutageRecord, OutageReport, SecondCounts};
 pub use prober::Prober;
 pub use reports::{
     acks_between, PhaseRefreshes, PhaseReport, RolloutReport, SteadyWindow, WaveReport,
@@ -40,6 +42,9 @@ pub enum Scenario {
     Dark,
     /// Every cluster reconnects and sends its full snapshot.
     Storm,
+    /// The collector killed while the fleet keeps changing, then started again: the
+    /// requests per second at its return and the time until every backlog is delivered.
+    Outage,
 }
 
 impl Scenario {
@@ -51,6 +56,7 @@ impl Scenario {
             Scenario::Flap => "flap",
             Scenario::Dark => "dark",
             Scenario::Storm => "storm",
+            Scenario::Outage => "outage",
         }
     }
 }
