@@ -13,6 +13,7 @@ pub mod chdb;
 pub mod clickhouse_cluster;
 pub mod faults;
 pub mod grid;
+pub mod oidc;
 pub mod otlp;
 pub mod pki;
 pub mod prometheus;

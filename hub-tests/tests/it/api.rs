@@ -8,29 +8,31 @@ use std::sync::Arc;
 
 use fleetscope_engine::Index;
 use fleetscope_fixtures::{FleetSpec, GeneratedFleet};
-use fleetscope_hub::Auth;
 use fleetscope_hub::MetricsConfig;
 use fleetscope_hub::{router, AppState};
+use fleetscope_hub::{Auth, LiveAuth};
 use fleetscope_model::{DriftState, GroupPath};
 use fleetscope_testkit::TestStore;
 use serde_json::Value;
 
 use crate::common;
 
-const ADMIN: &str = "admin-token-0123456789";
+pub(crate) const ADMIN: &str = "admin-token-0123456789";
 const SCOPED: &str = "emea-de-token-0123456789";
-const SCOPE: &str = "emea/de";
+pub(crate) const SCOPE: &str = "emea/de";
 
-struct Hub {
+pub(crate) struct Hub {
     _test: TestStore,
-    base: String,
+    pub(crate) base: String,
     client: reqwest::Client,
     store: fleetscope_store::Store,
     spec: FleetSpec,
+    /// The authentication in force; a test may put another token file in force.
+    pub(crate) auth: LiveAuth,
 }
 
 impl Hub {
-    async fn start(clusters: usize, apps: usize, metrics: MetricsConfig) -> Hub {
+    pub(crate) async fn start(clusters: usize, apps: usize, metrics: MetricsConfig) -> Hub {
         let test = TestStore::start().await;
         let fleet = GeneratedFleet::new(FleetSpec {
             clusters,
@@ -51,17 +53,19 @@ impl Hub {
             "tokens:\n  - name: admins\n    token: {ADMIN}\n    role: admin\n  - name: team-de\n    token: {SCOPED}\n    role: read\n    scope: {SCOPE}\n"
         ))
         .unwrap();
-        let base = common::serve(router(Arc::new(state), Arc::new(auth), false)).await;
+        let auth = LiveAuth::new(auth);
+        let base = common::serve(router(Arc::new(state), auth.clone(), false)).await;
         Hub {
             store: test.store.clone(),
             _test: test,
             base,
             client: reqwest::Client::new(),
             spec,
+            auth,
         }
     }
 
-    async fn get(&self, token: Option<&str>, path: &str) -> (u16, String, String) {
+    pub(crate) async fn get(&self, token: Option<&str>, path: &str) -> (u16, String, String) {
         let mut request = self.client.get(format!("{}{path}", self.base));
         if let Some(token) = token {
             request = request.bearer_auth(token);
@@ -76,7 +80,7 @@ impl Hub {
         (status, kind, response.text().await.unwrap())
     }
 
-    async fn json(&self, token: &str, path: &str) -> Value {
+    pub(crate) async fn json(&self, token: &str, path: &str) -> Value {
         let (status, _, body) = self.get(Some(token), path).await;
         assert_eq!(status, 200, "{path}: {body}");
         serde_json::from_str(&body).unwrap()
@@ -402,6 +406,12 @@ async fn every_route_answers_errors_are_clear_and_numbers_agree() {
 #[tokio::test]
 async fn a_scoped_token_is_confined_on_every_route() {
     let hub = Hub::start(600, 6, MetricsConfig::default()).await;
+    confined_on_every_route(&hub, SCOPED).await;
+}
+
+/// Asserts that `scoped`, a token of a caller limited to [`SCOPE`], sees nothing outside it on
+/// any documented route, and within it what an admin asking for the scope sees.
+pub(crate) async fn confined_on_every_route(hub: &Hub, scoped: &str) {
     let summary = hub.json(ADMIN, "/api/v1/summary").await;
     let outside: String = hub.json(ADMIN, "/api/v1/stale?limit=1000").await["items"]
         .as_array()
@@ -431,7 +441,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
     for route in common::documented_routes() {
         match route.path {
             "/api/v1/summary" => {
-                let mine = hub.json(SCOPED, "/api/v1/summary").await;
+                let mine = hub.json(scoped, "/api/v1/summary").await;
                 for g in mine["groups"].as_array().unwrap() {
                     assert!(within(g["group"].as_str().unwrap(), SCOPE), "{g}");
                 }
@@ -453,20 +463,20 @@ async fn a_scoped_token_is_confined_on_every_route() {
                     .collect();
                 assert!(groups.contains(&SCOPE), "{groups:?}");
                 assert!(groups.iter().all(|g| within(g, SCOPE)), "{groups:?}");
-                let wider = hub.json(SCOPED, "/api/v1/summary?group=emea").await;
+                let wider = hub.json(scoped, "/api/v1/summary?group=emea").await;
                 assert_eq!(
                     wider["total"], admin["total"],
                     "asking for a wider group does not widen the scope"
                 );
             }
             "/api/v1/drift" => {
-                let mine = hub.json(SCOPED, "/api/v1/drift?state=in_sync,failed,out_of_sync,missing,stale,unexpected,progressing,unknown&limit=1000").await;
+                let mine = hub.json(scoped, "/api/v1/drift?state=in_sync,failed,out_of_sync,missing,stale,unexpected,progressing,unknown&limit=1000").await;
                 assert!(!mine["items"].as_array().unwrap().is_empty());
                 for i in mine["items"].as_array().unwrap() {
                     assert!(within(i["group"].as_str().unwrap(), SCOPE), "{i}");
                 }
                 let (_, _, csv) = hub
-                    .get(Some(SCOPED), "/api/v1/drift?format=csv&limit=1000")
+                    .get(Some(scoped), "/api/v1/drift?format=csv&limit=1000")
                     .await;
                 assert!(
                     !csv.contains(",amer/") && !csv.contains(",apac/") && !csv.contains(",emea/fr"),
@@ -475,13 +485,13 @@ async fn a_scoped_token_is_confined_on_every_route() {
             }
             "/api/v1/clusters/{id}" => {
                 assert_eq!(
-                    hub.get(Some(SCOPED), &format!("/api/v1/clusters/{outside}"))
+                    hub.get(Some(scoped), &format!("/api/v1/clusters/{outside}"))
                         .await
                         .0,
                     404
                 );
                 assert_eq!(
-                    hub.get(Some(SCOPED), &format!("/api/v1/clusters/{inside}"))
+                    hub.get(Some(scoped), &format!("/api/v1/clusters/{inside}"))
                         .await
                         .0,
                     200
@@ -489,7 +499,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
             }
             "/api/v1/apps/{app}/versions" => {
                 let mine = hub
-                    .json(SCOPED, "/api/v1/apps/checkout/versions?depth=3")
+                    .json(scoped, "/api/v1/apps/checkout/versions?depth=3")
                     .await;
                 for v in mine["running"].as_array().unwrap() {
                     for g in v["groups"].as_object().unwrap().keys() {
@@ -505,7 +515,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
                 assert_eq!(mine, admin);
             }
             "/api/v1/stale" => {
-                let mine = hub.json(SCOPED, "/api/v1/stale?limit=1000").await;
+                let mine = hub.json(scoped, "/api/v1/stale?limit=1000").await;
                 for i in mine["items"].as_array().unwrap() {
                     assert!(within(i["group"].as_str().unwrap(), SCOPE), "{i}");
                 }
@@ -516,20 +526,20 @@ async fn a_scoped_token_is_confined_on_every_route() {
             }
             "/api/v1/explain" => {
                 assert_eq!(
-                    hub.get(Some(SCOPED), &format!("/api/v1/explain?cluster={outside}"))
+                    hub.get(Some(scoped), &format!("/api/v1/explain?cluster={outside}"))
                         .await
                         .0,
                     404
                 );
                 assert_eq!(
-                    hub.get(Some(SCOPED), &format!("/api/v1/explain?cluster={inside}"))
+                    hub.get(Some(scoped), &format!("/api/v1/explain?cluster={inside}"))
                         .await
                         .0,
                     200
                 );
             }
             "/api/v1/environments" => {
-                let mine = hub.json(SCOPED, "/api/v1/environments").await;
+                let mine = hub.json(scoped, "/api/v1/environments").await;
                 let admin = hub
                     .json(ADMIN, &format!("/api/v1/environments?group={SCOPE}"))
                     .await;
@@ -550,7 +560,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
                     .unwrap()
                     .clone();
                 let q = format!("/api/v1/gate?app=checkout&version={version}&threshold=0.5");
-                let mine = hub.json(SCOPED, &q).await;
+                let mine = hub.json(scoped, &q).await;
                 let everywhere = hub.json(ADMIN, &q).await;
                 assert!(
                     mine["targeted_clusters"].as_u64().unwrap()
@@ -562,13 +572,13 @@ async fn a_scoped_token_is_confined_on_every_route() {
             }
             "/api/v1/history" => {
                 assert_eq!(
-                    hub.get(Some(SCOPED), &format!("/api/v1/history?cluster={outside}"))
+                    hub.get(Some(scoped), &format!("/api/v1/history?cluster={outside}"))
                         .await
                         .0,
                     404
                 );
                 assert_eq!(
-                    hub.get(Some(SCOPED), &format!("/api/v1/history?cluster={inside}"))
+                    hub.get(Some(scoped), &format!("/api/v1/history?cluster={inside}"))
                         .await
                         .0,
                     200
@@ -581,7 +591,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
                 );
                 let in_scope: BTreeSet<String> = hub.json(ADMIN, &format!("/api/v1/drift?group={SCOPE}&state=in_sync,failed,out_of_sync,missing,stale,unexpected,progressing,unknown&limit=1000")).await["items"]
                     .as_array().unwrap().iter().map(|i| i["cluster"].as_str().unwrap().to_owned()).collect();
-                let mine = hub.json(SCOPED, &format!("/api/v1/history?{range}")).await;
+                let mine = hub.json(scoped, &format!("/api/v1/history?{range}")).await;
                 let events = mine["events"].as_array().unwrap();
                 assert!(!events.is_empty(), "{mine}");
                 for e in events {
@@ -595,7 +605,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
                     .iter()
                     .any(|e| !in_scope.contains(e["cluster"].as_str().unwrap_or_default())));
                 let elsewhere = hub
-                    .json(SCOPED, &format!("/api/v1/history?group=amer&{range}"))
+                    .json(scoped, &format!("/api/v1/history?group=amer&{range}"))
                     .await;
                 assert_eq!(
                     elsewhere["events"].as_array().unwrap().len(),
@@ -604,11 +614,11 @@ async fn a_scoped_token_is_confined_on_every_route() {
                 );
             }
             "/api/v1/openapi.json" => {
-                assert_eq!(hub.get(Some(SCOPED), "/api/v1/openapi.json").await.0, 200);
+                assert_eq!(hub.get(Some(scoped), "/api/v1/openapi.json").await.0, 200);
             }
             "/api/v1/insights/failures" => {
                 let q = "/api/v1/insights/failures?app=checkout&limit=1000";
-                let mut mine = hub.json(SCOPED, q).await;
+                let mut mine = hub.json(scoped, q).await;
                 let everywhere = hub.json(ADMIN, q).await;
                 assert!(
                     mine["considered"].as_u64().unwrap()
@@ -628,7 +638,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
             "/api/v1/rollouts" => {
                 // The scope's clusters only: the answer of the scope asked for as a group,
                 // and fewer clusters than the whole fleet's.
-                let mine = hub.json(SCOPED, "/api/v1/rollouts?app=checkout").await;
+                let mine = hub.json(scoped, "/api/v1/rollouts?app=checkout").await;
                 let admin = hub
                     .json(
                         ADMIN,
@@ -652,7 +662,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
                 let listed = hub.json(ADMIN, "/api/v1/rollouts?app=checkout").await;
                 let id = listed["items"][0]["id"].as_str().unwrap().to_owned();
                 let mine = hub
-                    .json(SCOPED, &format!("/api/v1/rollouts/{id}?depth=2&limit=1000"))
+                    .json(scoped, &format!("/api/v1/rollouts/{id}?depth=2&limit=1000"))
                     .await;
                 for g in mine["groups"].as_array().unwrap() {
                     assert!(within(g["group"].as_str().unwrap(), SCOPE), "{g}");
@@ -669,7 +679,7 @@ async fn a_scoped_token_is_confined_on_every_route() {
                 assert_eq!(mine, admin);
             }
             "/api/v1/delivery" => {
-                let mine = hub.json(SCOPED, "/api/v1/delivery?app=checkout").await;
+                let mine = hub.json(scoped, "/api/v1/delivery?app=checkout").await;
                 let admin = hub
                     .json(
                         ADMIN,
@@ -686,6 +696,6 @@ async fn a_scoped_token_is_confined_on_every_route() {
     // Metrics cover the whole fleet: they need a token unless opened, and a scoped token
     // may not read them.
     assert_eq!(hub.get(None, "/metrics").await.0, 401);
-    assert_eq!(hub.get(Some(SCOPED), "/metrics").await.0, 403);
+    assert_eq!(hub.get(Some(scoped), "/metrics").await.0, 403);
     assert_eq!(hub.get(Some(ADMIN), "/metrics").await.0, 200);
 }

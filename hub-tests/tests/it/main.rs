@@ -10,6 +10,7 @@ mod gate;
 mod insights;
 mod maintained;
 mod metrics;
+mod oidc;
 mod one_definition;
 mod openapi_schemas;
 mod otlp;

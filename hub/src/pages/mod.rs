@@ -33,6 +33,7 @@ mod app;
 mod cluster;
 mod fleet;
 mod lists;
+mod oidc;
 mod sign_in;
 mod view;
 
@@ -85,6 +86,8 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         .route("/ui/gate", get(lists::gate))
         .route("/ui/sign-in", get(sign_in::form).post(sign_in::submit))
         .route("/ui/sign-out", post(sign_in::sign_out))
+        .route("/ui/oidc/start", get(oidc::start))
+        .route("/ui/oidc/callback", get(oidc::callback))
         .route("/ui/static/style.css", get(style))
         .route("/ui/static/icon.svg", get(icon))
         .layer(axum::middleware::from_fn(page_headers))
@@ -225,7 +228,7 @@ impl Ui {
 }
 
 /// The token in the session cookie, if the request has one.
-fn session_token(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn session_token(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()

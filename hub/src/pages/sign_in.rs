@@ -1,7 +1,7 @@
 //! Signing in with an API token and out again. The token arrives in a form's body, is checked
 //! against the token file in force, and is kept in the session cookie; it never appears in a
 //! URL or a log line. A sign-in from another site's page (its `Origin` not this host) is
-//! refused.
+//! refused. When the token file names an identity provider, the page offers it too (`oidc`).
 
 use std::sync::Arc;
 
@@ -26,7 +26,7 @@ pub struct SignIn {
 }
 
 /// Where to go after signing in: a page of the hub's own (`/ui/…`), else the fleet page.
-fn next_page(next: Option<&str>) -> String {
+pub(super) fn next_page(next: Option<&str>) -> String {
     match next {
         Some(n) if stays_under_ui(n) => n.to_owned(),
         _ => "/ui/fleet".to_owned(),
@@ -76,25 +76,58 @@ pub async fn form(State(ui): State<Arc<Ui>>, uri: Uri, params: Params) -> Respon
     if ui.auth.current().is_insecure() {
         return Redirect::to(&next).into_response();
     }
-    sign_in_page(&uri, &next, None, StatusCode::OK)
+    sign_in_page(&ui, &uri, &next, None, StatusCode::OK)
 }
 
-fn sign_in_page(uri: &Uri, next: &str, problem: Option<&str>, status: StatusCode) -> Response {
+/// The sign-in page: the identity provider when the token file names one, the token form
+/// when it gives tokens, and what went wrong, if anything.
+pub(super) fn sign_in_page(
+    ui: &Ui,
+    uri: &Uri,
+    next: &str,
+    problem: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    let auth = ui.auth.current();
+    let provider = auth.oidc().map(|oidc| provider_name(&oidc.config.issuer));
     let page = Page::new("Sign in", None, uri).signed_out();
-    (status, page.render(sign_in_form(next, problem))).into_response()
+    let content = html! {
+        @if let Some(problem) = problem {
+            p class="error" role="alert" id="sign-in-problem" { (problem) }
+        }
+        @if let Some(provider) = &provider {
+            p class="sign-in-provider" {
+                a class="button" id="sign-in-oidc" href=(super::Query::new("/ui/oidc/start").with("next", Some(next)).build()) {
+                    "Sign in with " (provider)
+                }
+            }
+        }
+        @if auth.has_tokens() || provider.is_none() {
+            (token_form(next, provider.is_some()))
+        }
+    };
+    (status, page.render(content)).into_response()
 }
 
-fn sign_in_form(next: &str, problem: Option<&str>) -> Markup {
+/// The host of an issuer, as the sign-in button names it.
+fn provider_name(issuer: &str) -> String {
+    openidconnect::url::Url::parse(issuer)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned))
+        .unwrap_or_else(|| "your identity provider".to_owned())
+}
+
+fn token_form(next: &str, beside_provider: bool) -> Markup {
     html! {
         form class="sign-in" method="post" action="/ui/sign-in" {
-            p { "Sign in with an API token of this hub (read role or above). A token scoped to a group shows that group only." }
-            @if let Some(problem) = problem {
-                p class="error" role="alert" id="sign-in-problem" { (problem) }
+            p {
+                @if beside_provider { "Or sign in with an API token of this hub" } @else { "Sign in with an API token of this hub" }
+                " (read role or above). A token scoped to a group shows that group only."
             }
             input type="hidden" name="next" value=(next);
             div class="field" {
                 label for="token" { "API token" }
-                input id="token" name="token" type="password" autocomplete="current-password" required autofocus;
+                input id="token" name="token" type="password" autocomplete="current-password" required autofocus[!beside_provider];
             }
             button type="submit" { "Sign in" }
         }
@@ -111,6 +144,7 @@ pub async fn submit(
     let next = next_page(Some(&form.next));
     if !same_origin(&headers) {
         return sign_in_page(
+            &ui,
             &uri,
             &next,
             Some("This sign-in came from another site's page and was refused."),
@@ -129,6 +163,7 @@ pub async fn submit(
     if token.is_empty() || !admitted {
         tracing::info!("a sign-in to the pages was refused: unknown token");
         return sign_in_page(
+            &ui,
             &uri,
             &next,
             Some("This token is not admitted by the hub's token file."),
@@ -144,13 +179,32 @@ pub async fn submit(
     session_response(&next, &cookie)
 }
 
-/// `POST /ui/sign-out`: clears the session cookie.
-pub async fn sign_out(State(ui): State<Arc<Ui>>) -> Response {
+/// `POST /ui/sign-out`: clears the session cookie. A session of the identity provider is
+/// told where to sign out there too (a link: the provider's own page asks).
+pub async fn sign_out(State(ui): State<Arc<Ui>>, uri: Uri, headers: HeaderMap) -> Response {
     let cookie = format!(
         "{SESSION_COOKIE}=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict{}",
         if ui.secure_cookies { "; Secure" } else { "" }
     );
-    session_response("/ui/sign-in", &cookie)
+    let at_provider = match super::session_token(&headers) {
+        Some(token) => super::oidc::provider_sign_out(&ui, &token).await,
+        None => None,
+    };
+    let Some(at_provider) = at_provider else {
+        return session_response("/ui/sign-in", &cookie);
+    };
+    let page = Page::new("Signed out", None, &uri).signed_out();
+    let mut response = page
+        .render(html! {
+            p { "You are signed out of this hub." }
+            p { a class="button" id="sign-out-provider" href=(at_provider) { "Sign out at the identity provider too" } }
+            p { a href="/ui/sign-in" { "Sign in again" } }
+        })
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
 }
 
 fn session_response(to: &str, cookie: &str) -> Response {

@@ -197,6 +197,8 @@ pub struct Page {
     signed_in: bool,
     /// Whether the hub signs people in (it has a token file): then the page offers to sign out.
     sessions: bool,
+    /// A page of the hub's own the browser goes on to at once (`meta refresh`).
+    going_to: Option<String>,
 }
 
 impl Page {
@@ -209,7 +211,16 @@ impl Page {
             keep: Vec::new(),
             signed_in: true,
             sessions: true,
+            going_to: None,
         }
+    }
+
+    /// A page the browser leaves at once for `path` (one of the hub's own): the answer to a
+    /// sign-in that came back from an identity provider, so that the next page is asked
+    /// from this site and carries the `SameSite=Strict` session cookie.
+    pub fn going_to(mut self, path: &str) -> Page {
+        self.going_to = Some(path.to_owned());
+        self
     }
 
     /// A page of a hub that signs nobody in (no token file): no sign-out button.
@@ -248,6 +259,9 @@ impl Page {
                     title { (self.title) " · Fleetscope" }
                     link rel="stylesheet" href="/ui/static/style.css";
                     link rel="icon" href="/ui/static/icon.svg" type="image/svg+xml";
+                    @if let Some(path) = &self.going_to {
+                        meta http-equiv="refresh" content=(format!("0; url={path}"));
+                    }
                 }
                 body {
                     a class="skip" href="#main" { "Skip to content" }

@@ -1,0 +1,375 @@
+//! Sign-in with a real OpenID Connect provider (the npm package `oidc-provider`, run by the
+//! test): the API takes its JWT access tokens and refuses wrong ones with their reason; a
+//! person whose groups scope them to one subtree is confined on every route and page; the
+//! pages sign people in with the authorization code flow, keep the ID token as the session
+//! until it expires, refuse a person whose groups give no role, and sign out.
+
+use std::time::Duration;
+
+use fleetscope_hub::{Auth, MetricsConfig};
+use fleetscope_testkit::browser::Browser;
+use fleetscope_testkit::oidc::{
+    ProviderSpec, TestProvider, API_RESOURCE, HUB_CLIENT, HUB_SECRET, OTHER_RESOURCE,
+    SHORT_RESOURCE,
+};
+use serde_json::Value;
+
+use crate::api::{confined_on_every_route, Hub, ADMIN, SCOPE};
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn spec(hub: &str, id_token_seconds: u64) -> ProviderSpec {
+    ProviderSpec {
+        hub: hub.to_owned(),
+        people: vec![
+            ("alice".into(), strings(&["staff", "fleet-admins"])),
+            ("dora".into(), strings(&["staff", "team-de"])),
+            ("eve".into(), strings(&["staff"])),
+        ],
+        machines: vec![
+            ("ci-admin".into(), strings(&["fleet-admins"])),
+            ("ci-dora".into(), strings(&["team-de"])),
+            ("ci-eve".into(), strings(&["staff"])),
+        ],
+        id_token_seconds,
+        access_token_seconds: 300,
+    }
+}
+
+/// The hub's token file: its admin token, and the provider at `issuer`.
+fn token_file(hub: &str, issuer: &str) -> Auth {
+    Auth::parse(&format!(
+        "tokens:
+  - name: admins
+    token: {ADMIN}
+    role: admin
+oidc:
+  issuer: {issuer}
+  clientId: {HUB_CLIENT}
+  clientSecret: {HUB_SECRET}
+  redirectUrl: {hub}/ui/oidc/callback
+  audiences: [fleetscope-api]
+  scopes: [openid, profile, email, groups]
+  clockSkewSeconds: 0
+  groups:
+    - group: fleet-admins
+      role: admin
+    - group: team-de
+      role: read
+      scope: {SCOPE}
+"
+    ))
+    .unwrap()
+}
+
+/// The status and `error` of an API answer to `token`.
+async fn refusal(hub: &Hub, token: &str) -> (u16, String) {
+    let (status, _, body) = hub.get(Some(token), "/api/v1/summary").await;
+    let error = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_owned))
+        .unwrap_or(body);
+    (status, error)
+}
+
+#[tokio::test]
+async fn the_api_takes_the_providers_access_tokens_and_refuses_wrong_ones_with_their_reason() {
+    let hub = Hub::start(600, 6, MetricsConfig::default()).await;
+    let mut provider = TestProvider::start(&spec(&hub.base, 60));
+    let stranger = TestProvider::start(&spec(&hub.base, 60));
+    hub.auth.replace(token_file(&hub.base, &provider.issuer()));
+
+    let admin = provider.machine_token("ci-admin", API_RESOURCE).await;
+    let summary = hub.json(&admin, "/api/v1/summary").await;
+    assert_eq!(summary["scope"], Value::Null);
+    assert!(summary["total"]["clusters"].as_u64().unwrap() > 0);
+    // The token file's own tokens go on working beside the provider's.
+    assert_eq!(
+        hub.json(ADMIN, "/api/v1/summary").await["total"],
+        summary["total"]
+    );
+
+    // A person scoped by their groups sees their subtree only, on every route.
+    let dora = provider.machine_token("ci-dora", API_RESOURCE).await;
+    confined_on_every_route(&hub, &dora).await;
+
+    let eve = provider.machine_token("ci-eve", API_RESOURCE).await;
+    let elsewhere = provider.machine_token("ci-admin", OTHER_RESOURCE).await;
+    let foreign = stranger.machine_token("ci-admin", API_RESOURCE).await;
+    let short = provider.machine_token("ci-admin", SHORT_RESOURCE).await;
+    let mut tampered: Vec<String> = admin.split('.').map(str::to_owned).collect();
+    tampered[1] = dora.split('.').nth(1).unwrap().to_owned();
+    let tampered = {
+        // dora's claims under the admin token's signature: the signature does not cover them.
+        let mut parts = tampered;
+        parts[2] = admin.split('.').nth(2).unwrap().to_owned();
+        parts.join(".")
+    };
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    for (token, status, error) in [
+        (
+            &eve,
+            403,
+            "none of the caller's groups is given a role on this hub",
+        ),
+        (
+            &elsewhere,
+            401,
+            "the token is not meant for this hub (its audience is not accepted)",
+        ),
+        (
+            &foreign,
+            401,
+            "the token was not issued by the identity provider this hub trusts",
+        ),
+        (&short, 401, "the token has expired"),
+        (
+            &tampered,
+            401,
+            "the token's signature does not verify with the identity provider's keys",
+        ),
+    ] {
+        assert_eq!(refusal(&hub, token).await, (status, error.to_owned()));
+    }
+    // The challenge says why too, and the token is never repeated.
+    let response = reqwest::Client::new()
+        .get(format!("{}/api/v1/summary", hub.base))
+        .bearer_auth(&short)
+        .send()
+        .await
+        .unwrap();
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        challenge,
+        "Bearer error=\"invalid_token\", error_description=\"the token has expired\""
+    );
+    assert!(!response.text().await.unwrap().contains(&short));
+
+    // The provider rotates its key: its new tokens are taken (the hub fetches the keys again),
+    // tokens of the withdrawn key are refused from then on.
+    provider.restart(true);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rotated = provider.machine_token("ci-admin", API_RESOURCE).await;
+    assert_ne!(
+        jsonwebtoken_kid(&rotated),
+        jsonwebtoken_kid(&admin),
+        "the provider signs with a new key"
+    );
+    assert_eq!(
+        hub.json(&rotated, "/api/v1/summary").await["scope"],
+        Value::Null
+    );
+    assert_eq!(
+        refusal(&hub, &admin).await,
+        (
+            401,
+            "the token's signature does not verify with the identity provider's keys".to_owned()
+        )
+    );
+}
+
+/// The `kid` of a JWT's header.
+fn jsonwebtoken_kid(token: &str) -> String {
+    jsonwebtoken::decode_header(token).unwrap().kid.unwrap()
+}
+
+/// Signs `login` in at the provider's development form from the hub's sign-in page.
+async fn sign_in(browser: &Browser, hub: &str, next: &str, login: &str) {
+    browser.goto(&format!("{hub}{next}")).await;
+    assert!(
+        browser.current_url().await.contains("/ui/sign-in?next="),
+        "{}",
+        browser.current_url().await
+    );
+    browser.click("#sign-in-oidc").await;
+    browser
+        .wait_for("input[name=login]", Duration::from_secs(10))
+        .await;
+    browser.fill("input[name=login]", login).await;
+    browser.fill("input[name=password]", "any password").await;
+    browser.click("button[type=submit]").await;
+    // The development provider asks for consent the first time; then it sends the browser
+    // back to the hub.
+    for _ in 0..100 {
+        if browser.count("input[name=prompt][value=consent]").await > 0 {
+            browser.click("button[type=submit]").await;
+            return;
+        }
+        if browser.current_url().await.starts_with(hub) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the provider did not come back: {}",
+        browser.page_source().await
+    );
+}
+
+async fn until_url(browser: &Browser, ending: &str) {
+    for _ in 0..100 {
+        if browser.current_url().await.ends_with(ending) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the browser did not reach {ending}: at {}\n{}",
+        browser.current_url().await,
+        browser.page_source().await
+    );
+}
+
+#[tokio::test]
+async fn people_sign_in_to_the_pages_with_the_provider_and_out_again() {
+    let hub = Hub::start(600, 6, MetricsConfig::default()).await;
+    let provider = TestProvider::start(&spec(&hub.base, 60));
+    hub.auth.replace(token_file(&hub.base, &provider.issuer()));
+    let browser = Browser::start().await;
+
+    // dora, scoped to emea/de by her groups, signs in and comes back to the page she asked.
+    sign_in(&browser, &hub.base, "/ui/fleet", "dora").await;
+    until_url(&browser, "/ui/fleet").await;
+    browser
+        .wait_for("#total-clusters", Duration::from_secs(10))
+        .await;
+    let mine = hub
+        .json(ADMIN, &format!("/api/v1/summary?group={SCOPE}"))
+        .await;
+    let everyone = hub.json(ADMIN, "/api/v1/summary").await;
+    assert_ne!(mine["total"]["clusters"], everyone["total"]["clusters"]);
+    assert_eq!(
+        browser.text("#total-clusters").await,
+        mine["total"]["clusters"].to_string(),
+        "the fleet page counts dora's subtree only"
+    );
+    let session = browser
+        .cookies()
+        .await
+        .into_iter()
+        .find(|c| c.name == "fleetscope_session")
+        .expect("a session cookie");
+    assert!(session.http_only);
+    // Asking for a group outside her subtree does not widen it.
+    browser
+        .goto(&format!("{}/ui/fleet?group=amer", hub.base))
+        .await;
+    let page = browser.page_source().await;
+    assert!(!page.contains("amer/"), "{page}");
+    if browser.count("#total-clusters").await > 0 {
+        assert_ne!(
+            browser.text("#total-clusters").await,
+            hub.json(ADMIN, "/api/v1/summary?group=amer").await["total"]["clusters"].to_string()
+        );
+    }
+
+    // Signing out ends the session and offers the provider's sign-out.
+    browser.goto(&format!("{}/ui/fleet", hub.base)).await;
+    browser.click(".sign-out button").await;
+    browser
+        .wait_for("#sign-out-provider", Duration::from_secs(10))
+        .await;
+    let at_provider = browser
+        .attribute("#sign-out-provider", "href")
+        .await
+        .unwrap();
+    assert!(
+        at_provider.starts_with(&format!("{}/session/end?id_token_hint=", provider.issuer())),
+        "{at_provider}"
+    );
+    browser.goto(&format!("{}/ui/fleet", hub.base)).await;
+    assert!(browser.current_url().await.contains("/ui/sign-in"));
+
+    // eve's groups give no role: she is told so and gets no session.
+    browser.delete_cookies().await;
+    sign_in(&browser, &hub.base, "/ui/fleet", "eve").await;
+    browser
+        .wait_for("#sign-in-problem", Duration::from_secs(10))
+        .await;
+    assert!(
+        browser
+            .text("#sign-in-problem")
+            .await
+            .contains("none of your groups is given a role on this hub"),
+        "{}",
+        browser.page_source().await
+    );
+    assert!(browser
+        .cookies()
+        .await
+        .iter()
+        .all(|c| c.name != "fleetscope_session" || c.value.is_empty()));
+
+    // The callback refuses a state this browser did not start, and a visit without a flow.
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let answer = client
+        .get(format!("{}/ui/oidc/callback?code=x&state=y", hub.base))
+        .header("cookie", "fleetscope_oidc=a|b|c|%2Fui%2Ffleet")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    assert!(answer
+        .text()
+        .await
+        .unwrap()
+        .contains("did not come back to the browser that started it"));
+    let answer = client
+        .get(format!("{}/ui/oidc/callback?code=x&state=y", hub.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    browser.quit().await;
+}
+
+#[tokio::test]
+async fn a_page_session_ends_when_the_providers_id_token_does() {
+    let hub = Hub::start(200, 3, MetricsConfig::default()).await;
+    let provider = TestProvider::start(&spec(&hub.base, 4));
+    hub.auth.replace(token_file(&hub.base, &provider.issuer()));
+    let browser = Browser::start().await;
+    sign_in(&browser, &hub.base, "/ui/stale", "alice").await;
+    until_url(&browser, "/ui/stale").await;
+    let session = browser
+        .cookies()
+        .await
+        .into_iter()
+        .find(|c| c.name == "fleetscope_session")
+        .expect("a session cookie");
+    browser.quit().await;
+
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let ask = || async {
+        client
+            .get(format!("{}/ui/stale", hub.base))
+            .header("cookie", format!("fleetscope_session={}", session.value))
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        ask().await.status(),
+        200,
+        "the session works while the token lasts"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Even a cookie kept past its Max-Age is refused once the ID token has expired.
+    let answer = ask().await;
+    assert_eq!(answer.status(), 303);
+    assert!(answer.headers()["location"]
+        .to_str()
+        .unwrap()
+        .starts_with("/ui/sign-in?next="));
+}

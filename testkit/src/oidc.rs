@@ -1,0 +1,210 @@
+//! A real OpenID Connect provider for the sign-in tests: the npm package `oidc-provider`
+//! (installed by `scripts/install-prereqs --tests`), run by Node.js from
+//! `testkit/oidc-provider/provider.mjs` on a free loopback port with a private directory.
+//!
+//! It knows the hub as the confidential client [`HUB_CLIENT`], people by login name (the
+//! development login form takes any password) with the groups the test gives them, and
+//! clients of the client-credentials grant whose JWT access tokens carry groups too.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use fleetscope_local_process::{log_tail, ChildProcess, StartFailure};
+use serde_json::{json, Value};
+
+/// The hub's client id at the provider.
+pub const HUB_CLIENT: &str = "fleetscope";
+/// The hub's client secret.
+pub const HUB_SECRET: &str = "hub-client-secret-0123456789";
+/// The resource indicator whose access tokens are for the hub's API, and their audience.
+pub const API_RESOURCE: &str = "urn:fleetscope:api";
+pub const API_AUDIENCE: &str = "fleetscope-api";
+/// A resource for the hub's API whose access tokens expire after one second.
+pub const SHORT_RESOURCE: &str = "urn:fleetscope:short";
+/// A resource whose access tokens are for some other service.
+pub const OTHER_RESOURCE: &str = "urn:elsewhere";
+pub const OTHER_AUDIENCE: &str = "elsewhere-api";
+
+/// What the provider is started with.
+#[derive(Debug, Clone)]
+pub struct ProviderSpec {
+    /// The hub's base URL (`http://127.0.0.1:PORT`): its callback and sign-in page are the
+    /// client's redirect URIs.
+    pub hub: String,
+    /// People: login name and groups.
+    pub people: Vec<(String, Vec<String>)>,
+    /// Clients of the client-credentials grant: client id and the groups of its tokens.
+    pub machines: Vec<(String, Vec<String>)>,
+    pub id_token_seconds: u64,
+    pub access_token_seconds: u64,
+}
+
+/// A running provider. Dropping it stops it.
+#[derive(Debug)]
+pub struct TestProvider {
+    dir: tempfile::TempDir,
+    port: u16,
+    process: Option<ChildProcess>,
+}
+
+/// The installed package's directory: `FLEETSCOPE_OIDC_PROVIDER_DIR`, else the cache the
+/// install script fills. Panics with what to run when it is missing.
+pub fn provider_package() -> PathBuf {
+    let base = std::env::var_os("FLEETSCOPE_OIDC_PROVIDER_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            home.join(".cache/fleetscope/oidc-provider")
+        });
+    let package = base.join("node_modules/oidc-provider");
+    assert!(
+        package.join("lib/index.js").is_file(),
+        "the sign-in tests need the npm package oidc-provider and Node.js: run `scripts/install-prereqs --tests` (looked in {})",
+        package.display()
+    );
+    package
+}
+
+/// The secret of a client-credentials client.
+pub fn machine_secret(client: &str) -> String {
+    format!("{client}-secret-0123456789")
+}
+
+impl TestProvider {
+    /// Starts a provider for `spec` on a free port and waits until its discovery document
+    /// answers.
+    pub fn start(spec: &ProviderSpec) -> TestProvider {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let port = crate::faults::free_port();
+        let mut clients = vec![json!({
+            "client_id": HUB_CLIENT,
+            "client_secret": HUB_SECRET,
+            "redirect_uris": [format!("{}/ui/oidc/callback", spec.hub)],
+            "post_logout_redirect_uris": [format!("{}/ui/sign-in", spec.hub)],
+            "grant_types": ["authorization_code"],
+        })];
+        for (client, groups) in &spec.machines {
+            clients.push(json!({
+                "client_id": client,
+                "client_secret": machine_secret(client),
+                "grant_types": ["client_credentials"],
+                "groups": groups,
+            }));
+        }
+        let config = json!({
+            "module": provider_package(),
+            "port": port,
+            "keysFile": dir.path().join("keys.json"),
+            "idTokenSeconds": spec.id_token_seconds,
+            "accessTokenSeconds": spec.access_token_seconds,
+            "clients": clients,
+            "accounts": spec
+                .people
+                .iter()
+                .map(|(login, groups)| (login.clone(), json!(groups)))
+                .collect::<serde_json::Map<String, Value>>(),
+            "resources": {
+                API_RESOURCE: API_AUDIENCE,
+                SHORT_RESOURCE: API_AUDIENCE,
+                OTHER_RESOURCE: OTHER_AUDIENCE,
+            },
+            "shortResources": { SHORT_RESOURCE: 1 },
+        });
+        std::fs::write(dir.path().join("config.json"), config.to_string())
+            .expect("write the provider's config");
+        let mut provider = TestProvider {
+            dir,
+            port,
+            process: None,
+        };
+        provider.launch();
+        provider
+    }
+
+    /// The issuer: `http://127.0.0.1:PORT`.
+    pub fn issuer(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The provider's log.
+    pub fn log(&self) -> String {
+        log_tail(&[&self.dir.path().join("provider.log")], 60)
+    }
+
+    /// Stops it and starts it again on the same port; with `rotate` its signing key is
+    /// replaced by a new one (the old one is no longer published).
+    pub fn restart(&mut self, rotate: bool) {
+        if let Some(mut process) = self.process.take() {
+            process.terminate(Duration::from_secs(5));
+        }
+        if rotate {
+            std::fs::remove_file(self.dir.path().join("keys.json")).expect("remove the keys");
+        }
+        self.launch();
+    }
+
+    /// Stops it (the port stays unanswered until [`TestProvider::restart`]).
+    pub fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.terminate(Duration::from_secs(5));
+        }
+    }
+
+    /// A JWT access token of the client-credentials grant for `client` and `resource`.
+    pub async fn machine_token(&self, client: &str, resource: &str) -> String {
+        let response = reqwest::Client::new()
+            .post(format!("{}/token", self.issuer()))
+            .basic_auth(client, Some(machine_secret(client)))
+            .form(&[("grant_type", "client_credentials"), ("resource", resource)])
+            .send()
+            .await
+            .expect("the provider answers");
+        let status = response.status();
+        let body: Value = response.json().await.expect("a JSON answer");
+        assert!(status.is_success(), "token for {client}: {status} {body}");
+        body["access_token"]
+            .as_str()
+            .expect("an access token")
+            .to_owned()
+    }
+
+    fn launch(&mut self) {
+        let mut command = Command::new("node");
+        command
+            .arg(script())
+            .arg(self.dir.path().join("config.json"));
+        let log = self.dir.path().join("provider.log");
+        let mut process = ChildProcess::spawn(command, self.dir.path(), &log, &log)
+            .unwrap_or_else(|err| panic!("the sign-in tests need Node.js (`node`): {err:?}"));
+        let url = format!("{}/.well-known/openid-configuration", self.issuer());
+        let ready = || {
+            Command::new("curl")
+                .args(["-sf", "-o", "/dev/null", "--max-time", "2", &url])
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        match process.wait_until_serving(Duration::from_secs(60), self.port, ready) {
+            Ok(()) => {}
+            Err(StartFailure::Exited(status)) => {
+                panic!(
+                    "oidc-provider exited while starting ({status}):\n{}",
+                    self.log()
+                )
+            }
+            Err(StartFailure::NotReady(waited)) => {
+                panic!(
+                    "oidc-provider did not answer within {waited:?}:\n{}",
+                    self.log()
+                )
+            }
+        }
+        self.process = Some(process);
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("oidc-provider/provider.mjs")
+}
