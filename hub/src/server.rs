@@ -226,17 +226,19 @@ pub async fn run(args: HubArgs, store: Store) -> anyhow::Result<()> {
             "--tokens FILE is required (bearer tokens with roles and scopes); --insecure serves without authentication for local use"
         ),
     };
-    let started = Instant::now();
-    let database = store.database().to_owned();
-    let index = Index::load(store, clock::now)
-        .await
-        .with_context(|| format!("loading the fleet from ClickHouse database {database}"))?;
-    let (clusters, objects) = index.read(|f| (f.clusters.len(), f.objects));
-    tracing::info!(clusters, objects, elapsed = ?started.elapsed(), "fleet loaded");
     let policy = DriftPolicy {
         stale_after_seconds: args.stale_after,
         progress_grace_seconds: args.grace,
     };
+    let started = Instant::now();
+    let database = store.database().to_owned();
+    // Loaded under the thresholds it serves: which clusters reached their rollouts at the
+    // start is decided then.
+    let index = Index::load_under(store, clock::now, &policy)
+        .await
+        .with_context(|| format!("loading the fleet from ClickHouse database {database}"))?;
+    let (clusters, objects) = index.read(|f| (f.clusters.len(), f.objects));
+    tracing::info!(clusters, objects, elapsed = ?started.elapsed(), "fleet loaded");
     let tls = TlsFiles::from_flags(args.tls_cert.clone(), args.tls_key.clone())
         .map_err(anyhow::Error::msg)?
         .map(TlsAcceptor::load)

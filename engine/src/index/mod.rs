@@ -194,17 +194,32 @@ pub(crate) fn cpu_bound<T>(f: impl FnOnce() -> T) -> T {
 }
 
 impl Index {
-    /// Loads the whole fleet from `store` and classifies it at `clock`'s now with the default
-    /// policy (see [`Index::view`] for another moment or policy). `clock` is the wall clock the
-    /// refreshes read (the engine reads none itself).
+    /// [`Index::load_under`] the default policy.
     pub async fn load(store: Store, clock: fn() -> Timestamp) -> fleetscope_store::Result<Index> {
+        Index::load_under(store, clock, &DriftPolicy::default()).await
+    }
+
+    /// Loads the whole fleet from `store` and classifies it at `clock`'s now under `policy`
+    /// (see [`Index::view`] for another moment or policy). `clock` is the wall clock the
+    /// refreshes read (the engine reads none itself).
+    ///
+    /// That first classification is the start the rollouts are taken up from: a cluster whose
+    /// pair is in sync then reaches its rollout, and nothing asked later under another policy
+    /// takes that back. So `policy` must be the one the index will be asked with: under a
+    /// longer stale threshold, a cluster stale by the hub's would count as in sync and reach
+    /// its rollout at the start.
+    pub async fn load_under(
+        store: Store,
+        clock: fn() -> Timestamp,
+        policy: &DriftPolicy,
+    ) -> fleetscope_store::Result<Index> {
         let started = Instant::now();
         let (horizons, heartbeat_horizons) = arrival_horizons(&store).await;
         // Millions of rows: read on a thread of its own (see `Store::read_in_bulk`).
         let mut fleet = store
             .read_in_bulk(move |store| async move { load(&store, clock).await })
             .await??;
-        fleet.advance(clock(), &DriftPolicy::default());
+        fleet.advance(clock(), policy);
         Ok(Index {
             store,
             clock,

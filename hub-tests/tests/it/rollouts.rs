@@ -22,6 +22,7 @@ use crate::common;
 
 mod panels;
 mod restart;
+mod stale_at_restart;
 
 const T: u32 = 1_800_000_000;
 
