@@ -41,7 +41,8 @@ macro_rules! error_responses {
 
 error_responses! {
     BadRequest: "A parameter is unknown, repeated or invalid; `parameter` names it.";
-    Unauthorized: "No valid bearer token.";
+    Unauthorized: "No valid bearer token: none, one the token file does not admit, or a JWT of the identity provider that is expired, not yet valid, of another issuer or audience, or whose signature does not verify (`error` says which).";
+    Forbidden: "A valid JWT of the identity provider whose groups give no role on this hub.";
     NotFound: "No such cluster within the caller's scope.";
-    Unavailable: "ClickHouse did not answer, or the request was still unanswered at its 30 s deadline (with `Retry-After`).";
+    Unavailable: "ClickHouse did not answer, the request was still unanswered at its 30 s deadline, or the identity provider's keys could not be fetched to check a JWT (each with `Retry-After`).";
 }

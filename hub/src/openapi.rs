@@ -25,7 +25,7 @@ use crate::state::AppState;
 
 const DESCRIPTION: &str = "Desired against actual state of a GitOps fleet: drift, version inventory, history, group rollups and rollout gates.
 
-Every route but this document needs a bearer token (read role); scoped tokens see only their group subtree, on every route.
+Every route but this document needs a bearer token (read role): a token of the hub's token file or, when the file names an identity provider, a JWT it signed (an access token whose audience the file accepts, or an ID token of the hub's client); scoped callers see only their group subtree, on every route.
 
 Every route, this document's included, refuses a parameter it does not take, a repeated one that cannot repeat (only parameters whose schema is an array repeat) and a value that does not parse with a 400 whose `parameter` names it, and a path value that is not percent-encoded UTF-8 the same way. Integer parameters take decimal digits only: a sign, a fraction (`1.5`, `2.0`) or an exponent is refused.
 
@@ -101,7 +101,7 @@ pub fn routes() -> Routes {
 /// What every operation shares, put in once: the errors every route can answer (every route
 /// refuses parameters it does not take, so every route can answer 400; every route has the
 /// server's deadline, so every route can answer 503; every route but `open_paths` needs a
-/// token, so those can answer 401), authentication (none for `open_paths`), and the document's
+/// token, so those can answer 401, and 403 to a JWT whose groups give no role), authentication (none for `open_paths`), and the document's
 /// information.
 fn complete(document: &mut OpenApi, open_paths: &[String]) {
     document.info.title = "Fleetscope hub API".to_owned();
@@ -148,9 +148,10 @@ fn complete(document: &mut OpenApi, open_paths: &[String]) {
         for (status, name) in [
             ("400", "BadRequest"),
             ("401", "Unauthorized"),
+            ("403", "Forbidden"),
             ("503", "Unavailable"),
         ] {
-            if open && status == "401" {
+            if open && (status == "401" || status == "403") {
                 continue;
             }
             operation

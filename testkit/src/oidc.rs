@@ -1,14 +1,27 @@
-//! A real OpenID Connect provider for the sign-in tests: the npm package `oidc-provider`
-//! (installed by `scripts/install-prereqs --tests`), run by Node.js from
-//! `testkit/oidc-provider/provider.mjs` on a free loopback port with a private directory.
+//! Identity providers for the sign-in tests.
 //!
-//! It knows the hub as the confidential client [`HUB_CLIENT`], people by login name (the
+//! [`TestProvider`] is a real, certified OpenID Connect provider: the npm package
+//! `oidc-provider` (installed by `scripts/install-prereqs --tests`), run by Node.js from
+//! `testkit/oidc-provider/provider.mjs` on a free loopback port with a private directory. It
+//! knows the hub as the confidential client [`HUB_CLIENT`], people by login name (the
 //! development login form takes any password) with the groups the test gives them, and
 //! clients of the client-credentials grant whose JWT access tokens carry groups too.
+//!
+//! [`LocalIssuer`] is an issuer served by the test itself: a discovery document and a key set
+//! it can change, and tokens it signs with claims of the test's choosing (the ones a real
+//! provider will not mint: expired, of another audience, with made-up keys).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use jsonwebtoken::jwk::Jwk;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
 
 use fleetscope_local_process::{log_tail, ChildProcess, StartFailure};
 use serde_json::{json, Value};
@@ -207,4 +220,98 @@ impl TestProvider {
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("oidc-provider/provider.mjs")
+}
+
+/// An ECDSA P-256 signing key of a [`LocalIssuer`], named by its `kid`.
+pub struct IssuerKey {
+    kid: String,
+    encoding: EncodingKey,
+    public: Jwk,
+}
+
+impl std::fmt::Debug for IssuerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuerKey").field("kid", &self.kid).finish()
+    }
+}
+
+impl IssuerKey {
+    /// A new key named `kid`.
+    pub fn new(kid: &str) -> IssuerKey {
+        let pair = rcgen::KeyPair::generate().expect("an EC key");
+        let encoding = EncodingKey::from_ec_der(&pair.serialize_der());
+        let mut public =
+            Jwk::from_encoding_key(&encoding, Algorithm::ES256).expect("the key's public JWK");
+        public.common.key_id = Some(kid.to_owned());
+        IssuerKey {
+            kid: kid.to_owned(),
+            encoding,
+            public,
+        }
+    }
+
+    /// `claims` signed with this key (ES256, the header naming its `kid`).
+    pub fn sign(&self, claims: &Value) -> String {
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&header, claims, &self.encoding).expect("a signed token")
+    }
+}
+
+/// An issuer on a free loopback port: `/.well-known/openid-configuration` and `/jwks`, the
+/// published keys changeable, the fetches of the keys counted. It stops with the runtime.
+#[derive(Debug, Clone)]
+pub struct LocalIssuer {
+    /// `http://127.0.0.1:PORT`.
+    pub issuer: String,
+    keys: Arc<Mutex<Vec<Jwk>>>,
+    fetches: Arc<AtomicUsize>,
+}
+
+impl LocalIssuer {
+    /// Serves an issuer publishing `keys`.
+    pub async fn start(keys: &[&IssuerKey]) -> LocalIssuer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let served = LocalIssuer {
+            issuer: format!("http://{}", listener.local_addr().expect("bound address")),
+            keys: Arc::new(Mutex::new(Vec::new())),
+            fetches: Arc::new(AtomicUsize::new(0)),
+        };
+        served.publish(keys);
+        let app = Router::new()
+            .route("/.well-known/openid-configuration", get(discovery))
+            .route("/jwks", get(jwks))
+            .with_state(served.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.expect("the issuer serves") });
+        served
+    }
+
+    /// Publishes `keys` instead of those before.
+    pub fn publish(&self, keys: &[&IssuerKey]) {
+        *self.keys.lock().expect("keys lock") = keys.iter().map(|k| k.public.clone()).collect();
+    }
+
+    /// How many times the key set was fetched.
+    pub fn fetches(&self) -> usize {
+        self.fetches.load(Ordering::SeqCst)
+    }
+}
+
+async fn discovery(State(served): State<LocalIssuer>) -> Json<Value> {
+    Json(json!({
+        "issuer": served.issuer,
+        "authorization_endpoint": format!("{}/auth", served.issuer),
+        "token_endpoint": format!("{}/token", served.issuer),
+        "jwks_uri": format!("{}/jwks", served.issuer),
+        "response_types_supported": ["code"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["ES256"],
+    }))
+}
+
+async fn jwks(State(served): State<LocalIssuer>) -> Json<Value> {
+    served.fetches.fetch_add(1, Ordering::SeqCst);
+    Json(json!({ "keys": *served.keys.lock().expect("keys lock") }))
 }

@@ -1,5 +1,6 @@
 //! Sign-in with a real OpenID Connect provider (the npm package `oidc-provider`, run by the
-//! test): the API takes its JWT access tokens and refuses wrong ones with their reason; a
+//! test), and JWTs the tests sign themselves against an issuer they serve: the API takes the
+//! provider's JWT access tokens and refuses wrong ones with their reason; a
 //! person whose groups scope them to one subtree is confined on every route and page; the
 //! pages sign people in with the authorization code flow, keep the ID token as the session
 //! until it expires, refuse a person whose groups give no role, and sign out.
@@ -9,8 +10,8 @@ use std::time::Duration;
 use fleetscope_hub::{Auth, MetricsConfig};
 use fleetscope_testkit::browser::Browser;
 use fleetscope_testkit::oidc::{
-    ProviderSpec, TestProvider, API_RESOURCE, HUB_CLIENT, HUB_SECRET, OTHER_RESOURCE,
-    SHORT_RESOURCE,
+    IssuerKey, LocalIssuer, ProviderSpec, TestProvider, API_RESOURCE, HUB_CLIENT, HUB_SECRET,
+    OTHER_RESOURCE, SHORT_RESOURCE,
 };
 use serde_json::Value;
 
@@ -372,4 +373,234 @@ async fn a_page_session_ends_when_the_providers_id_token_does() {
         .to_str()
         .unwrap()
         .starts_with("/ui/sign-in?next="));
+}
+
+// JWTs the tests sign themselves, against an issuer they serve (`LocalIssuer`): the kinds a
+// real provider will not mint (expired at a chosen moment, without a claim, signed with a
+// made-up key or a shared secret).
+
+/// The token file of [`local`]: the issuer at `issuer`, no clock skew.
+fn local_file(issuer: &str) -> Auth {
+    Auth::parse(&format!(
+        "oidc:
+  issuer: {issuer}
+  clientId: fleetscope
+  redirectUrl: http://127.0.0.1:1/ui/oidc/callback
+  audiences: [fleetscope-api]
+  clockSkewSeconds: 0
+  groups:
+    - {{group: fleet-admins, role: admin}}
+    - {{group: team-de, role: read, scope: {SCOPE}}}
+"
+    ))
+    .unwrap()
+}
+
+/// Who `auth` takes `token` for (name, role, scope), or its refusal's status and message.
+async fn caller(
+    auth: &Auth,
+    token: &str,
+) -> Result<(String, String, Option<String>), (u16, String)> {
+    use axum::response::IntoResponse as _;
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+    match auth.authenticate(&headers).await {
+        Ok(p) => Ok((p.name, p.role.to_string(), p.scope.map(|s| s.to_string()))),
+        Err(refusal) => {
+            let message = refusal.to_string();
+            Err((refusal.into_response().status().as_u16(), message))
+        }
+    }
+}
+
+fn now() -> u64 {
+    jsonwebtoken::get_current_timestamp()
+}
+
+fn claims(issuer: &str, groups: &[&str]) -> Value {
+    serde_json::json!({
+        "iss": issuer,
+        "sub": "u-123",
+        "email": "dora@example.test",
+        "aud": "fleetscope",
+        "iat": now(),
+        "exp": now() + 600,
+        "groups": groups,
+    })
+}
+
+#[tokio::test]
+async fn each_jwt_is_checked_against_the_issuers_keys_and_refused_with_its_reason() {
+    let key = IssuerKey::new("k1");
+    let impostor = IssuerKey::new("k1");
+    let issuer = LocalIssuer::start(&[&key]).await;
+    let auth = local_file(&issuer.issuer);
+    let good = claims(&issuer.issuer, &["other", "team-de"]);
+
+    assert_eq!(
+        caller(&auth, &key.sign(&good)).await,
+        Ok((
+            "dora@example.test".into(),
+            "read".into(),
+            Some(SCOPE.into())
+        ))
+    );
+    // The first entry of the file decides; an access token for the API's audience is taken.
+    let mut admin = claims(&issuer.issuer, &["team-de", "fleet-admins"]);
+    admin["aud"] = serde_json::json!(["fleetscope-api", "other"]);
+    assert_eq!(
+        caller(&auth, &key.sign(&admin)).await,
+        Ok(("dora@example.test".into(), "admin".into(), None))
+    );
+    assert_eq!(issuer.fetches(), 1, "the keys are fetched once");
+
+    let with = |field: &str, value: Value| {
+        let mut claims = good.clone();
+        claims[field] = value;
+        claims
+    };
+    let without = |field: &str| {
+        let mut claims = good.clone();
+        claims.as_object_mut().unwrap().remove(field);
+        claims
+    };
+    let secret = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &good,
+        &jsonwebtoken::EncodingKey::from_secret(b"guessable").unwrap(),
+    )
+    .unwrap();
+    let signed = key.sign(&good);
+    let payload = signed.split('.').nth(1).unwrap();
+    let unsigned = format!("eyJhbGciOiJub25lIn0.{payload}."); // {"alg":"none"}
+                                                              // Another payload (the admins' group) under this token's signature.
+    let forged = {
+        let admin = key.sign(&with("groups", serde_json::json!(["fleet-admins"])));
+        let mut parts: Vec<String> = signed.split('.').map(str::to_owned).collect();
+        parts[1] = admin.split('.').nth(1).unwrap().to_owned();
+        parts.join(".")
+    };
+    for (token, status, message) in [
+        (
+            key.sign(&with("iss", "http://127.0.0.1:9/other".into())),
+            401,
+            "the token was not issued by the identity provider this hub trusts",
+        ),
+        (
+            key.sign(&with("aud", "someone-else".into())),
+            401,
+            "the token is not meant for this hub (its audience is not accepted)",
+        ),
+        (
+            key.sign(&with("exp", (now() - 5).into())),
+            401,
+            "the token has expired",
+        ),
+        (
+            key.sign(&with("nbf", (now() + 600).into())),
+            401,
+            "the token is not valid yet (nbf)",
+        ),
+        (
+            key.sign(&without("exp")),
+            401,
+            "the token lacks the claim exp",
+        ),
+        (
+            key.sign(&without("aud")),
+            401,
+            "the token lacks the claim aud",
+        ),
+        (
+            key.sign(&without("iss")),
+            401,
+            "the token lacks the claim iss",
+        ),
+        (
+            impostor.sign(&good),
+            401,
+            "the token's signature does not verify with the identity provider's keys",
+        ),
+        (
+            forged,
+            401,
+            "the token's signature does not verify with the identity provider's keys",
+        ),
+        (
+            secret,
+            401,
+            "the token is signed with an algorithm this hub does not accept",
+        ),
+        (unsigned, 401, "unknown token"),
+        (
+            key.sign(&with("groups", serde_json::json!(["nobody"]))),
+            403,
+            "none of the caller's groups is given a role on this hub",
+        ),
+        (
+            key.sign(&without("groups")),
+            403,
+            "none of the caller's groups is given a role on this hub",
+        ),
+    ] {
+        assert_eq!(
+            caller(&auth, &token).await,
+            Err((status, message.to_owned())),
+            "{message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_rotated_key_is_fetched_and_a_flood_of_made_up_keys_costs_one_fetch() {
+    let old = IssuerKey::new("old");
+    let new = IssuerKey::new("new");
+    let issuer = LocalIssuer::start(&[&old]).await;
+    let auth = local_file(&issuer.issuer);
+    let good = claims(&issuer.issuer, &["team-de"]);
+    assert!(caller(&auth, &old.sign(&good)).await.is_ok());
+    assert_eq!(issuer.fetches(), 1);
+
+    // The issuer publishes a new key: a token signed with it makes the hub fetch again.
+    issuer.publish(&[&new, &old]);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(caller(&auth, &new.sign(&good)).await.is_ok());
+    assert_eq!(issuer.fetches(), 2);
+
+    // Tokens naming keys nobody published: at most one fetch per five seconds.
+    for i in 0..20 {
+        let made_up = IssuerKey::new(&format!("made-up-{i}"));
+        assert_eq!(
+            caller(&auth, &made_up.sign(&good)).await.unwrap_err().0,
+            401
+        );
+    }
+    assert!(issuer.fetches() <= 3, "{}", issuer.fetches());
+    assert!(
+        caller(&auth, &old.sign(&good)).await.is_ok(),
+        "known keys stay usable"
+    );
+
+    // A reload of the file naming the same provider keeps what was fetched.
+    let live = fleetscope_hub::LiveAuth::new(local_file(&issuer.issuer));
+    assert!(caller(&live.current(), &old.sign(&good)).await.is_ok());
+    let before = issuer.fetches();
+    live.replace(local_file(&issuer.issuer));
+    assert!(caller(&live.current(), &old.sign(&good)).await.is_ok());
+    assert_eq!(issuer.fetches(), before, "no fetch after the reload");
+}
+
+#[tokio::test]
+async fn an_issuer_that_cannot_be_reached_is_a_503_not_a_bad_token() {
+    let key = IssuerKey::new("k1");
+    let port = fleetscope_testkit::faults::free_port();
+    let issuer = format!("http://127.0.0.1:{port}");
+    let auth = local_file(&issuer);
+    assert_eq!(
+        caller(&auth, &key.sign(&claims(&issuer, &["team-de"]))).await,
+        Err((
+            503,
+            "the identity provider could not be reached to check the token; try again".to_owned()
+        ))
+    );
 }

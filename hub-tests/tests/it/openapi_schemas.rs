@@ -11,6 +11,7 @@ use std::sync::Arc;
 use fleetscope_hub::router;
 use fleetscope_hub::Auth;
 use fleetscope_hub::MetricsConfig;
+use fleetscope_testkit::oidc::{IssuerKey, LocalIssuer};
 use serde_json::{json, Value};
 
 use crate::common;
@@ -135,10 +136,18 @@ impl Checker {
 async fn every_answer_fits_the_documented_schema() {
     let (test, fleet) = common::simulated_fleet(120, 6).await;
     let state = common::hub_state(&test, &fleet, MetricsConfig::default()).await;
+    // An identity provider too, whose token for a person without a mapped group is a 403.
+    let key = IssuerKey::new("k1");
+    let issuer = LocalIssuer::start(&[&key]).await;
     let auth = Auth::parse(&format!(
-        "tokens:\n  - name: reader\n    token: {READER}\n    role: read\n  - name: team\n    token: {SCOPED}\n    role: read\n    scope: emea\n"
+        "tokens:\n  - name: reader\n    token: {READER}\n    role: read\n  - name: team\n    token: {SCOPED}\n    role: read\n    scope: emea\noidc:\n  issuer: {}\n  clientId: fleetscope\n  redirectUrl: http://127.0.0.1:1/ui/oidc/callback\n  groups:\n    - {{group: fleet-admins, role: admin}}\n",
+        issuer.issuer
     ))
     .unwrap();
+    let now = jsonwebtoken::get_current_timestamp();
+    let no_role = key.sign(&json!({
+        "iss": issuer.issuer, "sub": "eve", "aud": "fleetscope", "exp": now + 600, "groups": ["staff"],
+    }));
     let base = common::serve(router(Arc::new(state), Arc::new(auth), false)).await;
     let document = closed(serde_json::to_value(fleetscope_hub::document()).unwrap());
     let templates: Vec<String> = document["paths"]
@@ -340,7 +349,8 @@ async fn every_answer_fits_the_documented_schema() {
         errors.push((r, template, format!("{concrete}?no_such_parameter=1"), 400));
         // Every route but those the document marks open (an empty `security`) needs a token.
         if c.document["paths"][template]["get"]["security"] != json!([]) {
-            errors.push((None, template, concrete, 401));
+            errors.push((None, template, concrete.clone(), 401));
+            errors.push((Some(no_role.as_str()), template, concrete, 403));
         }
     }
     for (template, uri) in [

@@ -129,7 +129,7 @@ pub struct PolicyAnswer {
     #[schema(example = 600)]
     pub stale_after_seconds: i64,
     /// How long a new desired state may take to arrive and settle before it counts as drift
-    /// (`--progress-grace`).
+    /// (`--grace`).
     #[schema(example = 900)]
     pub progress_grace_seconds: i64,
 }

@@ -29,7 +29,7 @@ use super::sign_in::{next_page, sign_in_page};
 use super::view::Page;
 use super::{percent_decode, percent_encode, Ui, SESSION_COOKIE, SESSION_SECONDS};
 use crate::auth::oidc::provider::Discovered;
-use crate::auth::oidc::{Oidc, Refusal};
+use crate::auth::oidc::{Oidc, Refusal, Verified};
 
 /// The cookie that carries a sign-in in progress.
 pub const FLOW_COOKIE: &str = "fleetscope_oidc";
@@ -208,85 +208,9 @@ async fn finish(ui: &Ui, uri: &Uri, headers: &HeaderMap, params: &Params) -> Res
             StatusCode::BAD_REQUEST,
         );
     };
-    let discovered = match oidc.provider.discovered(None).await {
-        Ok(discovered) => discovered,
-        Err(why) => {
-            tracing::warn!(error = %why, "a sign-in could not finish: the identity provider is unreachable");
-            return problem(
-                ui,
-                uri,
-                &flow.next,
-                "The identity provider could not be reached. Try again in a moment.",
-                StatusCode::SERVICE_UNAVAILABLE,
-            );
-        }
-    };
-    let client = match client(oidc, &discovered) {
-        Ok(client) => client,
-        Err(why) => return misconfigured(ui, uri, &flow.next, &why),
-    };
-    let exchange = match client.exchange_code(AuthorizationCode::new(code.to_owned())) {
-        Ok(request) => request,
-        Err(err) => return misconfigured(ui, uri, &flow.next, &err.to_string()),
-    };
-    let tokens = match exchange
-        .set_pkce_verifier(PkceCodeVerifier::new(flow.verifier.clone()))
-        .request_async(oidc.provider.http())
-        .await
-    {
-        Ok(tokens) => tokens,
-        Err(err) => {
-            tracing::warn!(error = %describe(&err), "the identity provider did not exchange a sign-in code");
-            return problem(
-                ui,
-                uri,
-                &flow.next,
-                "The identity provider did not accept this sign-in's code. Sign in again.",
-                StatusCode::BAD_GATEWAY,
-            );
-        }
-    };
-    let Some(id_token) = tokens.id_token() else {
-        return problem(
-            ui,
-            uri,
-            &flow.next,
-            "The identity provider sent no ID token (is the openid scope allowed for this client?).",
-            StatusCode::BAD_GATEWAY,
-        );
-    };
-    if let Err(err) = id_token.claims(&client.id_token_verifier(), &Nonce::new(flow.nonce.clone()))
-    {
-        tracing::warn!(error = %err, "an ID token did not verify");
-        return problem(
-            ui,
-            uri,
-            &flow.next,
-            "The identity provider's answer did not verify. Sign in again.",
-            StatusCode::UNAUTHORIZED,
-        );
-    }
-    let raw = id_token.to_string();
-    let verified = match oidc.verify(&raw).await {
-        Ok(verified) => verified,
-        Err(Refusal::NoRole) => {
-            return problem(
-                ui,
-                uri,
-                &flow.next,
-                "You are signed in at the identity provider, but none of your groups is given a role on this hub. Ask the hub's administrators to map one of your groups.",
-                StatusCode::FORBIDDEN,
-            )
-        }
-        Err(refusal) => {
-            return problem(
-                ui,
-                uri,
-                &flow.next,
-                &format!("The sign-in was refused: {refusal}."),
-                StatusCode::UNAUTHORIZED,
-            )
-        }
+    let (raw, verified) = match exchange(ui, uri, oidc, &flow, code).await {
+        Ok(done) => done,
+        Err(refused) => return refused,
     };
     if raw.len() > MAX_SESSION_TOKEN {
         return problem(
@@ -325,29 +249,92 @@ async fn finish(ui: &Ui, uri: &Uri, headers: &HeaderMap, params: &Params) -> Res
     response
 }
 
-/// Where a person signing out of the hub may also sign out at the provider: its
-/// `end_session_endpoint` with the session's ID token as the hint, coming back to the
-/// sign-in page.
-pub async fn provider_sign_out(ui: &Ui, id_token: &str) -> Option<String> {
-    let auth = ui.auth.current();
-    let oidc = auth.oidc()?;
-    if !crate::auth::oidc::looks_like_jwt(id_token) {
-        return None;
+/// The code exchanged for tokens, the ID token verified (the crate's verifier, with the
+/// flow's nonce) and its caller found: the raw ID token and who it names, or the answer
+/// that says why not.
+async fn exchange(
+    ui: &Ui,
+    uri: &Uri,
+    oidc: &Oidc,
+    flow: &Flow,
+    code: &str,
+) -> Result<(String, Verified), Response> {
+    let discovered = match oidc.provider.discovered(None).await {
+        Ok(discovered) => discovered,
+        Err(why) => {
+            tracing::warn!(error = %why, "a sign-in could not finish: the identity provider is unreachable");
+            return Err(problem(
+                ui,
+                uri,
+                &flow.next,
+                "The identity provider could not be reached. Try again in a moment.",
+                StatusCode::SERVICE_UNAVAILABLE,
+            ));
+        }
+    };
+    let client = match client(oidc, &discovered) {
+        Ok(client) => client,
+        Err(why) => return Err(misconfigured(ui, uri, &flow.next, &why)),
+    };
+    let exchange = match client.exchange_code(AuthorizationCode::new(code.to_owned())) {
+        Ok(request) => request,
+        Err(err) => return Err(misconfigured(ui, uri, &flow.next, &err.to_string())),
+    };
+    let tokens = match exchange
+        .set_pkce_verifier(PkceCodeVerifier::new(flow.verifier.clone()))
+        .request_async(oidc.provider.http())
+        .await
+    {
+        Ok(tokens) => tokens,
+        Err(err) => {
+            tracing::warn!(error = %describe(&err), "the identity provider did not exchange a sign-in code");
+            return Err(problem(
+                ui,
+                uri,
+                &flow.next,
+                "The identity provider did not accept this sign-in's code. Sign in again.",
+                StatusCode::BAD_GATEWAY,
+            ));
+        }
+    };
+    let Some(id_token) = tokens.id_token() else {
+        return Err(problem(
+            ui,
+            uri,
+            &flow.next,
+            "The identity provider sent no ID token (is the openid scope allowed for this client?).",
+            StatusCode::BAD_GATEWAY,
+        ));
+    };
+    if let Err(err) = id_token.claims(&client.id_token_verifier(), &Nonce::new(flow.nonce.clone()))
+    {
+        tracing::warn!(error = %err, "an ID token did not verify");
+        return Err(problem(
+            ui,
+            uri,
+            &flow.next,
+            "The identity provider's answer did not verify. Sign in again.",
+            StatusCode::UNAUTHORIZED,
+        ));
     }
-    let discovered = oidc.provider.discovered(None).await.ok()?;
-    let end = discovered
-        .metadata
-        .additional_metadata()
-        .end_session_endpoint
-        .as_ref()?;
-    let mut back = openidconnect::url::Url::parse(&oidc.config.redirect_url).ok()?;
-    back.set_path("/ui/sign-in");
-    let mut url = end.url().clone();
-    url.query_pairs_mut()
-        .append_pair("id_token_hint", id_token)
-        .append_pair("client_id", &oidc.config.client_id)
-        .append_pair("post_logout_redirect_uri", back.as_str());
-    Some(url.to_string())
+    let raw = id_token.to_string();
+    match oidc.verify(&raw).await {
+        Ok(verified) => Ok((raw, verified)),
+        Err(Refusal::NoRole) => Err(problem(
+            ui,
+            uri,
+            &flow.next,
+            "You are signed in at the identity provider, but none of your groups is given a role on this hub. Ask the hub's administrators to map one of your groups.",
+            StatusCode::FORBIDDEN,
+        )),
+        Err(refusal) => Err(problem(
+            ui,
+            uri,
+            &flow.next,
+            &format!("The sign-in was refused: {refusal}."),
+            StatusCode::UNAUTHORIZED,
+        )),
+    }
 }
 
 type Client = CoreClient<

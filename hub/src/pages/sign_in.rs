@@ -187,7 +187,7 @@ pub async fn sign_out(State(ui): State<Arc<Ui>>, uri: Uri, headers: HeaderMap) -
         if ui.secure_cookies { "; Secure" } else { "" }
     );
     let at_provider = match super::session_token(&headers) {
-        Some(token) => super::oidc::provider_sign_out(&ui, &token).await,
+        Some(token) => provider_sign_out(&ui, &token).await,
         None => None,
     };
     let Some(at_provider) = at_provider else {
@@ -205,6 +205,31 @@ pub async fn sign_out(State(ui): State<Arc<Ui>>, uri: Uri, headers: HeaderMap) -
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     response
+}
+
+/// Where a person signing out of the hub may also sign out at the provider: its
+/// `end_session_endpoint` with the session's ID token as the hint, coming back to the
+/// sign-in page.
+pub async fn provider_sign_out(ui: &Ui, id_token: &str) -> Option<String> {
+    let auth = ui.auth.current();
+    let oidc = auth.oidc()?;
+    if !crate::auth::oidc::looks_like_jwt(id_token) {
+        return None;
+    }
+    let discovered = oidc.provider.discovered(None).await.ok()?;
+    let end = discovered
+        .metadata
+        .additional_metadata()
+        .end_session_endpoint
+        .as_ref()?;
+    let mut back = openidconnect::url::Url::parse(&oidc.config.redirect_url).ok()?;
+    back.set_path("/ui/sign-in");
+    let mut url = end.url().clone();
+    url.query_pairs_mut()
+        .append_pair("id_token_hint", id_token)
+        .append_pair("client_id", &oidc.config.client_id)
+        .append_pair("post_logout_redirect_uri", back.as_str());
+    Some(url.to_string())
 }
 
 fn session_response(to: &str, cookie: &str) -> Response {

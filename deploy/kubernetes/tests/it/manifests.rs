@@ -867,7 +867,11 @@ fn the_token_files_are_what_hub_and_collector_read_and_refuse_the_placeholders()
             "authorization",
             format!("Bearer {prometheus_token}").parse().unwrap(),
         );
-        let principal = auth.authenticate(&headers).unwrap();
+        let principal = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(auth.authenticate(&headers))
+            .unwrap();
         assert_eq!(principal.name, "prometheus");
         assert_eq!(principal.scope, None, "/metrics refuses scoped tokens");
 
