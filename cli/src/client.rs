@@ -15,7 +15,8 @@ pub struct HubConnection {
     /// The hub's base URL (`https://hub.example.org`; a path prefix is kept).
     #[arg(long, env = "FLEETSCOPE_HUB_URL")]
     pub hub_url: String,
-    /// Bearer token for the hub's API; none for a hub started with `--insecure`.
+    /// Bearer token for the hub's API; none for a hub started with `--insecure`. Without it
+    /// and `--token-file`, the token `fleetscope login` saved, if any.
     #[arg(
         long,
         env = "FLEETSCOPE_HUB_TOKEN",
@@ -75,7 +76,11 @@ impl HubClient {
                 }
                 Some(token.to_owned())
             }
-            (None, None) => None,
+            // The token `fleetscope login` saved, when there is one.
+            (None, None) => crate::login::default_token_path()
+                .and_then(|path| std::fs::read_to_string(path).ok())
+                .map(|text| text.trim().to_owned())
+                .filter(|token| !token.is_empty()),
         };
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(connection.timeout.max(1)))
@@ -133,7 +138,7 @@ impl HubClient {
 }
 
 /// An error with its causes, `outer: inner: …`, as reqwest's own message names only the first.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -23,6 +23,7 @@ pub enum Command {
     Rollouts(crate::rollouts::RolloutsArgs),
     Rollout(crate::rollouts::RolloutArgs),
     Delivery(crate::rollouts::DeliveryArgs),
+    Login(crate::login::LoginArgs),
 }
 
 /// `--at`: the hub's answer as of a past moment.
@@ -154,6 +155,7 @@ impl Command {
             Command::Rollouts(args) => crate::rollouts::rollouts(args, out).await,
             Command::Rollout(args) => crate::rollouts::rollout(args, out).await,
             Command::Delivery(args) => crate::rollouts::delivery(args, out).await,
+            Command::Login(args) => crate::login::login(args, out).await,
         }
     }
 }

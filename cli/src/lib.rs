@@ -1,5 +1,6 @@
-//! The operators' command line: `fleetscope status`, `versions`, `drift`, `gate`, `rollouts`,
-//! `rollout` and `delivery` ask a hub
+//! The operators' command line: `fleetscope login` signs in with the hub's identity provider;
+//! `fleetscope status`, `versions`, `drift`, `gate`, `rollouts`, `rollout` and `delivery` ask a
+//! hub
 //! over its HTTP API and print the answer as aligned tables, or as the hub's JSON for scripts,
 //! with exit codes a pipeline can act on (`EXIT_*`). This crate knows the hub only by its
 //! JSON: it reads the few fields it prints (`answers`) and depends on no other part of
@@ -8,6 +9,7 @@
 pub mod answers;
 pub mod client;
 pub mod commands;
+pub mod login;
 pub mod rollouts;
 pub mod selection;
 pub mod table;
@@ -18,6 +20,7 @@ use std::process::ExitCode;
 
 pub use client::{HubClient, HubConnection, Output};
 pub use commands::{Command, DriftArgs, GateArgs, StatusArgs, VersionsArgs};
+pub use login::LoginArgs;
 pub use rollouts::{DeliveryArgs, RolloutArgs, RolloutsArgs};
 
 /// The command did what was asked (and a gate passed).
@@ -49,6 +52,8 @@ pub enum CliError {
     Answer { path: String, reason: String },
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    #[error("login: {reason}")]
+    Login { reason: String },
 }
 
 impl CliError {
@@ -59,7 +64,8 @@ impl CliError {
             CliError::Unreachable { .. }
             | CliError::Hub { .. }
             | CliError::Answer { .. }
-            | CliError::Output(_) => EXIT_HUB,
+            | CliError::Output(_)
+            | CliError::Login { .. } => EXIT_HUB,
         }
     }
 }

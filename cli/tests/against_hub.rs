@@ -35,6 +35,7 @@ enum Sub {
     Rollouts(fleetscope_cli::RolloutsArgs),
     Rollout(fleetscope_cli::RolloutArgs),
     Delivery(fleetscope_cli::DeliveryArgs),
+    Login(fleetscope_cli::LoginArgs),
 }
 
 /// What a command run printed and how it ended.
@@ -56,6 +57,7 @@ async fn run(args: &[&str]) -> Run {
         Sub::Rollouts(a) => fleetscope_cli::Command::Rollouts(a),
         Sub::Rollout(a) => fleetscope_cli::Command::Rollout(a),
         Sub::Delivery(a) => fleetscope_cli::Command::Delivery(a),
+        Sub::Login(a) => fleetscope_cli::Command::Login(a),
     };
     let mut out = Vec::new();
     let (code, error) = match command.run(&mut out).await {
@@ -84,6 +86,14 @@ struct Hub {
 
 impl Hub {
     async fn start() -> Hub {
+        Hub::start_with(&format!(
+            "tokens:\n  - name: operators\n    token: {TOKEN}\n    role: read\n"
+        ))
+        .await
+    }
+
+    /// A hub with the token file `tokens`.
+    async fn start_with(tokens: &str) -> Hub {
         let test = TestStore::start().await;
         let fleet = GeneratedFleet::new(FleetSpec {
             clusters: 300,
@@ -103,10 +113,7 @@ impl Hub {
             MetricsConfig::default(),
         );
         state.fixed_now = Some(fleet.spec().now);
-        let auth = Auth::parse(&format!(
-            "tokens:\n  - name: operators\n    token: {TOKEN}\n    role: read\n"
-        ))
-        .expect("a valid token file");
+        let auth = Auth::parse(tokens).expect("a valid token file");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a loopback port");
@@ -742,4 +749,159 @@ async fn rollouts_rollout_and_delivery_print_the_hubs_figures() {
     let bad = hub.run("delivery", &["--window", "3w"]).await;
     assert_eq!(bad.code, 3, "{bad:?}");
     assert!(bad.error.contains("window"), "{bad:?}");
+}
+
+/// A writer the test reads while the command still runs.
+#[derive(Clone, Default)]
+struct Shared(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[tokio::test]
+async fn login_signs_in_with_the_provider_and_the_commands_send_its_token() {
+    use fleetscope_testkit::oidc::{ProviderSpec, TestProvider, CLI_CLIENT};
+    let provider = TestProvider::start(&ProviderSpec {
+        hub: "http://127.0.0.1:1".into(),
+        people: vec![("dora".into(), vec!["team-de".into()])],
+        machines: Vec::new(),
+        id_token_seconds: 300,
+        access_token_seconds: 300,
+    });
+    let hub = Hub::start_with(&format!(
+        "oidc:
+  issuer: {}
+  clientId: fleetscope
+  redirectUrl: http://127.0.0.1:1/ui/oidc/callback
+  audiences: [{CLI_CLIENT}]
+  groups:
+    - {{group: team-de, role: read, scope: emea/de}}
+",
+        provider.issuer()
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("config/fleetscope/token");
+    let saved_text = saved.to_str().unwrap().to_owned();
+
+    let cli = TestCli::try_parse_from([
+        "fleetscope",
+        "login",
+        "--issuer",
+        &provider.issuer(),
+        "--client-id",
+        CLI_CLIENT,
+        "--scope",
+        "groups",
+        "--save",
+        &saved_text,
+        "--wait",
+        "60",
+    ])
+    .unwrap();
+    let Sub::Login(args) = cli.command else {
+        panic!("login parses as login")
+    };
+    let out = Shared::default();
+    let mut writer = out.clone();
+    let login = fleetscope_cli::Command::Login(args);
+    let signing_in = login.run(&mut writer);
+    let person = async {
+        // The command prints where to go; a person opens it and signs in there.
+        let url = loop {
+            if let Some(line) = out
+                .text()
+                .lines()
+                .find(|l| l.starts_with("To sign in, open "))
+            {
+                break line.trim_start_matches("To sign in, open ").to_owned();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        let browser = fleetscope_testkit::browser::Browser::start().await;
+        browser.goto(&url).await;
+        browser.click("button[autofocus]").await;
+        browser
+            .wait_for("input[name=login]", std::time::Duration::from_secs(10))
+            .await;
+        browser.fill("input[name=login]", "dora").await;
+        browser.fill("input[name=password]", "any").await;
+        browser.click("button[type=submit]").await;
+        for _ in 0..100 {
+            if browser.count("input[name=prompt][value=consent]").await > 0 {
+                browser.click("button[type=submit]").await;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        browser
+    };
+    let (done, browser) = tokio::join!(signing_in, person);
+    browser.quit().await;
+    assert!(
+        done.is_ok(),
+        "{:?}\n{}\n{}",
+        done.err(),
+        out.text(),
+        provider.log()
+    );
+    let printed = out.text();
+    assert!(
+        printed.contains(&format!(
+            "Signed in as dora; the token is saved in {saved_text}"
+        )),
+        "{printed}"
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // The saved token is dora's: the hub scopes her to emea/de by her group.
+    let status = run(&[
+        "status",
+        "--hub-url",
+        &hub.base,
+        "--token-file",
+        &saved_text,
+        "-o",
+        "json",
+    ])
+    .await;
+    assert_eq!(status.code, 0, "{status:?}");
+    assert_eq!(parse_json(&status.stdout)["scope"], "emea/de");
+
+    // A provider without the device grant, or not there at all, is a clear failure (exit 3).
+    let nowhere = run(&[
+        "login",
+        "--issuer",
+        "http://127.0.0.1:1",
+        "--client-id",
+        CLI_CLIENT,
+        "--save",
+        &saved_text,
+    ])
+    .await;
+    assert_eq!(nowhere.code, 3, "{nowhere:?}");
+    assert!(
+        nowhere
+            .error
+            .starts_with("login: discovering http://127.0.0.1:1: "),
+        "{}",
+        nowhere.error
+    );
 }

@@ -86,6 +86,9 @@ pub enum Command {
     Rollout(fleetscope_cli::RolloutArgs),
     /// Delivery figures per app from a hub: deployments, lead time, failure rate, restore time.
     Delivery(fleetscope_cli::DeliveryArgs),
+    /// Sign in with the hub's identity provider (a code to enter in a browser) and save the
+    /// token the other commands send.
+    Login(fleetscope_cli::LoginArgs),
     /// Receive agents' reports (and watch reachable clusters) and write them to ClickHouse.
     Collector {
         #[command(flatten)]
@@ -183,6 +186,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Rollouts(args) => fleetscope_cli::Command::Rollouts(args),
         Command::Rollout(args) => fleetscope_cli::Command::Rollout(args),
         Command::Delivery(args) => fleetscope_cli::Command::Delivery(args),
+        Command::Login(args) => fleetscope_cli::Command::Login(args),
         service => return run(service).await.map(|()| ExitCode::SUCCESS),
     };
     Ok(fleetscope_cli::main(client).await)
@@ -222,7 +226,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
         | Command::Gate(_)
         | Command::Rollouts(_)
         | Command::Rollout(_)
-        | Command::Delivery(_) => {
+        | Command::Delivery(_)
+        | Command::Login(_) => {
             unreachable!("dispatch runs the client commands")
         }
     }

@@ -11,14 +11,16 @@
 //               after deleting it rotates them,
 //   "idTokenSeconds", "accessTokenSeconds": token lifetimes,
 //   "clients":  [{ "client_id", "client_secret", "redirect_uris", "post_logout_redirect_uris",
-//                  "grant_types", "groups" (for client_credentials tokens) }],
+//                  "grant_types", "groups" (for client_credentials tokens),
+//                  "token_endpoint_auth_method" ("none" for a public client) }],
 //   "accounts": { "<login>": ["group", ...] },
 //   "resources": { "<resource indicator>": "<audience>" },
 //   "shortResources": { "<resource indicator>": seconds }   (access tokens that expire soon)
 // }
 //
-// People sign in through the package's development login form (any password); their groups
-// are the claim `groups` of the ID token. A client of the client_credentials grant gets a
+// People sign in through the package's development login form (any password), also for the
+// device authorization grant (its /device page); their groups are the claim `groups` of the
+// ID token. A client of the client_credentials grant gets a
 // JWT access token for a resource, its audience the resource's, with the client's groups.
 
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
@@ -79,6 +81,7 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: true },
     clientCredentials: { enabled: true },
+    deviceFlow: { enabled: true },
     rpInitiatedLogout: { enabled: true },
     resourceIndicators: {
       enabled: true,

@@ -3,7 +3,8 @@
 //! [`TestProvider`] is a real, certified OpenID Connect provider: the npm package
 //! `oidc-provider` (installed by `scripts/install-prereqs --tests`), run by Node.js from
 //! `testkit/oidc-provider/provider.mjs` on a free loopback port with a private directory. It
-//! knows the hub as the confidential client [`HUB_CLIENT`], people by login name (the
+//! knows the hub as the confidential client [`HUB_CLIENT`], the command line as the public
+//! client [`CLI_CLIENT`] of the device authorization grant, people by login name (the
 //! development login form takes any password) with the groups the test gives them, and
 //! clients of the client-credentials grant whose JWT access tokens carry groups too.
 //!
@@ -30,6 +31,8 @@ use serde_json::{json, Value};
 pub const HUB_CLIENT: &str = "fleetscope";
 /// The hub's client secret.
 pub const HUB_SECRET: &str = "hub-client-secret-0123456789";
+/// The command line's client id: a public client of the device authorization grant.
+pub const CLI_CLIENT: &str = "fleetscope-cli";
 /// The resource indicator whose access tokens are for the hub's API, and their audience.
 pub const API_RESOURCE: &str = "urn:fleetscope:api";
 pub const API_AUDIENCE: &str = "fleetscope-api";
@@ -99,6 +102,11 @@ impl TestProvider {
             "post_logout_redirect_uris": [format!("{}/ui/sign-in", spec.hub)],
             "grant_types": ["authorization_code"],
         })];
+        clients.push(json!({
+            "client_id": CLI_CLIENT,
+            "grant_types": ["urn:ietf:params:oauth:grant-type:device_code"],
+            "token_endpoint_auth_method": "none",
+        }));
         for (client, groups) in &spec.machines {
             clients.push(json!({
                 "client_id": client,
