@@ -256,6 +256,36 @@ async fn people_sign_in_to_the_pages_with_the_provider_and_out_again() {
         .find(|c| c.name == "fleetscope_session")
         .expect("a session cookie");
     assert!(session.http_only);
+    // Her stale clusters are those of her subtree, and a cluster outside it is not found.
+    browser.goto(&format!("{}/ui/stale", hub.base)).await;
+    browser
+        .wait_for("#stale-total", Duration::from_secs(10))
+        .await;
+    assert_eq!(
+        browser.text("#stale-total").await,
+        hub.json(ADMIN, &format!("/api/v1/stale?limit=1000&group={SCOPE}"))
+            .await["total"]
+            .to_string()
+    );
+    for group in browser.texts("table.stale tbody td:nth-child(2)").await {
+        assert!(group.starts_with(SCOPE), "{group}");
+    }
+    let outside = hub
+        .json(
+            ADMIN,
+            "/api/v1/drift?state=in_sync,failed,stale,missing,out_of_sync&limit=1000",
+        )
+        .await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| !p["group"].as_str().unwrap_or("").starts_with(SCOPE))
+        .map(|p| p["cluster"].as_str().unwrap().to_owned())
+        .expect("a cluster outside the scope");
+    browser
+        .goto(&format!("{}/ui/clusters/{outside}", hub.base))
+        .await;
+    assert!(browser.text("div.error").await.contains("404"));
     // Asking for a group outside her subtree does not widen it.
     browser
         .goto(&format!("{}/ui/fleet?group=amer", hub.base))
