@@ -77,7 +77,7 @@ impl HubClient {
                 Some(token.to_owned())
             }
             // The token `fleetscope login` saved, when there is one.
-            (None, None) => crate::login::default_token_path()
+            (None, None) => default_token_path()
                 .and_then(|path| std::fs::read_to_string(path).ok())
                 .map(|text| text.trim().to_owned())
                 .filter(|token| !token.is_empty()),
@@ -135,6 +135,16 @@ impl HubClient {
         }
         Ok(body)
     }
+}
+
+/// Where `login` saves the token when `--save` is not given, and where the other commands look
+/// for it: `$XDG_CONFIG_HOME/fleetscope/token`, else `~/.config/fleetscope/token`.
+pub fn default_token_path() -> Option<PathBuf> {
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(config.join("fleetscope").join("token"))
 }
 
 /// An error with its causes, `outer: inner: …`, as reqwest's own message names only the first.

@@ -82,16 +82,6 @@ type DeviceMetadata = ProviderMetadata<
     CoreSubjectIdentifierType,
 >;
 
-/// Where `login` saves the token when `--save` is not given, and where the other commands look
-/// for it: `$XDG_CONFIG_HOME/fleetscope/token`, else `~/.config/fleetscope/token`.
-pub fn default_token_path() -> Option<PathBuf> {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(config.join("fleetscope").join("token"))
-}
-
 fn failed(reason: impl Into<String>) -> CliError {
     CliError::Login {
         reason: reason.into(),
@@ -103,7 +93,7 @@ pub async fn login(args: &LoginArgs, out: &mut dyn Write) -> Result<Outcome, Cli
     let save = args
         .save
         .clone()
-        .or_else(default_token_path)
+        .or_else(crate::client::default_token_path)
         .ok_or_else(|| failed("no --save path, and neither HOME nor XDG_CONFIG_HOME is set"))?;
     let issuer = IssuerUrl::new(args.issuer.clone())
         .map_err(|e| failed(format!("--issuer {:?}: {e}", args.issuer)))?;

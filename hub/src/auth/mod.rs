@@ -35,6 +35,7 @@ use std::fmt;
 use fleetscope_model::GroupPath;
 use serde::Serialize;
 
+mod fields;
 #[cfg(test)]
 mod fixtures;
 mod middleware;

@@ -11,6 +11,7 @@ use fleetscope_model::GroupPath;
 use fleetscope_runtime::tokens::{self, TokenDigest};
 use serde_yaml_ng::{Mapping, Value};
 
+use super::fields::{describe_key, string_field};
 use super::oidc::Oidc;
 use super::{Principal, Role};
 
@@ -306,31 +307,6 @@ fn check_entry(fields: &Mapping, at: &str, problems: &mut Vec<String>) -> Checke
         _ => None,
     };
     Checked { digest, principal }
-}
-
-/// A field's text: `Some(None)` when absent or null, `None` (with a problem added) when it is
-/// not a string.
-fn string_field<'a>(
-    fields: &'a Mapping,
-    field: &str,
-    at: &str,
-    problems: &mut Vec<String>,
-) -> Option<Option<&'a str>> {
-    match fields.get(field) {
-        None | Some(Value::Null) => Some(None),
-        Some(Value::String(text)) => Some(Some(text)),
-        Some(_) => {
-            problems.push(format!("{at}.{field}: expected a string"));
-            None
-        }
-    }
-}
-
-fn describe_key(key: &Value) -> String {
-    match key.as_str() {
-        Some(key) => format!("unknown field {key:?}"),
-        None => "a field name that is not a string".to_owned(),
-    }
 }
 
 fn check_name(name: &str) -> Result<(), String> {

@@ -229,15 +229,21 @@ impl Ui {
 
 /// The token in the session cookie, if the request has one.
 pub(crate) fn session_token(headers: &HeaderMap) -> Option<String> {
+    cookie(headers, SESSION_COOKIE)
+        .and_then(percent_decode)
+        .filter(|token| !token.is_empty())
+}
+
+/// The value of the cookie `name`, if the request has one.
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
-        .and_then(|(_, value)| percent_decode(value))
-        .filter(|token| !token.is_empty())
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
 }
 
 impl PageError {

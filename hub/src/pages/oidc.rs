@@ -27,8 +27,8 @@ use openidconnect::{
 use super::lists::Params;
 use super::sign_in::{next_page, sign_in_page};
 use super::view::Page;
-use super::{percent_decode, percent_encode, Ui, SESSION_COOKIE, SESSION_SECONDS};
-use crate::auth::oidc::provider::Discovered;
+use super::{cookie, percent_decode, percent_encode, Ui, SESSION_COOKIE, SESSION_SECONDS};
+use crate::auth::oidc::provider::{chain, Discovered};
 use crate::auth::oidc::{Oidc, Refusal, Verified};
 
 /// The cookie that carries a sign-in in progress.
@@ -287,7 +287,7 @@ async fn exchange(
     {
         Ok(tokens) => tokens,
         Err(err) => {
-            tracing::warn!(error = %describe(&err), "the identity provider did not exchange a sign-in code");
+            tracing::warn!(error = %chain(&err), "the identity provider did not exchange a sign-in code");
             return Err(problem(
                 ui,
                 uri,
@@ -384,29 +384,6 @@ fn set_cookie(response: &mut Response, cookie: &str) {
     if let Ok(value) = HeaderValue::from_str(cookie) {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
-}
-
-/// The value of the cookie `name`, if the request has one.
-pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
-        .map(|(_, value)| value)
-}
-
-fn describe(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
 }
 
 #[cfg(test)]

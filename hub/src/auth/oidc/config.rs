@@ -8,6 +8,7 @@ use fleetscope_model::GroupPath;
 use openidconnect::url::{Host, Url};
 use serde_yaml_ng::{Mapping, Value};
 
+use super::super::fields::{describe_key, string_field};
 use super::super::Role;
 
 /// The path of the pages' sign-in callback; `redirectUrl` must name it.
@@ -338,21 +339,13 @@ fn required<'a>(fields: &'a Mapping, field: &str, problems: &mut Vec<String>) ->
     }
 }
 
-/// A field's text: `Some(None)` when absent or null, `None` (with a problem added) when it is
-/// not a string.
+/// A field's text, as [`string_field`] reads it in the section.
 fn text<'a>(
     fields: &'a Mapping,
     field: &str,
     problems: &mut Vec<String>,
 ) -> Option<Option<&'a str>> {
-    match fields.get(field) {
-        None | Some(Value::Null) => Some(None),
-        Some(Value::String(text)) => Some(Some(text)),
-        Some(_) => {
-            problems.push(format!("oidc.{field}: expected a string"));
-            None
-        }
-    }
+    string_field(fields, field, "oidc", problems)
 }
 
 /// A list of strings, `None` when absent (or wrong, with a problem added).
@@ -423,13 +416,6 @@ fn claim_name_ok(name: &str) -> bool {
     !name.is_empty()
         && name.split('.').all(|segment| !segment.is_empty())
         && name.chars().all(|c| c.is_ascii_graphic())
-}
-
-fn describe_key(key: &Value) -> String {
-    match key.as_str() {
-        Some(key) => format!("unknown field {key:?}"),
-        None => "a field name that is not a string".to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -214,7 +214,7 @@ fn usable_keys(text: &[u8]) -> Result<Vec<Jwk>, Unreachable> {
 }
 
 /// An error with its sources, for a log line.
-fn chain(err: &dyn std::error::Error) -> String {
+pub fn chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(inner) = source {
