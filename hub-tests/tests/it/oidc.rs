@@ -233,6 +233,27 @@ async fn people_sign_in_to_the_pages_with_the_provider_and_out_again() {
     hub.auth.replace(token_file(&hub.base, &provider.issuer()));
     let browser = Browser::start().await;
 
+    // The sign-in page offers the provider and the token form, and fits a phone's width.
+    browser.set_window_size(390, 800).await;
+    browser.goto(&format!("{}/ui/sign-in", hub.base)).await;
+    assert_eq!(
+        browser.text("#sign-in-oidc").await,
+        "Sign in with 127.0.0.1"
+    );
+    assert_eq!(browser.count("form.sign-in #token").await, 1);
+    let overflow = browser
+        .execute(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+            &[],
+        )
+        .await;
+    assert_eq!(
+        overflow,
+        serde_json::json!(0),
+        "the sign-in page is wider than a phone"
+    );
+    browser.set_window_size(1280, 900).await;
+
     // dora, scoped to emea/de by her groups, signs in and comes back to the page she asked.
     sign_in(&browser, &hub.base, "/ui/fleet", "dora").await;
     until_url(&browser, "/ui/fleet").await;
