@@ -35,12 +35,12 @@ pub const HUB_SECRET: &str = "hub-client-secret-0123456789";
 pub const CLI_CLIENT: &str = "fleetscope-cli";
 /// The resource indicator whose access tokens are for the hub's API, and their audience.
 pub const API_RESOURCE: &str = "urn:fleetscope:api";
-pub const API_AUDIENCE: &str = "fleetscope-api";
+const API_AUDIENCE: &str = "fleetscope-api";
 /// A resource for the hub's API whose access tokens expire after one second.
 pub const SHORT_RESOURCE: &str = "urn:fleetscope:short";
 /// A resource whose access tokens are for some other service.
 pub const OTHER_RESOURCE: &str = "urn:elsewhere";
-pub const OTHER_AUDIENCE: &str = "elsewhere-api";
+const OTHER_AUDIENCE: &str = "elsewhere-api";
 
 /// What the provider is started with.
 #[derive(Debug, Clone)]
@@ -165,13 +165,6 @@ impl TestProvider {
             std::fs::remove_file(self.dir.path().join("keys.json")).expect("remove the keys");
         }
         self.launch();
-    }
-
-    /// Stops it (the port stays unanswered until [`TestProvider::restart`]).
-    pub fn stop(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            process.terminate(Duration::from_secs(5));
-        }
     }
 
     /// A JWT access token of the client-credentials grant for `client` and `resource`.

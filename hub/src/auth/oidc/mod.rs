@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Map, Value};
 
 use super::Principal;
@@ -121,22 +121,21 @@ impl Oidc {
                 tracing::debug!(%why, "a token could not be checked");
                 Refusal::Unavailable
             })?;
-        let jwk = discovered
+        let key = discovered
             .key(header.kid.as_deref())
             .ok_or(Refusal::BadSignature)?;
-        if let Some(alg) = jwk.common.key_algorithm {
+        if let Some(alg) = key.jwk.common.key_algorithm {
             if format!("{alg:?}") != format!("{:?}", header.alg) {
                 return Err(Refusal::BadSignature);
             }
         }
-        let key = DecodingKey::from_jwk(jwk).map_err(|_| Refusal::BadSignature)?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.config.issuer]);
         validation.set_audience(&self.config.accepted_audiences());
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.validate_nbf = true;
         validation.leeway = self.config.clock_skew_seconds;
-        let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+        let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &validation)
             .map_err(|err| refusal(err.kind()))?;
         let expires_at = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         let principal = self.principal(&data.claims)?;

@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::Jwk;
+use jsonwebtoken::DecodingKey;
 use openidconnect::core::CoreJsonWebKeySet;
 use openidconnect::{IssuerUrl, ProviderMetadataWithLogout};
 
@@ -31,21 +32,35 @@ const KEYS_LIMIT: usize = 1 << 20;
 pub struct Discovered {
     /// The provider's metadata, its key set the one last fetched.
     pub metadata: ProviderMetadataWithLogout,
-    /// The same keys, as the API's verification reads them; keys of a kind it cannot use
-    /// (and keys not for signatures) are left out.
-    pub keys: Vec<Jwk>,
+    /// The same keys, as the API's verification reads them, each read into a decoding key
+    /// once per fetch; keys of a kind it cannot use (and keys not for signatures) are left out.
+    pub keys: Vec<SigningKey>,
     fetched_at: Instant,
+}
+
+/// One of the provider's signing keys: as published, and ready to verify with.
+pub struct SigningKey {
+    pub jwk: Jwk,
+    pub decoding: DecodingKey,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("kid", &self.jwk.common.key_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Discovered {
     /// The key a token's header names: by `kid`, or, for a token without one, the only key
     /// the provider publishes.
-    pub fn key(&self, kid: Option<&str>) -> Option<&Jwk> {
+    pub fn key(&self, kid: Option<&str>) -> Option<&SigningKey> {
         match kid {
             Some(kid) => self
                 .keys
                 .iter()
-                .find(|key| key.common.key_id.as_deref() == Some(kid)),
+                .find(|key| key.jwk.common.key_id.as_deref() == Some(kid)),
             None if self.keys.len() == 1 => self.keys.first(),
             None => None,
         }
@@ -189,7 +204,7 @@ impl Provider {
 }
 
 /// The signing keys of a JSON key set that the API's verification can use.
-fn usable_keys(text: &[u8]) -> Result<Vec<Jwk>, Unreachable> {
+fn usable_keys(text: &[u8]) -> Result<Vec<SigningKey>, Unreachable> {
     #[derive(serde::Deserialize)]
     struct Set {
         keys: Vec<serde_json::Value>,
@@ -209,6 +224,10 @@ fn usable_keys(text: &[u8]) -> Result<Vec<Jwk>, Unreachable> {
                     key.common.public_key_use,
                     Some(jsonwebtoken::jwk::PublicKeyUse::Encryption)
                 )
+        })
+        .filter_map(|jwk| {
+            let decoding = DecodingKey::from_jwk(&jwk).ok()?;
+            Some(SigningKey { jwk, decoding })
         })
         .collect())
 }
